@@ -1,0 +1,352 @@
+package h1
+
+import (
+	"errors"
+	"io"
+)
+
+var (
+	errMalformedChunk    = errors.New("h1: malformed chunked encoding")
+	errMalformedResponse = errors.New("h1: malformed response")
+	errTrailerTooLarge   = errors.New("h1: trailer section too large")
+)
+
+type bodyKind uint8
+
+const (
+	bodyNone bodyKind = iota
+	bodyFixed
+	bodyChunked
+	bodyUntilClose
+)
+
+// maxTrailerBytes bounds the trailer section of a chunked body.
+const maxTrailerBytes = 16 << 10
+
+// body decodes one message body from a reader: fixed length, chunked
+// (RFC 9112 §7.1) or delimited by the connection closing. It hands out
+// views into the reader's buffer so small bodies are copied once, into the
+// outgoing buffer.
+type body struct {
+	src  *reader
+	kind bodyKind
+	// remaining: bytes left for a fixed body, or in the current chunk.
+	remaining int64
+	// needCRLF: a chunk's data has been read and its CRLF has not.
+	needCRLF bool
+	done     bool
+	// read counts decoded bytes handed out so far.
+	read int64
+	// trailer holds the raw trailer lines ("name: value\r\n") of a chunked
+	// body, copied out of the buffer because later reads reuse it.
+	trailer []byte
+	// onFirstRead runs once before the first byte is read (sending
+	// "100 Continue" to a client that asked for it).
+	onFirstRead func()
+	// touch runs before every read that may block (deadline upkeep).
+	touch func()
+}
+
+func (b *body) reset(src *reader, kind bodyKind, length int64) {
+	tr := b.trailer[:0]
+	*b = body{src: src, kind: kind, remaining: length, trailer: tr}
+	if kind == bodyNone || (kind == bodyFixed && length == 0) {
+		b.done = true
+	}
+}
+
+// next returns the next piece of the decoded body as a view into the
+// reader's buffer, valid until the next call. It returns io.EOF after the
+// last piece (and after the trailer of a chunked body has been read).
+func (b *body) next() ([]byte, error) {
+	if b.done {
+		return nil, io.EOF
+	}
+	if b.onFirstRead != nil {
+		f := b.onFirstRead
+		b.onFirstRead = nil
+		f()
+	}
+	switch b.kind {
+	case bodyFixed:
+		return b.nextData()
+	case bodyChunked:
+		if b.remaining == 0 {
+			if err := b.nextChunk(); err != nil {
+				return nil, err
+			}
+			if b.done {
+				return nil, io.EOF
+			}
+		}
+		p, err := b.nextData()
+		if err == nil && b.remaining == 0 {
+			b.needCRLF = true
+		}
+		return p, err
+	case bodyUntilClose:
+		if len(b.src.buffered()) == 0 {
+			if b.touch != nil {
+				b.touch()
+			}
+			if err := b.src.fill(); err != nil {
+				if err == io.EOF {
+					b.done = true
+				}
+				return nil, err
+			}
+		}
+		p := b.src.buffered()
+		b.src.discard(len(p))
+		b.read += int64(len(p))
+		return p, nil
+	}
+	return nil, io.EOF
+}
+
+// nextData returns up to remaining bytes of data from the buffer.
+func (b *body) nextData() ([]byte, error) {
+	if len(b.src.buffered()) == 0 {
+		if b.touch != nil {
+			b.touch()
+		}
+		if err := b.src.fill(); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	p := b.src.buffered()
+	if int64(len(p)) > b.remaining {
+		p = p[:b.remaining]
+	}
+	b.src.discard(len(p))
+	b.remaining -= int64(len(p))
+	b.read += int64(len(p))
+	if b.kind == bodyFixed && b.remaining == 0 {
+		b.done = true
+	}
+	return p, nil
+}
+
+// nextChunk reads a chunk-size line (after the previous chunk's CRLF); a
+// zero size ends the body and reads the trailer section.
+func (b *body) nextChunk() error {
+	if b.touch != nil {
+		b.touch()
+	}
+	if b.needCRLF {
+		line, err := b.src.readLine(2)
+		if err != nil {
+			return eofUnexpected(err)
+		}
+		if len(line) != 0 {
+			return errMalformedChunk
+		}
+		b.needCRLF = false
+	}
+	line, err := b.src.readLine(4096)
+	if err != nil {
+		if err == errLineTooLong {
+			return errMalformedChunk
+		}
+		return eofUnexpected(err)
+	}
+	size, ok := parseChunkSize(line)
+	if !ok {
+		return errMalformedChunk
+	}
+	if size > 0 {
+		b.remaining = size
+		return nil
+	}
+	for {
+		line, err := b.src.readLine(maxTrailerBytes)
+		if err != nil {
+			if err == errLineTooLong {
+				return errTrailerTooLarge
+			}
+			return eofUnexpected(err)
+		}
+		if len(line) == 0 {
+			b.done = true
+			return nil
+		}
+		colon := indexByte(line, ':')
+		if colon <= 0 || !isToken(line[:colon]) || !validValue(trimOWS(line[colon+1:])) {
+			return errMalformedChunk
+		}
+		if len(b.trailer)+len(line)+2 > maxTrailerBytes {
+			return errTrailerTooLarge
+		}
+		// Framing fields in a trailer are ignored rather than forwarded
+		// (RFC 9110 §6.5.1).
+		switch classify(line[:colon]) {
+		case kContentLength, kTransferEncoding, kHost, kConnection, kTE, kTrailer, kKeepAlive, kUpgrade:
+			continue
+		}
+		b.trailer = append(b.trailer, line...)
+		b.trailer = append(b.trailer, '\r', '\n')
+	}
+}
+
+func eofUnexpected(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// parseChunkSize parses "hex[;ext]" with at most 15 hex digits so the size
+// cannot overflow.
+func parseChunkSize(line []byte) (int64, bool) {
+	if i := indexByte(line, ';'); i >= 0 {
+		line = line[:i]
+	}
+	line = trimOWS(line)
+	if len(line) == 0 || len(line) > 15 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range line {
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		n = n<<4 | int64(d)
+	}
+	return n, true
+}
+
+// Read implements io.Reader over the decoded body, for handlers that want
+// a plain reader (net/http adapters).
+func (b *body) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if b.kind == bodyFixed && !b.done && len(b.src.buffered()) == 0 && int64(len(p)) >= 4096 {
+		// Large reads of a fixed body go straight to the source.
+		if b.onFirstRead != nil {
+			f := b.onFirstRead
+			b.onFirstRead = nil
+			f()
+		}
+		if b.touch != nil {
+			b.touch()
+		}
+		if int64(len(p)) > b.remaining {
+			p = p[:b.remaining]
+		}
+		n, err := b.src.Read(p)
+		b.remaining -= int64(n)
+		b.read += int64(n)
+		if b.remaining == 0 {
+			b.done = true
+		}
+		if err == io.EOF && !b.done {
+			err = io.ErrUnexpectedEOF
+		} else if err == io.EOF {
+			err = nil
+		}
+		return n, err
+	}
+	// Serve from the buffer without handing out more than len(p): pieces
+	// larger than p stay buffered for the next call.
+	if b.done {
+		return 0, io.EOF
+	}
+	if b.kind == bodyChunked && b.remaining == 0 || len(b.src.buffered()) == 0 {
+		piece, err := b.peekPiece()
+		if err != nil {
+			return 0, err
+		}
+		if piece == 0 {
+			return 0, io.EOF
+		}
+	}
+	avail := b.src.buffered()
+	n := len(avail)
+	if b.kind != bodyUntilClose && int64(n) > b.remaining {
+		n = int(b.remaining)
+	}
+	if n > len(p) {
+		n = len(p)
+	}
+	copy(p, avail[:n])
+	b.src.discard(n)
+	b.read += int64(n)
+	if b.kind != bodyUntilClose {
+		b.remaining -= int64(n)
+		if b.remaining == 0 {
+			if b.kind == bodyFixed {
+				b.done = true
+			} else {
+				b.needCRLF = true
+			}
+		}
+	}
+	return n, nil
+}
+
+// peekPiece makes body bytes available in the buffer without consuming
+// them; it returns 0 at the end of the body.
+func (b *body) peekPiece() (int, error) {
+	if b.onFirstRead != nil {
+		f := b.onFirstRead
+		b.onFirstRead = nil
+		f()
+	}
+	if b.kind == bodyChunked && b.remaining == 0 {
+		if err := b.nextChunk(); err != nil {
+			return 0, err
+		}
+		if b.done {
+			return 0, nil
+		}
+	}
+	if len(b.src.buffered()) == 0 {
+		if b.touch != nil {
+			b.touch()
+		}
+		if err := b.src.fill(); err != nil {
+			if err == io.EOF {
+				if b.kind == bodyUntilClose {
+					b.done = true
+					return 0, nil
+				}
+				return 0, io.ErrUnexpectedEOF
+			}
+			return 0, err
+		}
+	}
+	return len(b.src.buffered()), nil
+}
+
+// fullyBuffered returns the whole remaining body of a fixed-length message
+// when it is already in the buffer, without consuming it.
+func (b *body) fullyBuffered() ([]byte, bool) {
+	if b.kind != bodyFixed || b.done || b.read != 0 {
+		return nil, b.done
+	}
+	buf := b.src.buffered()
+	if int64(len(buf)) < b.remaining {
+		return nil, false
+	}
+	return buf[:b.remaining], true
+}
+
+// consumeBuffered marks a body returned by fullyBuffered as read.
+func (b *body) consumeBuffered() {
+	b.src.discard(int(b.remaining))
+	b.read += b.remaining
+	b.remaining = 0
+	b.done = true
+}

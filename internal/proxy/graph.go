@@ -1,0 +1,139 @@
+// Package proxy is the request pipeline: route -> pick -> admit -> forward
+// -> retry -> record. It decides what happens to each request and leaves
+// the bytes to a wire engine behind the interfaces of package wire.
+//
+// The pipeline reads one immutable Graph per request through an atomic
+// pointer, so a reload swaps the whole graph at once and requests already
+// running finish on the graph they started with.
+package proxy
+
+import (
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/helios-lb/helios/internal/route"
+	"github.com/helios-lb/helios/internal/upstream"
+	"github.com/helios-lb/helios/internal/wire"
+)
+
+// Graph is one configuration generation's routing objects.
+type Graph struct {
+	// Routes maps host and path to a route.
+	Routes *route.Table[*Route]
+	// Upstreams lists every upstream, in configuration order.
+	Upstreams []*Upstream
+	// Recorder receives one Record per request; nil records nothing.
+	Recorder Recorder
+}
+
+// Route is a compiled route with exactly one action set.
+type Route struct {
+	// Name is the configured route name (a metrics label).
+	Name string
+	// Upstream forwards the request; nil when another action is set.
+	Upstream *Upstream
+	// Respond answers with a fixed response; nil when another action is set.
+	Respond *Fixed
+	// Static answers from files; nil when another action is set.
+	Static http.Handler
+	// Index is the route's position in the configuration, for recorders
+	// that keep per-route state in slices.
+	Index int
+}
+
+// Fixed is a pre-rendered response.
+type Fixed struct {
+	Status int
+	// Header holds "Name: value\r\n" lines.
+	Header []byte
+	Body   []byte
+}
+
+// Upstream is a pool of backends with its strategy, transport and
+// resilience policy.
+type Upstream struct {
+	// Name is the configured upstream name.
+	Name string
+	// Backends are the pool's members; Backends[i].Index == i.
+	Backends []*upstream.Backend
+	// Picker chooses a backend.
+	Picker upstream.Picker
+	// Transport forwards to the backends.
+	Transport wire.Transport
+	// HashClient says the picker uses upstream.Key.Hash (ip_hash), so the
+	// pipeline computes it.
+	HashClient bool
+	// Retry says when to try another backend.
+	Retry RetryPolicy
+	// Budget bounds retries; nil means unbounded (tests only).
+	Budget *Budget
+	// Guard admits requests and learns outcomes (breaker, passive
+	// ejection); nil admits everything.
+	Guard Guard
+	// Index is the upstream's position in the configuration.
+	Index int
+}
+
+// Outcome is what an attempt on a backend says about the backend.
+type Outcome uint8
+
+const (
+	// Success: the backend answered with a status not counted as failure.
+	Success Outcome = iota
+	// Failure: connect error, timeout, broken response, or a failure status.
+	Failure
+	// Ignored: the attempt says nothing about the backend (the client went
+	// away, or sent a bad request).
+	Ignored
+)
+
+// Guard admits attempts to backends and learns from their outcomes: the
+// circuit breaker and passive ejection live behind it.
+type Guard interface {
+	// Admit reports whether b may take an attempt now. When it may, done
+	// must be called exactly once with the attempt's outcome.
+	Admit(b *upstream.Backend) (done func(Outcome), ok bool)
+}
+
+// Recorder observes finished requests (metrics, access log).
+type Recorder interface {
+	// Record is called once per request, after the response.
+	Record(ex wire.Exchange, r Record)
+}
+
+// Record describes one finished request.
+type Record struct {
+	Route    *Route            // nil when no route matched
+	Upstream *Upstream         // nil for non-upstream routes
+	Backend  *upstream.Backend // the last backend tried; nil if none
+	// Status is the status sent, or 499 when the client went away first.
+	Status   int
+	Bytes    int64
+	Start    time.Time
+	Duration time.Duration
+	// Attempts counts forwarding attempts (retries are Attempts-1).
+	Attempts int
+	// Err is the error that decided the status, if any.
+	Err error
+}
+
+// Pipeline serves exchanges with the current graph. It implements the
+// engine's handler (h1.Handler).
+type Pipeline struct {
+	graph atomic.Pointer[Graph]
+}
+
+// New returns a pipeline serving g.
+func New(g *Graph) *Pipeline {
+	p := &Pipeline{}
+	p.graph.Store(g)
+	return p
+}
+
+// Swap installs g for new requests and returns the previous graph.
+// Requests already running finish on the graph they started with.
+func (p *Pipeline) Swap(g *Graph) *Graph { return p.graph.Swap(g) }
+
+// Graph returns the current graph.
+func (p *Pipeline) Graph() *Graph { return p.graph.Load() }

@@ -4,145 +4,438 @@
 //
 // The package holds data only; internal/server turns a Config into running
 // objects.
+//
+// # Reading a file
+//
+// Parse (and Load, which reads a file and calls Parse) runs four steps and
+// reports every problem it finds, not just the first:
+//
+//  1. Environment expansion. ${NAME} is replaced by the value of the
+//     environment variable NAME, and ${NAME:-default} by its value or, when
+//     NAME is unset or empty, by default. An unset NAME without a default
+//     expands to the empty string. $$ is a literal $. Any other $ is kept as
+//     is. Expansion happens on the raw text, before YAML parsing, anywhere in
+//     the file (comments included), so a value is pasted as written: quote
+//     the reference ("${TOKEN}") when a value may hold YAML punctuation.
+//     A value may not contain a line break, which keeps line numbers right.
+//     A key whose value expands to nothing (key: ${UNSET}) is null, which is
+//     the same as leaving the key out.
+//  2. Strict decoding. Unknown keys, duplicate keys, values of the wrong
+//     type and YAML syntax errors are problems. A null value is the same as
+//     an absent key. Quoted numbers ("2") are strings, not integers, and
+//     booleans are true or false only. Anchors and aliases work; merge keys
+//     (<<) are not supported.
+//  3. Defaults (SetDefaults). A default fills a key that is absent; a key
+//     that is present keeps its value, so weight: 0 is reported as an error
+//     rather than silently becoming 1.
+//  4. Validation (Config.Validate).
+//
+// The default of every key is documented on its field below.
 package config
 
 import "time"
 
 // Config is a whole Helios configuration file.
 type Config struct {
+	// Listeners are the addresses Helios serves. At least one is required.
 	Listeners []Listener `yaml:"listeners"`
-	Routes    []Route    `yaml:"routes"`
+	// Routes map requests to actions, tried in order. At least one is
+	// required.
+	Routes []Route `yaml:"routes"`
+	// Upstreams are the backend pools routes forward to. Required only
+	// when a route names one.
 	Upstreams []Upstream `yaml:"upstreams"`
-	Admin     Admin      `yaml:"admin"`
-	Logging   Logging    `yaml:"logging"`
+	// Admin configures the admin listener; the zero Admin gets the
+	// defaults documented on its fields.
+	Admin Admin `yaml:"admin"`
+	// Logging configures the logs; the zero Logging gets the defaults
+	// documented on its fields.
+	Logging Logging `yaml:"logging"`
 
 	// File is the path the configuration was read from ("" when parsed
 	// from memory). Not a YAML key.
 	File string `yaml:"-"`
+
+	// meta records which keys the YAML held and on which lines. It is nil
+	// for a Config built in code.
+	meta *meta
 }
 
 // Listener is one listening address served by a pool of SO_REUSEPORT sockets.
 type Listener struct {
-	Name              string   `yaml:"name"`
-	Address           string   `yaml:"address"`
-	Sockets           int      `yaml:"sockets"`             // default: number of CPUs
-	Backlog           int      `yaml:"backlog"`             // default 4096
-	MaxConnections    int      `yaml:"max_connections"`     // default 20000; 0 after defaults never happens
-	ReadHeaderTimeout Duration `yaml:"read_header_timeout"` // default 10s
-	ReadTimeout       Duration `yaml:"read_timeout"`        // default 0: none (whole request incl. body)
-	WriteTimeout      Duration `yaml:"write_timeout"`       // default 0: none
-	IdleTimeout       Duration `yaml:"idle_timeout"`        // default 60s
-	MaxHeaderBytes    int      `yaml:"max_header_bytes"`    // default 65536
+	// Name identifies the listener in logs and metrics. Required, unique
+	// among listeners.
+	Name string `yaml:"name"`
+	// Address is host:port. The host may be empty (all interfaces), an IP
+	// ([::1] for IPv6) or a hostname; the port is a number 1-65535.
+	// Required, unique among listeners.
+	Address string `yaml:"address"`
+	// Sockets is the number of SO_REUSEPORT sockets, 1-1024. Default: the
+	// number of CPUs (runtime.NumCPU, at most 1024).
+	Sockets int `yaml:"sockets"`
+	// Backlog is the listen(2) backlog of each socket, 1-65535. Default 4096.
+	Backlog int `yaml:"backlog"`
+	// MaxConnections caps concurrently open client connections across the
+	// listener's sockets; at least 1. Default 20000.
+	MaxConnections int `yaml:"max_connections"`
+	// ReadHeaderTimeout bounds reading a request's headers. 0 means no
+	// limit. Default 10s.
+	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
+	// ReadTimeout bounds reading a whole request, body included. 0 means no
+	// limit. Default 0.
+	ReadTimeout Duration `yaml:"read_timeout"`
+	// WriteTimeout bounds writing a response. 0 means no limit. Default 0.
+	WriteTimeout Duration `yaml:"write_timeout"`
+	// IdleTimeout bounds the wait for the next request on a keep-alive
+	// connection. 0 means no limit. Default 60s.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+	// MaxHeaderBytes caps the size of a request's headers, 1024-1048576.
+	// Default 65536.
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
 }
 
-// Route maps matching requests to exactly one action: Upstream, Respond or Static.
+// Route maps matching requests to exactly one action: Upstream, Respond or
+// Static. Action reports which.
 type Route struct {
-	Name     string   `yaml:"name"`
-	Match    Match    `yaml:"match"`
-	Upstream string   `yaml:"upstream"`
-	Respond  *Respond `yaml:"respond"`
-	Static   *Static  `yaml:"static"`
+	// Name identifies the route in logs and metrics. Required, unique
+	// among routes.
+	Name string `yaml:"name"`
+	// Match selects the requests of the route; the zero Match matches
+	// every request.
+	Match Match `yaml:"match"`
+	// Upstream names the upstream that requests are forwarded to; "" means
+	// the route has another action.
+	Upstream string `yaml:"upstream"`
+	// Respond answers with a fixed response; nil means the route has
+	// another action.
+	Respond *Respond `yaml:"respond"`
+	// Static serves files from a directory; nil means the route has
+	// another action.
+	Static *Static `yaml:"static"`
+}
+
+// Action is the kind of a route's action.
+type Action int
+
+// The route actions. ActionNone is only seen on a Route that failed
+// validation.
+const (
+	ActionNone Action = iota
+	ActionUpstream
+	ActionRespond
+	ActionStatic
+)
+
+// String returns the YAML key of the action ("upstream", "respond",
+// "static"), or "none".
+func (a Action) String() string {
+	switch a {
+	case ActionUpstream:
+		return "upstream"
+	case ActionRespond:
+		return "respond"
+	case ActionStatic:
+		return "static"
+	}
+	return "none"
+}
+
+// Action reports the route's action. On a validated route exactly one of
+// Upstream, Respond and Static is set; if several are set, Action reports the
+// first in that order, and ActionNone if none is.
+func (r Route) Action() Action {
+	switch {
+	case r.Upstream != "":
+		return ActionUpstream
+	case r.Respond != nil:
+		return ActionRespond
+	case r.Static != nil:
+		return ActionStatic
+	}
+	return ActionNone
 }
 
 // Match selects requests by host and path. Empty fields match everything.
 type Match struct {
-	Host       string `yaml:"host"`        // exact, "*.example.com", or "*"
-	Path       string `yaml:"path"`        // exact path
-	PathPrefix string `yaml:"path_prefix"` // prefix of the path
+	// Host is "" or "*" (any host), an exact hostname such as example.com,
+	// or *.example.com (any subdomain of example.com, not example.com
+	// itself). No port. Validation does not change its case; compare
+	// hostnames case-insensitively.
+	Host string `yaml:"host"`
+	// Path matches the request path exactly; "" means any path. Starts
+	// with "/". At most one of Path and PathPrefix is set.
+	Path string `yaml:"path"`
+	// PathPrefix matches request paths that start with it; "" means any
+	// path. Starts with "/".
+	PathPrefix string `yaml:"path_prefix"`
 }
 
 // Respond is a fixed answer, like nginx's `return`.
 type Respond struct {
-	Status  int               `yaml:"status"` // default 200
-	Body    string            `yaml:"body"`
+	// Status is the response status, 100-599. Default 200.
+	Status int `yaml:"status"`
+	// Body is the response body; "" means an empty body.
+	Body string `yaml:"body"`
+	// Headers are added to the response; nil means none. Names are HTTP
+	// tokens; values are single lines.
 	Headers map[string]string `yaml:"headers"`
 }
 
 // Static serves files from a directory.
 type Static struct {
-	Root        string `yaml:"root"`
-	Index       string `yaml:"index"`        // default "index.html"
-	StripPrefix string `yaml:"strip_prefix"` // removed from the path before joining to root
+	// Root is the directory files are served from. Required; it must exist
+	// when the configuration is validated. A relative root is relative to
+	// the working directory of the process, not to the configuration file.
+	Root string `yaml:"root"`
+	// Index is the file served for a directory: a plain file name without
+	// "/". Default "index.html".
+	Index string `yaml:"index"`
+	// StripPrefix is removed from the request path before it is joined to
+	// Root; "" removes nothing. Starts with "/".
+	StripPrefix string `yaml:"strip_prefix"`
 }
 
 // Upstream is a named pool of backends with a balancing strategy.
 type Upstream struct {
-	Name           string          `yaml:"name"`
-	Strategy       string          `yaml:"strategy"` // default round_robin
-	Backends       []Backend       `yaml:"backends"`
-	Transport      Transport       `yaml:"transport"`
-	HealthCheck    *HealthCheck    `yaml:"health_check"`
-	Passive        *Passive        `yaml:"passive"`
+	// Name is what routes refer to. Required, unique among upstreams.
+	Name string `yaml:"name"`
+	// Strategy is one of round_robin, weighted_round_robin, least_conn,
+	// ip_hash, random, p2c (the names of package balancer). Default
+	// round_robin.
+	Strategy string `yaml:"strategy"`
+	// Backends are the origin servers. At least one is required.
+	Backends []Backend `yaml:"backends"`
+	// Transport tunes connections to the backends; the zero Transport gets
+	// the defaults documented on its fields.
+	Transport Transport `yaml:"transport"`
+	// HealthCheck configures active health checks; nil (the key absent)
+	// means no active checks and every backend counts as healthy.
+	HealthCheck *HealthCheck `yaml:"health_check"`
+	// Passive configures ejection of failing backends; nil (the key absent)
+	// means no passive ejection.
+	Passive *Passive `yaml:"passive"`
+	// CircuitBreaker configures a per-backend breaker; nil (the key absent)
+	// means no breaker.
 	CircuitBreaker *CircuitBreaker `yaml:"circuit_breaker"`
-	Retries        *Retries        `yaml:"retries"`
+	// Retries configures retrying failed requests. Unlike the blocks above,
+	// an absent retries key does not turn retries off: SetDefaults gives
+	// the upstream the default policy (attempts 2, on connect_error, 502,
+	// 503, 504, idempotent_only true, budget_ratio 0.2), because operators
+	// expect a refused connection to be retried. Write retries: {attempts: 0}
+	// to disable retries. Never nil after SetDefaults.
+	Retries *Retries `yaml:"retries"`
 }
 
 // Backend is one origin server.
 type Backend struct {
+	// Address is host:port, as for Listener.Address. Required, unique
+	// within the upstream.
 	Address string `yaml:"address"`
-	Weight  int    `yaml:"weight"` // default 1
+	// Weight is the backend's share under weighted strategies, 1-1000.
+	// Default 1. Strategies that ignore weights ignore it.
+	Weight int `yaml:"weight"`
 }
 
 // Transport tunes the keep-alive connections to an upstream's backends.
 type Transport struct {
-	MaxIdlePerBackend     int      `yaml:"max_idle_per_backend"`    // default 256
-	IdleTimeout           Duration `yaml:"idle_timeout"`            // default 90s
-	DialTimeout           Duration `yaml:"dial_timeout"`            // default 2s
-	ResponseHeaderTimeout Duration `yaml:"response_header_timeout"` // default 30s
+	// MaxIdlePerBackend caps idle keep-alive connections kept per backend,
+	// 0-100000; 0 keeps none. Default 256.
+	MaxIdlePerBackend int `yaml:"max_idle_per_backend"`
+	// IdleTimeout closes a keep-alive connection idle for this long; more
+	// than 0. Default 90s.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+	// DialTimeout bounds connecting to a backend; more than 0. Default 2s.
+	DialTimeout Duration `yaml:"dial_timeout"`
+	// ResponseHeaderTimeout bounds the wait for a backend's response
+	// headers after the request is written; more than 0. Default 30s.
+	ResponseHeaderTimeout Duration `yaml:"response_header_timeout"`
 }
 
-// HealthCheck configures active health checks.
+// HealthCheck configures active health checks: a GET of Path on every
+// backend each Interval. A present but empty block (health_check: {}) turns
+// checks on with every default.
 type HealthCheck struct {
-	Path         string   `yaml:"path"`          // default /healthz
-	Interval     Duration `yaml:"interval"`      // default 2s
-	Timeout      Duration `yaml:"timeout"`       // default 1s
-	Fails        int      `yaml:"fails"`         // default 2
-	Passes       int      `yaml:"passes"`        // default 2
-	ExpectStatus string   `yaml:"expect_status"` // default "200-399"
+	// Path is requested on each backend; starts with "/". Default /healthz.
+	Path string `yaml:"path"`
+	// Interval is the time between checks of one backend; more than 0.
+	// Default 2s.
+	Interval Duration `yaml:"interval"`
+	// Timeout bounds one check; more than 0 and at most Interval.
+	// Default 1s.
+	Timeout Duration `yaml:"timeout"`
+	// Fails is the number of failed checks in a row that marks a healthy
+	// backend down; at least 1. Default 2.
+	Fails int `yaml:"fails"`
+	// Passes is the number of passed checks in a row that marks a down
+	// backend up; at least 1. Default 2.
+	Passes int `yaml:"passes"`
+	// ExpectStatus lists the statuses that pass, as codes and lo-hi ranges
+	// separated by commas ("200-399", "200,204,300-399"), codes 100-599.
+	// Default "200-399". Expect returns it parsed.
+	ExpectStatus string `yaml:"expect_status"`
 }
 
-// Passive configures passive ejection on observed failures.
+// Expect returns ExpectStatus parsed by ParseStatusRanges. On a validated
+// HealthCheck it cannot fail; on an invalid one it returns the empty set, so
+// that no status passes.
+func (h *HealthCheck) Expect() StatusSet {
+	s, err := ParseStatusRanges(h.ExpectStatus)
+	if err != nil {
+		return StatusSet{}
+	}
+	return s
+}
+
+// Passive configures passive ejection on observed failures: a backend that
+// fails MaxFails requests within FailWindow is ejected for EjectFor, and for
+// longer after each further ejection, up to MaxEjectFor. A present but empty
+// block (passive: {}) turns ejection on with every default.
 type Passive struct {
-	MaxFails    int      `yaml:"max_fails"`     // default 3
-	FailWindow  Duration `yaml:"fail_window"`   // default 10s
-	EjectFor    Duration `yaml:"eject_for"`     // default 30s
-	MaxEjectFor Duration `yaml:"max_eject_for"` // default 300s: cap for repeated ejections
+	// MaxFails is the number of failures within FailWindow that ejects the
+	// backend; at least 1. Default 3.
+	MaxFails int `yaml:"max_fails"`
+	// FailWindow is the window failures are counted in; more than 0.
+	// Default 10s.
+	FailWindow Duration `yaml:"fail_window"`
+	// EjectFor is the length of a first ejection; more than 0. Default 30s.
+	EjectFor Duration `yaml:"eject_for"`
+	// MaxEjectFor caps the length of repeated ejections; at least EjectFor.
+	// Default 300s.
+	MaxEjectFor Duration `yaml:"max_eject_for"`
 }
 
-// CircuitBreaker configures the per-backend breaker.
+// CircuitBreaker configures the per-backend breaker. It opens when either
+// trigger fires: ConsecutiveFailures failures in a row, or a failure ratio of
+// at least FailureRatio over at least MinRequests requests within Interval.
+// A present but empty block (circuit_breaker: {}) turns the breaker on with
+// every default.
 type CircuitBreaker struct {
-	ConsecutiveFailures int      `yaml:"consecutive_failures"` // default 5
-	FailureRatio        float64  `yaml:"failure_ratio"`        // default 0.5
-	MinRequests         int      `yaml:"min_requests"`         // default 20
-	Interval            Duration `yaml:"interval"`             // default 10s: window for the ratio
-	OpenFor             Duration `yaml:"open_for"`             // default 10s
-	HalfOpenRequests    int      `yaml:"half_open_requests"`   // default 1
+	// ConsecutiveFailures is the number of failures in a row that opens the
+	// breaker; 0 turns this trigger off. Default 5.
+	ConsecutiveFailures int `yaml:"consecutive_failures"`
+	// FailureRatio, 0-1, is the share of failed requests within Interval
+	// that opens the breaker; 0 turns this trigger off. At most one of the
+	// two triggers may be off. Default 0.5.
+	FailureRatio float64 `yaml:"failure_ratio"`
+	// MinRequests is the number of requests within Interval below which the
+	// ratio trigger does not fire; at least 1. Default 20.
+	MinRequests int `yaml:"min_requests"`
+	// Interval is the window the ratio is measured over; more than 0.
+	// Default 10s.
+	Interval Duration `yaml:"interval"`
+	// OpenFor is how long the breaker stays open before letting trial
+	// requests through (half-open); more than 0. Default 10s.
+	OpenFor Duration `yaml:"open_for"`
+	// HalfOpenRequests is the number of trial requests let through while
+	// half-open, 1-1000. Default 1.
+	HalfOpenRequests int `yaml:"half_open_requests"`
 }
 
-// Retries configures retrying a failed request on another backend.
+// Retries configures retrying a failed request on another backend. See
+// Upstream.Retries for what an absent block means.
 type Retries struct {
-	Attempts       int      `yaml:"attempts"`        // default 2 (tries after the first)
-	On             []string `yaml:"on"`              // default [connect_error, "502", "503", "504"]
-	IdempotentOnly *bool    `yaml:"idempotent_only"` // default true
-	BudgetRatio    float64  `yaml:"budget_ratio"`    // default 0.2
+	// Attempts is the number of tries after the first, 0-10; 0 disables
+	// retries. Default 2.
+	Attempts int `yaml:"attempts"`
+	// On lists what is retried: connect_error (the backend could not be
+	// reached; always safe to retry), timeout (no response in time), or a
+	// status 500-599 written as a string or a number. Default
+	// [connect_error, "502", "503", "504"]. Conditions returns it parsed.
+	On []string `yaml:"on"`
+	// IdempotentOnly restricts retries after the request was sent (timeout
+	// and statuses) to idempotent methods; connect errors are retried for
+	// every method. nil means the default, true.
+	IdempotentOnly *bool `yaml:"idempotent_only"`
+	// BudgetRatio caps retries at this share of requests, 0-1; 0 turns the
+	// budget off, leaving retries bounded by Attempts alone. Default 0.2.
+	BudgetRatio float64 `yaml:"budget_ratio"`
+}
+
+// The retry conditions other than status codes, as written in Retries.On.
+const (
+	RetryOnConnectError = "connect_error"
+	RetryOnTimeout      = "timeout"
+)
+
+// RetryConditions is Retries.On parsed.
+type RetryConditions struct {
+	// ConnectError retries requests whose backend could not be reached.
+	ConnectError bool
+	// Timeout retries requests that timed out waiting for a response.
+	Timeout bool
+	// Statuses retries responses with these status codes; the zero set
+	// retries none.
+	Statuses StatusSet
+}
+
+// Conditions returns On parsed. Entries that are not valid conditions (which
+// Validate rejects) are ignored.
+func (r *Retries) Conditions() RetryConditions {
+	var c RetryConditions
+	for _, on := range r.On {
+		switch on {
+		case RetryOnConnectError:
+			c.ConnectError = true
+		case RetryOnTimeout:
+			c.Timeout = true
+		default:
+			if code, ok := retryStatus(on); ok {
+				c.Statuses.add(code)
+			}
+		}
+	}
+	return c
+}
+
+// Idempotent reports IdempotentOnly, reading nil as the default, true.
+func (r *Retries) Idempotent() bool {
+	return r.IdempotentOnly == nil || *r.IdempotentOnly
 }
 
 // Admin configures the admin listener.
 type Admin struct {
-	Address string `yaml:"address"` // default 127.0.0.1:9901; "off" disables
-	Token   string `yaml:"token"`
-	Pprof   bool   `yaml:"pprof"`
+	// Address is host:port, or "off" to disable the admin listener.
+	// Default 127.0.0.1:9901. Enabled reports whether it is on.
+	Address string `yaml:"address"`
+	// Token, when set, must be sent as "Authorization: Bearer TOKEN" to
+	// use the admin API; "" means no authentication.
+	Token string `yaml:"token"`
+	// Pprof serves net/http/pprof under /debug/pprof/ on the admin
+	// listener. Default false.
+	Pprof bool `yaml:"pprof"`
 }
+
+// AdminOff is the Admin.Address that disables the admin listener.
+const AdminOff = "off"
+
+// Enabled reports whether the admin listener should run: Address is not
+// "off". A zero Admin (defaults not applied) counts as enabled.
+func (a Admin) Enabled() bool { return a.Address != AdminOff }
 
 // Logging configures the process log and the access log.
 type Logging struct {
-	Level     string `yaml:"level"`      // debug | info | warn | error; default info
-	Format    string `yaml:"format"`     // json | console; default json
-	AccessLog string `yaml:"access_log"` // off | stdout | stderr | FILE; default off
+	// Level is debug, info, warn or error. Default info.
+	Level string `yaml:"level"`
+	// Format is json or console. Default json.
+	Format string `yaml:"format"`
+	// AccessLog is off, stdout, stderr, or the path of a file to append
+	// to (any other value). Default off.
+	AccessLog string `yaml:"access_log"`
 }
 
-// Duration is a time.Duration written in YAML as a Go duration string ("2s").
+// The special values of Logging.AccessLog; anything else is a file path.
+const (
+	AccessLogOff    = "off"
+	AccessLogStdout = "stdout"
+	AccessLogStderr = "stderr"
+)
+
+// Duration is a time.Duration written in YAML as a Go duration string ("2s",
+// "500ms", "1m30s"). The zero Duration is 0; a bare 0 is accepted in YAML.
 type Duration time.Duration
 
 // D returns d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String returns d formatted as time.Duration does ("1m30s").
+func (d Duration) String() string { return time.Duration(d).String() }

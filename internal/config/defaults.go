@@ -1,0 +1,142 @@
+package config
+
+import (
+	"runtime"
+	"time"
+)
+
+// Named defaults; the others are written where SetDefaults applies them.
+const (
+	// maxSockets is the largest Listener.Sockets; the default, the number
+	// of CPUs, is capped at it.
+	maxSockets = 1024
+	// defaultAdminAddress is the default Admin.Address.
+	defaultAdminAddress = "127.0.0.1:9901"
+)
+
+// defaultRetryOn is the default Retries.On. Read only: SetDefaults copies it.
+var defaultRetryOn = []string{RetryOnConnectError, "502", "503", "504"}
+
+// SetDefaults fills every absent key of c with the default documented on its
+// field. For a Config from Parse or Load, absent means the key was not in the
+// YAML (or was null), so an explicit weight: 0 stays 0 for Validate to
+// reject. For a Config built in code, absent means zero: a zero number gets
+// its default, so to turn off a trigger whose "off" is 0 (such as
+// CircuitBreaker.ConsecutiveFailures) set it after calling SetDefaults. An
+// empty string always counts as absent. Optional blocks (HealthCheck,
+// Passive, CircuitBreaker) are filled only when non-nil; a nil Retries
+// becomes the default retry policy. SetDefaults may be called more than once.
+func SetDefaults(c *Config) {
+	m := c.meta
+	numCPU := min(runtime.NumCPU(), maxSockets)
+	for i := range c.Listeners {
+		l, p := &c.Listeners[i], indexPath("listeners", i)
+		setDefault(m, p+".sockets", &l.Sockets, numCPU)
+		setDefault(m, p+".backlog", &l.Backlog, 4096)
+		setDefault(m, p+".max_connections", &l.MaxConnections, 20000)
+		setDefault(m, p+".read_header_timeout", &l.ReadHeaderTimeout, seconds(10))
+		setDefault(m, p+".idle_timeout", &l.IdleTimeout, seconds(60))
+		setDefault(m, p+".max_header_bytes", &l.MaxHeaderBytes, 65536)
+		// ReadTimeout and WriteTimeout default to 0, no limit.
+	}
+	for i := range c.Routes {
+		r, p := &c.Routes[i], indexPath("routes", i)
+		if r.Respond != nil {
+			setDefault(m, p+".respond.status", &r.Respond.Status, 200)
+		}
+		if r.Static != nil {
+			setString(&r.Static.Index, "index.html")
+		}
+	}
+	for i := range c.Upstreams {
+		setUpstreamDefaults(m, &c.Upstreams[i], indexPath("upstreams", i))
+	}
+	setString(&c.Admin.Address, defaultAdminAddress)
+	setString(&c.Logging.Level, "info")
+	setString(&c.Logging.Format, "json")
+	setString(&c.Logging.AccessLog, AccessLogOff)
+}
+
+// setUpstreamDefaults fills the absent keys of the upstream u at path p.
+func setUpstreamDefaults(m *meta, u *Upstream, p string) {
+	setString(&u.Strategy, "round_robin")
+	for j := range u.Backends {
+		setDefault(m, indexPath(p+".backends", j)+".weight", &u.Backends[j].Weight, 1)
+	}
+
+	t := &u.Transport
+	setDefault(m, p+".transport.max_idle_per_backend", &t.MaxIdlePerBackend, 256)
+	setDefault(m, p+".transport.idle_timeout", &t.IdleTimeout, seconds(90))
+	setDefault(m, p+".transport.dial_timeout", &t.DialTimeout, seconds(2))
+	setDefault(m, p+".transport.response_header_timeout", &t.ResponseHeaderTimeout, seconds(30))
+
+	if h := u.HealthCheck; h != nil {
+		hp := p + ".health_check"
+		setString(&h.Path, "/healthz")
+		setDefault(m, hp+".interval", &h.Interval, seconds(2))
+		setDefault(m, hp+".timeout", &h.Timeout, seconds(1))
+		setDefault(m, hp+".fails", &h.Fails, 2)
+		setDefault(m, hp+".passes", &h.Passes, 2)
+		setString(&h.ExpectStatus, "200-399")
+	}
+
+	if pa := u.Passive; pa != nil {
+		pp := p + ".passive"
+		setDefault(m, pp+".max_fails", &pa.MaxFails, 3)
+		setDefault(m, pp+".fail_window", &pa.FailWindow, seconds(10))
+		setDefault(m, pp+".eject_for", &pa.EjectFor, seconds(30))
+		setDefault(m, pp+".max_eject_for", &pa.MaxEjectFor, seconds(300))
+	}
+
+	if b := u.CircuitBreaker; b != nil {
+		bp := p + ".circuit_breaker"
+		setDefault(m, bp+".consecutive_failures", &b.ConsecutiveFailures, 5)
+		setDefault(m, bp+".failure_ratio", &b.FailureRatio, 0.5)
+		setDefault(m, bp+".min_requests", &b.MinRequests, 20)
+		setDefault(m, bp+".interval", &b.Interval, seconds(10))
+		setDefault(m, bp+".open_for", &b.OpenFor, seconds(10))
+		setDefault(m, bp+".half_open_requests", &b.HalfOpenRequests, 1)
+	}
+
+	// An absent retries block still retries: see Upstream.Retries.
+	if u.Retries == nil {
+		u.Retries = &Retries{}
+	}
+	r, rp := u.Retries, p+".retries"
+	setDefault(m, rp+".attempts", &r.Attempts, 2)
+	if absent(m, rp+".on", r.On == nil) {
+		r.On = append([]string(nil), defaultRetryOn...)
+	}
+	if r.IdempotentOnly == nil {
+		t := true
+		r.IdempotentOnly = &t
+	}
+	setDefault(m, rp+".budget_ratio", &r.BudgetRatio, 0.2)
+}
+
+// setDefault sets *v to def when the key at path is absent.
+func setDefault[T comparable](m *meta, path string, v *T, def T) {
+	var zero T
+	if absent(m, path, *v == zero) {
+		*v = def
+	}
+}
+
+// absent reports whether the key at path counts as absent: not in the YAML
+// when m knows the file, zero (as told by isZero) when it does not.
+func absent(m *meta, path string, isZero bool) bool {
+	if m == nil {
+		return isZero
+	}
+	return !m.present(path)
+}
+
+// setString sets *v to def when it is empty.
+func setString(v *string, def string) {
+	if *v == "" {
+		*v = def
+	}
+}
+
+// seconds returns n seconds as a Duration.
+func seconds(n int) Duration { return Duration(time.Duration(n) * time.Second) }

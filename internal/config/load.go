@@ -1,0 +1,42 @@
+package config
+
+import (
+	"fmt"
+	"os"
+)
+
+// Parse decodes, expands, defaults and validates a config held in memory.
+// file names it in problems ("" leaves file names out) and becomes
+// Config.File. lookupEnv supplies the values of ${NAME} references; nil means
+// os.LookupEnv. See the package documentation for the steps.
+//
+// A config with problems yields a nil Config and an error of type Problems
+// holding all of them, sorted by line.
+func Parse(data []byte, file string, lookupEnv func(string) (string, bool)) (*Config, error) {
+	if lookupEnv == nil {
+		lookupEnv = os.LookupEnv
+	}
+	expanded, problems := expandEnv(data, file, lookupEnv)
+	cfg, decodeProblems := decode(expanded, file)
+	problems = append(problems, decodeProblems...)
+	if cfg != nil {
+		SetDefaults(cfg)
+		problems = append(problems, cfg.validate()...)
+	}
+	if err := problems.err(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// Load reads the file at path and calls Parse with it. lookupEnv nil means
+// os.LookupEnv. A file that cannot be read is an error wrapping the
+// os.ReadFile error (test it with errors.Is(err, fs.ErrNotExist)); a config
+// with problems is an error of type Problems.
+func Load(path string, lookupEnv func(string) (string, bool)) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	return Parse(data, path, lookupEnv)
+}

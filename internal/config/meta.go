@@ -1,0 +1,115 @@
+package config
+
+import (
+	"strconv"
+	"strings"
+)
+
+// meta is what decoding learned about a file beyond the values themselves:
+// which key paths were present, on which lines, and which held values of the
+// wrong type. Defaults fill only absent keys, and validation uses the lines.
+// A nil *meta (a Config built in code) knows nothing: every zero value counts
+// as absent and every line is 0.
+type meta struct {
+	// lines maps the path of every decoded, non-null value to the line of
+	// its key (of its "-" for a list item). The root mapping is "".
+	lines map[string]int
+	// bad holds the paths of values that could not be decoded; decoding has
+	// reported them, so validation says nothing more about them.
+	bad map[string]bool
+}
+
+func newMeta() *meta {
+	return &meta{lines: make(map[string]int), bad: make(map[string]bool)}
+}
+
+// present reports whether the YAML set path to a non-null value that decoded.
+func (m *meta) present(path string) bool {
+	if m == nil {
+		return false
+	}
+	_, ok := m.lines[path]
+	return ok
+}
+
+// line returns the line of path or, for a key that is absent, of the nearest
+// enclosing mapping or list that is present. It is 0 when m is nil.
+func (m *meta) line(path string) int {
+	if m == nil {
+		return 0
+	}
+	for {
+		if l, ok := m.lines[path]; ok {
+			return l
+		}
+		parent, ok := parentPath(path)
+		if !ok {
+			return 0
+		}
+		path = parent
+	}
+}
+
+// isBad reports whether path, or a mapping or list enclosing it, held a value
+// of the wrong type.
+func (m *meta) isBad(path string) bool {
+	if m == nil || len(m.bad) == 0 {
+		return false
+	}
+	for {
+		if m.bad[path] {
+			return true
+		}
+		parent, ok := parentPath(path)
+		if !ok {
+			return false
+		}
+		path = parent
+	}
+}
+
+// childPath returns the path of key within the mapping at parent:
+// parent.key, or parent["key"] when key is not a plain name.
+func childPath(parent, key string) string {
+	if !isPlainKey(key) {
+		return parent + "[" + strconv.Quote(key) + "]"
+	}
+	if parent == "" {
+		return key
+	}
+	return parent + "." + key
+}
+
+// indexPath returns the path of item i of the list at parent.
+func indexPath(parent string, i int) string {
+	return parent + "[" + strconv.Itoa(i) + "]"
+}
+
+// parentPath returns the path enclosing path, and false for the root "".
+func parentPath(path string) (string, bool) {
+	if path == "" {
+		return "", false
+	}
+	if strings.HasSuffix(path, "]") {
+		return path[:strings.LastIndexByte(path, '[')], true
+	}
+	i := strings.LastIndexByte(path, '.')
+	if i < 0 {
+		return "", true
+	}
+	return path[:i], true
+}
+
+// isPlainKey reports whether key can be written after a dot in a path.
+func isPlainKey(key string) bool {
+	if key == "" {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,480 @@
+package config
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The "what is allowed" parts of messages used in more than one place.
+const (
+	hostPortAllowed = "host:port such as :8080, 127.0.0.1:8080 or [::1]:8080; port 1-65535"
+	hostAllowed     = "an exact hostname such as example.com, *.example.com, or *; no port"
+	statusAllowed   = "codes 100-599 and lo-hi ranges, comma-separated, such as 200-399 or 200,204,300-399"
+	retryOnAllowed  = "connect_error, timeout, or a status 500-599"
+)
+
+// strategies are the Upstream.Strategy values, in documentation order; they
+// are the names package balancer implements.
+var strategies = []string{"round_robin", "weighted_round_robin", "least_conn", "ip_hash", "random", "p2c"}
+
+// Validate reports every problem with c, sorted by line and key path, as
+// Problems; it returns nil when c is valid. It expects SetDefaults to have
+// run, as Parse does: on a Config built in code, call SetDefaults first or
+// every unset number is out of range. Problems carry lines for a Config from
+// Parse or Load and line 0 for one built in code. Validate reads the file
+// system to check that static roots are directories, and changes nothing.
+func (c *Config) Validate() error {
+	return c.validate().err()
+}
+
+// validate returns c's problems, unsorted.
+func (c *Config) validate() Problems {
+	v := validator{file: c.File, meta: c.meta, stat: os.Stat}
+	v.listeners(c.Listeners)
+	upstreams := v.upstreams(c.Upstreams)
+	v.routes(c.Routes, upstreams)
+	v.admin(&c.Admin)
+	v.logging(&c.Logging)
+	return v.problems
+}
+
+// validator collects the problems of one Config.
+type validator struct {
+	file     string
+	meta     *meta
+	stat     func(string) (fs.FileInfo, error)
+	problems Problems
+}
+
+// addf reports a problem at path, unless decoding already reported the value
+// at path (or a value enclosing it) as being of the wrong type.
+func (v *validator) addf(path, format string, args ...any) {
+	if v.meta.isBad(path) {
+		return
+	}
+	v.problems = append(v.problems, problemf(v.file, v.meta.line(path), path, format, args...))
+}
+
+// name checks that name, at path, is set and not already in seen, which
+// maps names to the path of the item that used them first.
+func (v *validator) name(seen map[string]string, path, owner, name, kind string) {
+	switch first, dup := seen[name]; {
+	case name == "":
+		v.addf(path, "missing (a name, unique among %s)", kind)
+	case dup:
+		v.addf(path, "%q is already used by %s (names must be unique)", name, first)
+	default:
+		seen[name] = owner
+	}
+}
+
+// intRange checks lo <= n <= hi.
+func (v *validator) intRange(path string, n, lo, hi int) {
+	if n < lo || n > hi {
+		v.addf(path, "%d is out of range (%d-%d)", n, lo, hi)
+	}
+}
+
+// atLeast checks n >= lo.
+func (v *validator) atLeast(path string, n, lo int) {
+	if n < lo {
+		v.addf(path, "%d is out of range (at least %d)", n, lo)
+	}
+}
+
+// positive checks d > 0.
+func (v *validator) positive(path string, d Duration) {
+	if d <= 0 {
+		v.addf(path, "%s is out of range (more than 0, such as 2s)", d)
+	}
+}
+
+// nonNegative checks d >= 0.
+func (v *validator) nonNegative(path string, d Duration) {
+	if d < 0 {
+		v.addf(path, "%s is out of range (0 for no limit, or more)", d)
+	}
+}
+
+// ratio checks 0 <= f <= 1, NaN excluded.
+func (v *validator) ratio(path string, f float64, zero string) {
+	if !(f >= 0 && f <= 1) {
+		v.addf(path, "%g is out of range (0-1; %s)", f, zero)
+	}
+}
+
+// hostPort checks that addr, at path, is host:port and reports whether it is.
+func (v *validator) hostPort(path, addr, allowed string) bool {
+	if addr == "" {
+		v.addf(path, "missing (%s)", allowed)
+		return false
+	}
+	if why := hostPortError(addr); why != "" {
+		v.addf(path, "%q %s (%s)", addr, why, allowed)
+		return false
+	}
+	return true
+}
+
+func (v *validator) listeners(ls []Listener) {
+	if len(ls) == 0 {
+		v.addf("listeners", "no listeners (at least one is required)")
+	}
+	names := make(map[string]string)
+	addrs := make(map[string]string)
+	for i := range ls {
+		l, p := &ls[i], indexPath("listeners", i)
+		v.name(names, p+".name", p, l.Name, "listeners")
+		if v.hostPort(p+".address", l.Address, hostPortAllowed) {
+			key := canonicalHostPort(l.Address)
+			if first, dup := addrs[key]; dup {
+				v.addf(p+".address", "%q is already used by %s (addresses must be unique)", l.Address, first)
+			} else {
+				addrs[key] = p
+			}
+		}
+		v.intRange(p+".sockets", l.Sockets, 1, maxSockets)
+		v.intRange(p+".backlog", l.Backlog, 1, 65535)
+		v.atLeast(p+".max_connections", l.MaxConnections, 1)
+		v.nonNegative(p+".read_header_timeout", l.ReadHeaderTimeout)
+		v.nonNegative(p+".read_timeout", l.ReadTimeout)
+		v.nonNegative(p+".write_timeout", l.WriteTimeout)
+		v.nonNegative(p+".idle_timeout", l.IdleTimeout)
+		v.intRange(p+".max_header_bytes", l.MaxHeaderBytes, 1024, 1<<20)
+	}
+}
+
+// upstreams checks us and returns the names it defines, in order.
+func (v *validator) upstreams(us []Upstream) []string {
+	names := make(map[string]string)
+	var defined []string
+	for i := range us {
+		u, p := &us[i], indexPath("upstreams", i)
+		v.name(names, p+".name", p, u.Name, "upstreams")
+		if u.Name != "" && names[u.Name] == p {
+			defined = append(defined, u.Name)
+		}
+		if !slices.Contains(strategies, u.Strategy) {
+			v.addf(p+".strategy", "%q is not a strategy (%s)", u.Strategy, strings.Join(strategies, ", "))
+		}
+		v.backends(u.Backends, p+".backends")
+
+		t, tp := &u.Transport, p+".transport"
+		v.intRange(tp+".max_idle_per_backend", t.MaxIdlePerBackend, 0, 100000)
+		v.positive(tp+".idle_timeout", t.IdleTimeout)
+		v.positive(tp+".dial_timeout", t.DialTimeout)
+		v.positive(tp+".response_header_timeout", t.ResponseHeaderTimeout)
+
+		if u.HealthCheck != nil {
+			v.healthCheck(u.HealthCheck, p+".health_check")
+		}
+		if u.Passive != nil {
+			v.passive(u.Passive, p+".passive")
+		}
+		if u.CircuitBreaker != nil {
+			v.circuitBreaker(u.CircuitBreaker, p+".circuit_breaker")
+		}
+		if u.Retries != nil {
+			v.retries(u.Retries, p+".retries")
+		}
+	}
+	return defined
+}
+
+func (v *validator) backends(bs []Backend, path string) {
+	if len(bs) == 0 {
+		v.addf(path, "no backends (at least one is required)")
+	}
+	addrs := make(map[string]string)
+	for i := range bs {
+		b, p := &bs[i], indexPath(path, i)
+		if v.hostPort(p+".address", b.Address, hostPortAllowed) {
+			key := canonicalHostPort(b.Address)
+			if first, dup := addrs[key]; dup {
+				v.addf(p+".address", "%q is already used by %s (addresses must be unique within an upstream)", b.Address, first)
+			} else {
+				addrs[key] = p
+			}
+		}
+		v.intRange(p+".weight", b.Weight, 1, 1000)
+	}
+}
+
+func (v *validator) healthCheck(h *HealthCheck, p string) {
+	if !strings.HasPrefix(h.Path, "/") {
+		v.addf(p+".path", "%q does not start with / (a path such as /healthz)", h.Path)
+	}
+	v.positive(p+".interval", h.Interval)
+	v.positive(p+".timeout", h.Timeout)
+	if h.Interval > 0 && h.Timeout > h.Interval {
+		v.addf(p+".timeout", "%s is longer than the interval %s (at most the interval)", h.Timeout, h.Interval)
+	}
+	v.atLeast(p+".fails", h.Fails, 1)
+	v.atLeast(p+".passes", h.Passes, 1)
+	if _, err := ParseStatusRanges(h.ExpectStatus); err != nil {
+		v.addf(p+".expect_status", "%q is not a status list: %v (%s)", h.ExpectStatus, err, statusAllowed)
+	}
+}
+
+func (v *validator) passive(pa *Passive, p string) {
+	v.atLeast(p+".max_fails", pa.MaxFails, 1)
+	v.positive(p+".fail_window", pa.FailWindow)
+	v.positive(p+".eject_for", pa.EjectFor)
+	if pa.EjectFor > 0 && pa.MaxEjectFor < pa.EjectFor {
+		v.addf(p+".max_eject_for", "%s is shorter than eject_for %s (at least eject_for)", pa.MaxEjectFor, pa.EjectFor)
+	}
+}
+
+func (v *validator) circuitBreaker(b *CircuitBreaker, p string) {
+	if b.ConsecutiveFailures < 0 {
+		v.addf(p+".consecutive_failures", "%d is out of range (at least 0; 0 turns this trigger off)", b.ConsecutiveFailures)
+	}
+	v.ratio(p+".failure_ratio", b.FailureRatio, "0 turns this trigger off")
+	if b.ConsecutiveFailures == 0 && b.FailureRatio == 0 {
+		v.addf(p, "consecutive_failures and failure_ratio are both 0 (at least one trigger must be on)")
+	}
+	v.atLeast(p+".min_requests", b.MinRequests, 1)
+	v.positive(p+".interval", b.Interval)
+	v.positive(p+".open_for", b.OpenFor)
+	v.intRange(p+".half_open_requests", b.HalfOpenRequests, 1, 1000)
+}
+
+func (v *validator) retries(r *Retries, p string) {
+	if r.Attempts < 0 || r.Attempts > 10 {
+		v.addf(p+".attempts", "%d is out of range (0-10; 0 disables retries)", r.Attempts)
+	}
+	if len(r.On) == 0 && r.Attempts > 0 {
+		v.addf(p+".on", "empty (at least one of %s; attempts: 0 disables retries)", retryOnAllowed)
+	}
+	for i, on := range r.On {
+		if _, ok := retryStatus(on); !ok && on != RetryOnConnectError && on != RetryOnTimeout {
+			v.addf(indexPath(p+".on", i), "%q is not a retry condition (%s)", on, retryOnAllowed)
+		}
+	}
+	v.ratio(p+".budget_ratio", r.BudgetRatio, "0 turns the budget off")
+}
+
+func (v *validator) routes(rs []Route, upstreams []string) {
+	if len(rs) == 0 {
+		v.addf("routes", "no routes (at least one is required)")
+	}
+	names := make(map[string]string)
+	for i := range rs {
+		r, p := &rs[i], indexPath("routes", i)
+		v.name(names, p+".name", p, r.Name, "routes")
+		v.match(&r.Match, p+".match")
+
+		var actions []string
+		if r.Upstream != "" {
+			actions = append(actions, "upstream")
+			if !slices.Contains(upstreams, r.Upstream) {
+				defined := "no upstreams are defined"
+				if len(upstreams) > 0 {
+					defined = "defined: " + strings.Join(upstreams, ", ")
+				}
+				v.addf(p+".upstream", "upstream %q is not defined (%s)", r.Upstream, defined)
+			}
+		}
+		if r.Respond != nil {
+			actions = append(actions, "respond")
+			v.respond(r.Respond, p+".respond")
+		}
+		if r.Static != nil {
+			actions = append(actions, "static")
+			v.static(r.Static, p+".static")
+		}
+		switch len(actions) {
+		case 0:
+			v.addf(p, "no action (exactly one of upstream, respond, static)")
+		case 2:
+			v.addf(p, "%s and %s are both set (exactly one of upstream, respond, static)", actions[0], actions[1])
+		case 3:
+			v.addf(p, "upstream, respond and static are all set (exactly one of them)")
+		}
+	}
+}
+
+func (v *validator) match(m *Match, p string) {
+	if !isHostPattern(m.Host) {
+		v.addf(p+".host", "%q is not a host (%s)", m.Host, hostAllowed)
+	}
+	if m.Path != "" && !strings.HasPrefix(m.Path, "/") {
+		v.addf(p+".path", "%q does not start with / (a path such as /api)", m.Path)
+	}
+	if m.PathPrefix != "" && !strings.HasPrefix(m.PathPrefix, "/") {
+		v.addf(p+".path_prefix", "%q does not start with / (a path such as /api/)", m.PathPrefix)
+	}
+	if m.Path != "" && m.PathPrefix != "" {
+		v.addf(p, "path and path_prefix are both set (at most one)")
+	}
+}
+
+func (v *validator) respond(r *Respond, p string) {
+	v.intRange(p+".status", r.Status, minStatus, maxStatus)
+	// In file order, so that a repeated name is reported where it repeats.
+	names := slices.Collect(maps.Keys(r.Headers))
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(cmp.Compare(v.meta.line(childPath(p+".headers", a)), v.meta.line(childPath(p+".headers", b))), cmp.Compare(a, b))
+	})
+	seen := make(map[string]string, len(names))
+	for _, name := range names {
+		hp := childPath(p+".headers", name)
+		if !isToken(name) {
+			v.addf(hp, "%q is not a header name (letters, digits and !#$%%&'*+-.^_`|~)", name)
+		}
+		if first, dup := seen[strings.ToLower(name)]; dup {
+			v.addf(hp, "%q repeats header %q (names are case-insensitive; set each once)", name, first)
+		}
+		seen[strings.ToLower(name)] = name
+		if value := r.Headers[name]; strings.ContainsAny(value, "\r\n\x00") {
+			v.addf(hp, "%q has a line break or NUL (a value on one line)", value)
+		}
+	}
+}
+
+func (v *validator) static(s *Static, p string) {
+	const dirAllowed = "an existing directory"
+	if s.Root == "" {
+		v.addf(p+".root", "missing (%s)", dirAllowed)
+	} else {
+		v.dir(p+".root", s.Root, dirAllowed)
+	}
+	if s.Index == "" || s.Index == "." || s.Index == ".." || strings.ContainsAny(s.Index, "/\x00") {
+		v.addf(p+".index", "%q is not a file name (a plain file name such as index.html, without /)", s.Index)
+	}
+	if s.StripPrefix != "" && !strings.HasPrefix(s.StripPrefix, "/") {
+		v.addf(p+".strip_prefix", "%q does not start with / (a path such as /static/)", s.StripPrefix)
+	}
+}
+
+// dir checks that the directory dir, at path, exists.
+func (v *validator) dir(path, dir, allowed string) {
+	switch fi, err := v.stat(dir); {
+	case errors.Is(err, fs.ErrNotExist):
+		v.addf(path, "%q does not exist (%s)", dir, allowed)
+	case err != nil:
+		v.addf(path, "%q cannot be read: %v (%s)", dir, unwrapPathError(err), allowed)
+	case !fi.IsDir():
+		v.addf(path, "%q is not a directory (%s)", dir, allowed)
+	}
+}
+
+func (v *validator) admin(a *Admin) {
+	if a.Address != AdminOff {
+		v.hostPort("admin.address", a.Address, hostPortAllowed+", or off")
+	}
+}
+
+func (v *validator) logging(l *Logging) {
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, l.Level) {
+		v.addf("logging.level", "%q is not a level (debug, info, warn, error)", l.Level)
+	}
+	if l.Format != "json" && l.Format != "console" {
+		v.addf("logging.format", "%q is not a format (json, console)", l.Format)
+	}
+	// Any access_log other than off, stdout and stderr is a file path;
+	// whether it can be opened is for the daemon to find out.
+	if l.AccessLog == "" {
+		v.addf("logging.access_log", "missing (off, stdout, stderr, or a file path)")
+	}
+}
+
+// hostPortError returns "" when s is host:port with a port 1-65535 and a host
+// that is empty, an IP address (bracketed if IPv6) or a hostname, and
+// otherwise what is wrong, as a predicate for s.
+func hostPortError(s string) string {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return "is not host:port"
+	}
+	n, err := strconv.Atoi(port)
+	switch {
+	case port == "":
+		return "has no port"
+	case err != nil || strings.Trim(port, "0123456789") != "":
+		return fmt.Sprintf("has port %q, not a number", port)
+	case n < 1 || n > 65535:
+		return fmt.Sprintf("has port %s, out of range", port)
+	}
+	if host == "" || isHostname(host) {
+		return ""
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return ""
+	}
+	return fmt.Sprintf("has host %q, not an IP address or hostname", host)
+}
+
+// canonicalHostPort returns a valid host:port in one spelling per address,
+// so that 127.0.0.1:080 and 127.0.0.1:80 count as the same.
+func canonicalHostPort(s string) string {
+	host, port, _ := net.SplitHostPort(s)
+	n, _ := strconv.Atoi(port)
+	if a, err := netip.ParseAddr(host); err == nil {
+		host = a.String()
+	}
+	return net.JoinHostPort(strings.ToLower(host), strconv.Itoa(n))
+}
+
+// isHostname reports whether s is a DNS name: dot-separated labels of 1-63
+// letters, digits and hyphens, not starting or ending with a hyphen, at most
+// 253 bytes in all.
+func isHostname(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// isHostPattern reports whether s is a valid Match.Host.
+func isHostPattern(s string) bool {
+	if s == "" || s == "*" {
+		return true
+	}
+	return isHostname(strings.TrimPrefix(s, "*."))
+}
+
+// isToken reports whether s is an HTTP token (RFC 9110, section 5.6.2), the
+// syntax of a header name.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x80 || !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// unwrapPathError drops the path from an *fs.PathError, which the message
+// already shows.
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

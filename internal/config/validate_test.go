@@ -1,0 +1,1031 @@
+package config
+
+import (
+	"io/fs"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestParseProblem checks the exact message, file and line of each kind of
+// problem. Each config holds exactly one problem.
+func TestParseProblem(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want string // $DIR and $FILE stand for the paths in testEnv
+	}{
+		// Listeners.
+		{
+			name: "no listeners key",
+			yaml: `routes: [{name: r, respond: {}}]
+`,
+			want: `t.yaml:1: listeners: no listeners (at least one is required)`,
+		},
+		{
+			name: "empty listeners",
+			yaml: `routes: [{name: r, respond: {}}]
+listeners: []
+`,
+			want: `t.yaml:2: listeners: no listeners (at least one is required)`,
+		},
+		{
+			name: "listener without name",
+			yaml: `listeners:
+  - address: ":8080"
+routes: [{name: r, respond: {}}]
+`,
+			want: `t.yaml:2: listeners[0].name: missing (a name, unique among listeners)`,
+		},
+		{
+			name: "listener name used twice",
+			yaml: `listeners:
+  - name: web
+    address: ":8080"
+  - name: web
+    address: ":8081"
+routes: [{name: r, respond: {}}]
+`,
+			want: `t.yaml:4: listeners[1].name: "web" is already used by listeners[0] (names must be unique)`,
+		},
+		{
+			name: "listener without address",
+			yaml: `listeners:
+  - name: web
+routes: [{name: r, respond: {}}]
+`,
+			want: `t.yaml:2: listeners[0].address: missing (` + testHostPort + `)`,
+		},
+		{
+			name: "listener address without port",
+			yaml: `listeners:
+  - name: web
+    address: localhost
+routes: [{name: r, respond: {}}]
+`,
+			want: `t.yaml:3: listeners[0].address: "localhost" is not host:port (` + testHostPort + `)`,
+		},
+		{
+			name: "listener port out of range",
+			yaml: `listeners:
+  - name: web
+    address: ":70000"
+routes: [{name: r, respond: {}}]
+`,
+			want: `t.yaml:3: listeners[0].address: ":70000" has port 70000, out of range (` + testHostPort + `)`,
+		},
+		{
+			name: "listener port zero",
+			yaml: `listeners:
+  - name: web
+    address: "127.0.0.1:0"
+routes: [{name: r, respond: {}}]
+`,
+			want: `t.yaml:3: listeners[0].address: "127.0.0.1:0" has port 0, out of range (` + testHostPort + `)`,
+		},
+		{
+			name: "listener port by name",
+			yaml: `listeners:
+  - name: web
+    address: "localhost:http"
+routes: [{name: r, respond: {}}]
+`,
+			want: `t.yaml:3: listeners[0].address: "localhost:http" has port "http", not a number (` + testHostPort + `)`,
+		},
+		{
+			name: "listener host not a hostname",
+			yaml: `listeners:
+  - name: web
+    address: "bad_host:80"
+routes: [{name: r, respond: {}}]
+`,
+			want: `t.yaml:3: listeners[0].address: "bad_host:80" has host "bad_host", not an IP address or hostname (` + testHostPort + `)`,
+		},
+		{
+			name: "listener IPv6 without brackets",
+			yaml: `listeners:
+  - name: web
+    address: "::1:80"
+routes: [{name: r, respond: {}}]
+`,
+			want: `t.yaml:3: listeners[0].address: "::1:80" is not host:port (` + testHostPort + `)`,
+		},
+		{
+			name: "listener address used twice, spelled differently",
+			yaml: `listeners:
+  - name: a
+    address: "127.0.0.1:8080"
+  - name: b
+    address: "127.0.0.1:08080"
+routes: [{name: r, respond: {}}]
+`,
+			want: `t.yaml:5: listeners[1].address: "127.0.0.1:08080" is already used by listeners[0] (addresses must be unique)`,
+		},
+		{
+			name: "explicit zero sockets",
+			yaml: `listeners:
+  - name: web
+    address: ":8080"
+    sockets: 0
+routes: [{name: r, respond: {}}]
+`,
+			want: `t.yaml:4: listeners[0].sockets: 0 is out of range (1-1024)`,
+		},
+		{
+			name: "too many sockets",
+			yaml: `listeners:
+  - name: web
+    address: ":8080"
+    sockets: 1025
+routes: [{name: r, respond: {}}]
+`,
+			want: `t.yaml:4: listeners[0].sockets: 1025 is out of range (1-1024)`,
+		},
+		{
+			name: "backlog too large",
+			yaml: `listeners:
+  - name: web
+    address: ":8080"
+    backlog: 70000
+routes: [{name: r, respond: {}}]
+`,
+			want: `t.yaml:4: listeners[0].backlog: 70000 is out of range (1-65535)`,
+		},
+		{
+			name: "max_connections zero",
+			yaml: `listeners:
+  - name: web
+    address: ":8080"
+    max_connections: 0
+routes: [{name: r, respond: {}}]
+`,
+			want: `t.yaml:4: listeners[0].max_connections: 0 is out of range (at least 1)`,
+		},
+		{
+			name: "negative read_timeout",
+			yaml: `listeners:
+  - name: web
+    address: ":8080"
+    read_timeout: -1s
+routes: [{name: r, respond: {}}]
+`,
+			want: `t.yaml:4: listeners[0].read_timeout: -1s is out of range (0 for no limit, or more)`,
+		},
+		{
+			name: "max_header_bytes too small",
+			yaml: `listeners:
+  - name: web
+    address: ":8080"
+    max_header_bytes: 512
+routes: [{name: r, respond: {}}]
+`,
+			want: `t.yaml:4: listeners[0].max_header_bytes: 512 is out of range (1024-1048576)`,
+		},
+
+		// Routes.
+		{
+			name: "no routes",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+`,
+			want: `t.yaml:1: routes: no routes (at least one is required)`,
+		},
+		{
+			name: "route without name",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - respond: {}
+`,
+			want: `t.yaml:3: routes[0].name: missing (a name, unique among routes)`,
+		},
+		{
+			name: "route name used twice",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    respond: {}
+  - name: r
+    respond: {}
+`,
+			want: `t.yaml:5: routes[1].name: "r" is already used by routes[0] (names must be unique)`,
+		},
+		{
+			name: "route without action",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    match: {path: /}
+`,
+			want: `t.yaml:3: routes[0]: no action (exactly one of upstream, respond, static)`,
+		},
+		{
+			name: "route with two actions",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    upstream: app
+    respond: {status: 404}
+upstreams: [{name: app, backends: [{address: "127.0.0.1:9000"}]}]
+`,
+			want: `t.yaml:3: routes[0]: upstream and respond are both set (exactly one of upstream, respond, static)`,
+		},
+		{
+			name: "route with three actions",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    upstream: app
+    respond: {}
+    static: {root: "${DIR}"}
+upstreams: [{name: app, backends: [{address: "127.0.0.1:9000"}]}]
+`,
+			want: `t.yaml:3: routes[0]: upstream, respond and static are all set (exactly one of them)`,
+		},
+		{
+			name: "route names an undefined upstream",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: a
+    upstream: app
+  - name: b
+    upstream: ap
+upstreams:
+  - {name: app, backends: [{address: "127.0.0.1:9000"}]}
+  - {name: api, backends: [{address: "127.0.0.1:9001"}]}
+`,
+			want: `t.yaml:6: routes[1].upstream: upstream "ap" is not defined (defined: app, api)`,
+		},
+		{
+			name: "route names an upstream when none is defined",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: a
+    upstream: app
+`,
+			want: `t.yaml:4: routes[0].upstream: upstream "app" is not defined (no upstreams are defined)`,
+		},
+		{
+			name: "match host with port",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    match:
+      host: "example.com:8080"
+    respond: {}
+`,
+			want: `t.yaml:5: routes[0].match.host: "example.com:8080" is not a host (an exact hostname such as example.com, *.example.com, or *; no port)`,
+		},
+		{
+			name: "match host with a wildcard inside",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    match:
+      host: "api.*.example.com"
+    respond: {}
+`,
+			want: `t.yaml:5: routes[0].match.host: "api.*.example.com" is not a host (an exact hostname such as example.com, *.example.com, or *; no port)`,
+		},
+		{
+			name: "match path without slash",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    match:
+      path: api
+    respond: {}
+`,
+			want: `t.yaml:5: routes[0].match.path: "api" does not start with / (a path such as /api)`,
+		},
+		{
+			name: "match path_prefix without slash",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    match:
+      path_prefix: api/
+    respond: {}
+`,
+			want: `t.yaml:5: routes[0].match.path_prefix: "api/" does not start with / (a path such as /api/)`,
+		},
+		{
+			name: "match path and path_prefix",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    match:
+      path: /a
+      path_prefix: /b/
+    respond: {}
+`,
+			want: `t.yaml:4: routes[0].match: path and path_prefix are both set (at most one)`,
+		},
+		{
+			name: "respond status too large",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    respond:
+      status: 600
+`,
+			want: `t.yaml:5: routes[0].respond.status: 600 is out of range (100-599)`,
+		},
+		{
+			name: "respond status explicit zero",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    respond:
+      status: 0
+`,
+			want: `t.yaml:5: routes[0].respond.status: 0 is out of range (100-599)`,
+		},
+		{
+			name: "respond header name not a token",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    respond:
+      headers:
+        X-Good: "1"
+        "X Bad": "2"
+`,
+			want: "t.yaml:7: routes[0].respond.headers[\"X Bad\"]: \"X Bad\" is not a header name (letters, digits and !#$%&'*+-.^_`|~)",
+		},
+		{
+			name: "respond header value with CRLF",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    respond:
+      headers:
+        X-Split: "a\r\nSet-Cookie: x"
+`,
+			want: `t.yaml:6: routes[0].respond.headers.X-Split: "a\r\nSet-Cookie: x" has a line break or NUL (a value on one line)`,
+		},
+		{
+			name: "respond header repeated in another case",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    respond:
+      headers:
+        x-a: "1"
+        X-B: "2"
+        X-A: "3"
+`,
+			want: `t.yaml:8: routes[0].respond.headers.X-A: "X-A" repeats header "x-a" (names are case-insensitive; set each once)`,
+		},
+		{
+			name: "admin address with empty port",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, respond: {}}]
+admin: {address: "localhost:"}
+`,
+			want: `t.yaml:3: admin.address: "localhost:" has no port (` + testHostPort + `, or off)`,
+		},
+		{
+			name: "static without root",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    static:
+      index: a.html
+`,
+			want: `t.yaml:4: routes[0].static.root: missing (an existing directory)`,
+		},
+		{
+			name: "static root does not exist",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    static:
+      root: ${DIR}/missing
+`,
+			want: `t.yaml:5: routes[0].static.root: "$DIR/missing" does not exist (an existing directory)`,
+		},
+		{
+			name: "static root is a file",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    static:
+      root: ${FILE}
+`,
+			want: `t.yaml:5: routes[0].static.root: "$FILE" is not a directory (an existing directory)`,
+		},
+		{
+			name: "static index with a slash",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    static:
+      root: ${DIR}
+      index: pages/index.html
+`,
+			want: `t.yaml:6: routes[0].static.index: "pages/index.html" is not a file name (a plain file name such as index.html, without /)`,
+		},
+		{
+			name: "static strip_prefix without slash",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    static:
+      root: ${DIR}
+      strip_prefix: static
+`,
+			want: `t.yaml:6: routes[0].static.strip_prefix: "static" does not start with / (a path such as /static/)`,
+		},
+
+		// Upstreams.
+		{
+			name: "upstream without name",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, respond: {}}]
+upstreams:
+  - backends: [{address: "127.0.0.1:9000"}]
+`,
+			want: `t.yaml:4: upstreams[0].name: missing (a name, unique among upstreams)`,
+		},
+		{
+			name: "upstream name used twice",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "127.0.0.1:9000"}]
+  - name: app
+    backends: [{address: "127.0.0.1:9001"}]
+`,
+			want: `t.yaml:6: upstreams[1].name: "app" is already used by upstreams[0] (names must be unique)`,
+		},
+		{
+			name: "unknown strategy",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    strategy: fastest
+    backends: [{address: "127.0.0.1:9000"}]
+`,
+			want: `t.yaml:5: upstreams[0].strategy: "fastest" is not a strategy (round_robin, weighted_round_robin, least_conn, ip_hash, random, p2c)`,
+		},
+		{
+			name: "upstream without backends key",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+`,
+			want: `t.yaml:4: upstreams[0].backends: no backends (at least one is required)`,
+		},
+		{
+			name: "upstream with empty backends",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: []
+`,
+			want: `t.yaml:5: upstreams[0].backends: no backends (at least one is required)`,
+		},
+		{
+			name: "backend address without port",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends:
+      - address: "10.0.0.1"
+`,
+			want: `t.yaml:6: upstreams[0].backends[0].address: "10.0.0.1" is not host:port (` + testHostPort + `)`,
+		},
+		{
+			name: "backend address used twice",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends:
+      - address: "10.0.0.1:80"
+      - address: "10.0.0.2:80"
+      - address: "10.0.0.1:80"
+`,
+			want: `t.yaml:8: upstreams[0].backends[2].address: "10.0.0.1:80" is already used by upstreams[0].backends[0] (addresses must be unique within an upstream)`,
+		},
+		{
+			name: "explicit zero weight",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends:
+      - address: "10.0.0.1:80"
+        weight: 0
+`,
+			want: `t.yaml:7: upstreams[0].backends[0].weight: 0 is out of range (1-1000)`,
+		},
+		{
+			name: "weight too large",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends:
+      - address: "10.0.0.1:80"
+      - address: "10.0.0.2:80"
+        weight: 1001
+`,
+			want: `t.yaml:8: upstreams[0].backends[1].weight: 1001 is out of range (1-1000)`,
+		},
+		{
+			name: "negative max_idle_per_backend",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    transport:
+      max_idle_per_backend: -1
+`,
+			want: `t.yaml:7: upstreams[0].transport.max_idle_per_backend: -1 is out of range (0-100000)`,
+		},
+		{
+			name: "zero dial_timeout",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    transport:
+      dial_timeout: 0s
+`,
+			want: `t.yaml:7: upstreams[0].transport.dial_timeout: 0s is out of range (more than 0, such as 2s)`,
+		},
+
+		// Health checks.
+		{
+			name: "health check path without slash",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    health_check:
+      path: healthz
+`,
+			want: `t.yaml:7: upstreams[0].health_check.path: "healthz" does not start with / (a path such as /healthz)`,
+		},
+		{
+			name: "health check zero interval",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    health_check:
+      interval: 0
+`,
+			want: `t.yaml:7: upstreams[0].health_check.interval: 0s is out of range (more than 0, such as 2s)`,
+		},
+		{
+			name: "health check timeout longer than the default interval",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    health_check:
+      timeout: 3s
+`,
+			want: `t.yaml:7: upstreams[0].health_check.timeout: 3s is longer than the interval 2s (at most the interval)`,
+		},
+		{
+			name: "health check zero timeout",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    health_check:
+      timeout: 0s
+`,
+			want: `t.yaml:7: upstreams[0].health_check.timeout: 0s is out of range (more than 0, such as 2s)`,
+		},
+		{
+			name: "health check zero fails",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    health_check:
+      fails: 0
+`,
+			want: `t.yaml:7: upstreams[0].health_check.fails: 0 is out of range (at least 1)`,
+		},
+		{
+			name: "health check zero passes",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    health_check:
+      passes: 0
+`,
+			want: `t.yaml:7: upstreams[0].health_check.passes: 0 is out of range (at least 1)`,
+		},
+		{
+			name: "expect_status range backwards",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    health_check:
+      expect_status: "200,399-300"
+`,
+			want: `t.yaml:7: upstreams[0].health_check.expect_status: "200,399-300" is not a status list: range 399-300 ends before it starts (codes 100-599 and lo-hi ranges, comma-separated, such as 200-399 or 200,204,300-399)`,
+		},
+		{
+			name: "expect_status code out of range",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    health_check:
+      expect_status: 200-600
+`,
+			want: `t.yaml:7: upstreams[0].health_check.expect_status: "200-600" is not a status list: status 600 is out of range 100-599 (codes 100-599 and lo-hi ranges, comma-separated, such as 200-399 or 200,204,300-399)`,
+		},
+		{
+			name: "expect_status not a code",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    health_check:
+      expect_status: 2xx
+`,
+			want: `t.yaml:7: upstreams[0].health_check.expect_status: "2xx" is not a status list: "2xx" is not a status code (codes 100-599 and lo-hi ranges, comma-separated, such as 200-399 or 200,204,300-399)`,
+		},
+
+		// Passive ejection.
+		{
+			name: "passive zero max_fails",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    passive:
+      max_fails: 0
+`,
+			want: `t.yaml:7: upstreams[0].passive.max_fails: 0 is out of range (at least 1)`,
+		},
+		{
+			name: "passive zero fail_window",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    passive:
+      fail_window: 0s
+`,
+			want: `t.yaml:7: upstreams[0].passive.fail_window: 0s is out of range (more than 0, such as 2s)`,
+		},
+		{
+			name: "passive zero eject_for",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    passive:
+      eject_for: 0s
+`,
+			want: `t.yaml:7: upstreams[0].passive.eject_for: 0s is out of range (more than 0, such as 2s)`,
+		},
+		{
+			name: "passive max_eject_for shorter than the default eject_for",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    passive:
+      max_eject_for: 10s
+`,
+			want: `t.yaml:7: upstreams[0].passive.max_eject_for: 10s is shorter than eject_for 30s (at least eject_for)`,
+		},
+
+		// Circuit breakers.
+		{
+			name: "breaker negative consecutive_failures",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    circuit_breaker:
+      consecutive_failures: -1
+`,
+			want: `t.yaml:7: upstreams[0].circuit_breaker.consecutive_failures: -1 is out of range (at least 0; 0 turns this trigger off)`,
+		},
+		{
+			name: "breaker failure_ratio above 1",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    circuit_breaker:
+      failure_ratio: 1.5
+`,
+			want: `t.yaml:7: upstreams[0].circuit_breaker.failure_ratio: 1.5 is out of range (0-1; 0 turns this trigger off)`,
+		},
+		{
+			name: "breaker failure_ratio NaN",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    circuit_breaker:
+      failure_ratio: .nan
+`,
+			want: `t.yaml:7: upstreams[0].circuit_breaker.failure_ratio: NaN is out of range (0-1; 0 turns this trigger off)`,
+		},
+		{
+			name: "breaker with both triggers off",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    circuit_breaker:
+      consecutive_failures: 0
+      failure_ratio: 0
+`,
+			want: `t.yaml:6: upstreams[0].circuit_breaker: consecutive_failures and failure_ratio are both 0 (at least one trigger must be on)`,
+		},
+		{
+			name: "breaker zero min_requests",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    circuit_breaker:
+      min_requests: 0
+`,
+			want: `t.yaml:7: upstreams[0].circuit_breaker.min_requests: 0 is out of range (at least 1)`,
+		},
+		{
+			name: "breaker zero interval",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    circuit_breaker:
+      interval: 0s
+`,
+			want: `t.yaml:7: upstreams[0].circuit_breaker.interval: 0s is out of range (more than 0, such as 2s)`,
+		},
+		{
+			name: "breaker negative open_for",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    circuit_breaker:
+      open_for: -5s
+`,
+			want: `t.yaml:7: upstreams[0].circuit_breaker.open_for: -5s is out of range (more than 0, such as 2s)`,
+		},
+		{
+			name: "breaker zero half_open_requests",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    circuit_breaker:
+      half_open_requests: 0
+`,
+			want: `t.yaml:7: upstreams[0].circuit_breaker.half_open_requests: 0 is out of range (1-1000)`,
+		},
+		{
+			name: "breaker too many half_open_requests",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    circuit_breaker:
+      half_open_requests: 1001
+`,
+			want: `t.yaml:7: upstreams[0].circuit_breaker.half_open_requests: 1001 is out of range (1-1000)`,
+		},
+
+		// Retries.
+		{
+			name: "too many retry attempts",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    retries:
+      attempts: 11
+`,
+			want: `t.yaml:7: upstreams[0].retries.attempts: 11 is out of range (0-10; 0 disables retries)`,
+		},
+		{
+			name: "retry on a 4xx status",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    retries:
+      on:
+        - connect_error
+        - 404
+`,
+			want: `t.yaml:9: upstreams[0].retries.on[1]: "404" is not a retry condition (connect_error, timeout, or a status 500-599)`,
+		},
+		{
+			name: "retry on an unknown condition",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    retries:
+      on: [reset]
+`,
+			want: `t.yaml:7: upstreams[0].retries.on[0]: "reset" is not a retry condition (connect_error, timeout, or a status 500-599)`,
+		},
+		{
+			name: "retry on nothing",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    retries:
+      on: []
+`,
+			want: `t.yaml:7: upstreams[0].retries.on: empty (at least one of connect_error, timeout, or a status 500-599; attempts: 0 disables retries)`,
+		},
+		{
+			name: "retry budget above 1",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "10.0.0.1:80"}]
+    retries:
+      budget_ratio: 2
+`,
+			want: `t.yaml:7: upstreams[0].retries.budget_ratio: 2 is out of range (0-1; 0 turns the budget off)`,
+		},
+
+		// Admin and logging.
+		{
+			name: "admin address without port",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, respond: {}}]
+admin:
+  address: localhost
+`,
+			want: `t.yaml:4: admin.address: "localhost" is not host:port (` + testHostPort + `, or off)`,
+		},
+		{
+			name: "unknown log level",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, respond: {}}]
+logging:
+  level: verbose
+`,
+			want: `t.yaml:4: logging.level: "verbose" is not a level (debug, info, warn, error)`,
+		},
+		{
+			name: "unknown log format",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, respond: {}}]
+logging:
+  format: text
+`,
+			want: `t.yaml:4: logging.format: "text" is not a format (json, console)`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := testEnv(t)
+			want := strings.NewReplacer("$DIR", env["DIR"], "$FILE", env["FILE"]).Replace(tt.want)
+			_, ps := parseProblems(t, tt.yaml, env)
+			if got := ps.Error(); got != want {
+				t.Errorf("got\n%v\nwant\n%v", got, want)
+			}
+		})
+	}
+}
+
+func TestHostPortError(t *testing.T) {
+	tests := []struct {
+		addr string
+		want string
+	}{
+		{addr: ":80", want: ""},
+		{addr: "0.0.0.0:65535", want: ""},
+		{addr: "[::]:443", want: ""},
+		{addr: "[fe80::1%eth0]:80", want: ""},
+		{addr: "localhost:1", want: ""},
+		{addr: "a-b.example.COM:80", want: ""},
+		{addr: "example.com", want: "is not host:port"},
+		{addr: "[::1]", want: "is not host:port"},
+		{addr: "example.com:", want: "has no port"},
+		{addr: "example.com:-1", want: `has port "-1", not a number`},
+		{addr: "example.com:+80", want: `has port "+80", not a number`},
+		{addr: "example.com:65536", want: "has port 65536, out of range"},
+		{addr: "-example.com:80", want: `has host "-example.com", not an IP address or hostname`},
+		{addr: "example-.com:80", want: `has host "example-.com", not an IP address or hostname`},
+		{addr: "example..com:80", want: `has host "example..com", not an IP address or hostname`},
+		{addr: "ex_ample.com:80", want: `has host "ex_ample.com", not an IP address or hostname`},
+		{addr: strings.Repeat("a", 64) + ".com:80", want: `has host "` + strings.Repeat("a", 64) + `.com", not an IP address or hostname`},
+		{addr: strings.Repeat("a.", 127) + "aa:80", want: `has host "` + strings.Repeat("a.", 127) + `aa", not an IP address or hostname`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.addr, func(t *testing.T) {
+			if got := hostPortError(tt.addr); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestIsHostPattern(t *testing.T) {
+	tests := []struct {
+		host string
+		want bool
+	}{
+		{host: "", want: true},
+		{host: "*", want: true},
+		{host: "example.com", want: true},
+		{host: "*.example.com", want: true},
+		{host: "10.0.0.1", want: true},
+		{host: "*.", want: false},
+		{host: "*example.com", want: false},
+		{host: "a.*.com", want: false},
+		{host: "example.com:80", want: false},
+		{host: "exämple.com", want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.host, func(t *testing.T) {
+			if got := isHostPattern(tt.host); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestIsToken(t *testing.T) {
+	tests := []struct {
+		name string
+		want bool
+	}{
+		{name: "X-Request-Id", want: true},
+		{name: "!#$%&'*+-.^_`|~09az", want: true},
+		{name: "", want: false},
+		{name: "X A", want: false},
+		{name: "X:A", want: false},
+		{name: "Xé", want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := isToken(tt.name); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestValidateUnreadableRoot fakes the file system through validator.stat,
+// since a test running as root cannot make a directory unreadable.
+func TestValidateUnreadableRoot(t *testing.T) {
+	v := validator{file: "t.yaml", stat: func(name string) (fs.FileInfo, error) {
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: syscall.EACCES}
+	}}
+	v.static(&Static{Root: "/srv/www", Index: "index.html"}, "routes[0].static")
+	want := `t.yaml: routes[0].static.root: "/srv/www" cannot be read: permission denied (an existing directory)`
+	if got := v.problems.Error(); got != want {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// hostPortAllowed is the allowed part of host:port messages, spelled out
+// testHostPort is the allowed part of host:port messages, spelled out
 // here so that the tests pin the text rather than echo the package constant.
 const testHostPort = "host:port such as :8080, 127.0.0.1:8080 or [::1]:8080; port 1-65535"
 

@@ -37,7 +37,8 @@ func SetDefaults(c *Config) {
 		setDefault(m, p+".read_header_timeout", &l.ReadHeaderTimeout, seconds(10))
 		setDefault(m, p+".idle_timeout", &l.IdleTimeout, seconds(60))
 		setDefault(m, p+".max_header_bytes", &l.MaxHeaderBytes, 65536)
-		// ReadTimeout and WriteTimeout default to 0, no limit.
+		setDefault(m, p+".write_timeout", &l.WriteTimeout, seconds(60))
+		// ReadTimeout defaults to 0, no limit.
 	}
 	for i := range c.Routes {
 		r, p := &c.Routes[i], indexPath("routes", i)
@@ -69,6 +70,7 @@ func setUpstreamDefaults(m *meta, u *Upstream, p string) {
 	setDefault(m, p+".transport.idle_timeout", &t.IdleTimeout, seconds(90))
 	setDefault(m, p+".transport.dial_timeout", &t.DialTimeout, seconds(2))
 	setDefault(m, p+".transport.response_header_timeout", &t.ResponseHeaderTimeout, seconds(30))
+	setDefault(m, p+".transport.read_timeout", &t.ReadTimeout, seconds(60))
 
 	if h := u.HealthCheck; h != nil {
 		hp := p + ".health_check"

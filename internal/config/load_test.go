@@ -33,6 +33,7 @@ func TestLoadFull(t *testing.T) {
 			{
 				Name: "internal", Address: "[::1]:8081", Sockets: testNumCPU(), Backlog: 4096, MaxConnections: 20000,
 				ReadHeaderTimeout: dur(10 * time.Second), IdleTimeout: dur(60 * time.Second), MaxHeaderBytes: 65536,
+				WriteTimeout: dur(60 * time.Second),
 			},
 		},
 		Routes: []Route{
@@ -57,6 +58,7 @@ func TestLoadFull(t *testing.T) {
 			Transport: Transport{
 				MaxIdlePerBackend: 64, IdleTimeout: dur(30 * time.Second),
 				DialTimeout: dur(500 * time.Millisecond), ResponseHeaderTimeout: dur(10 * time.Second),
+				ReadTimeout: dur(45 * time.Second),
 			},
 			HealthCheck: &HealthCheck{
 				Path: "/health", Interval: dur(5 * time.Second), Timeout: dur(2 * time.Second),
@@ -108,6 +110,7 @@ upstreams:
 	transport := Transport{
 		MaxIdlePerBackend: 256, IdleTimeout: dur(90 * time.Second),
 		DialTimeout: dur(2 * time.Second), ResponseHeaderTimeout: dur(30 * time.Second),
+		ReadTimeout: dur(60 * time.Second),
 	}
 	retries := defaultRetries()
 	retries.Attempts = 1
@@ -116,6 +119,7 @@ upstreams:
 		Listeners: []Listener{{
 			Name: "web", Address: ":80", Sockets: testNumCPU(), Backlog: 4096, MaxConnections: 20000,
 			ReadHeaderTimeout: dur(10 * time.Second), IdleTimeout: dur(60 * time.Second), MaxHeaderBytes: 65536,
+			WriteTimeout: dur(60 * time.Second),
 		}},
 		Routes: []Route{
 			{Name: "a", Upstream: "app"},

@@ -84,7 +84,9 @@ type Listener struct {
 	// ReadTimeout bounds reading a whole request, body included. 0 means no
 	// limit. Default 0.
 	ReadTimeout Duration `yaml:"read_timeout"`
-	// WriteTimeout bounds writing a response. 0 means no limit. Default 0.
+	// WriteTimeout bounds how long one write of a response to the client
+	// may block, like nginx's send_timeout: a client that stops reading is
+	// dropped. 0 means no limit. Default 60s.
 	WriteTimeout Duration `yaml:"write_timeout"`
 	// IdleTimeout bounds the wait for the next request on a keep-alive
 	// connection. 0 means no limit. Default 60s.
@@ -249,6 +251,9 @@ type Transport struct {
 	// ResponseHeaderTimeout bounds the wait for a backend's response
 	// headers after the request is written; more than 0. Default 30s.
 	ResponseHeaderTimeout Duration `yaml:"response_header_timeout"`
+	// ReadTimeout bounds each wait for response body bytes from a backend,
+	// like nginx's proxy_read_timeout; 0 means no limit. Default 60s.
+	ReadTimeout Duration `yaml:"read_timeout"`
 }
 
 // HealthCheck configures active health checks: a GET of Path on every

@@ -173,6 +173,7 @@ func (v *validator) upstreams(us []Upstream) []string {
 		v.positive(tp+".idle_timeout", t.IdleTimeout)
 		v.positive(tp+".dial_timeout", t.DialTimeout)
 		v.positive(tp+".response_header_timeout", t.ResponseHeaderTimeout)
+		v.nonNegative(tp+".read_timeout", t.ReadTimeout)
 
 		if u.HealthCheck != nil {
 			v.healthCheck(u.HealthCheck, p+".health_check")

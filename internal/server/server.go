@@ -1,0 +1,300 @@
+// Package server turns a configuration into a running object graph and
+// manages its life: Start, Reload (an atomic swap that keeps unchanged
+// listeners and backend state) and Shutdown (drain).
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/helios-lb/helios/internal/clock"
+	"github.com/helios-lb/helios/internal/config"
+	"github.com/helios-lb/helios/internal/h1"
+	"github.com/helios-lb/helios/internal/listener"
+	"github.com/helios-lb/helios/internal/proxy"
+)
+
+// Options are the parts of a Server that do not come from the config
+// file. The zero value of each field is noted.
+type Options struct {
+	// Logger receives the process log. Nil: no logging.
+	Logger *zap.Logger
+	// Recorder receives a record of every request (metrics, access log).
+	// Nil: nothing is recorded.
+	Recorder proxy.Recorder
+	// Clock is used for health, ejection and breaker timing. Nil: real.
+	Clock clock.Clock
+}
+
+// Server is a running Helios: listeners, pipeline, upstreams.
+type Server struct {
+	log      *zap.Logger
+	recorder proxy.Recorder
+	clock    clock.Clock
+	pipeline *proxy.Pipeline
+
+	mu        sync.Mutex // serialises Start, Reload and Shutdown
+	gen       *generation
+	listeners map[string]*boundListener // by address
+	started   bool
+	stopped   bool
+}
+
+// boundListener is a socket pool and the engine serving its connections.
+type boundListener struct {
+	cfg    config.Listener
+	pool   *listener.Pool
+	engine *h1.Server
+}
+
+// New builds the object graph for cfg and binds its listeners. Nothing is
+// served until Start. cfg must have passed validation.
+func New(cfg *config.Config, o Options) (*Server, error) {
+	s := &Server{
+		log:       o.Logger,
+		recorder:  o.Recorder,
+		clock:     o.Clock,
+		listeners: make(map[string]*boundListener),
+	}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	if s.clock == nil {
+		s.clock = clock.Real{}
+	}
+	g, err := s.build(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.gen = g
+	s.pipeline = proxy.New(g.graph)
+	for _, lc := range cfg.Listeners {
+		bl, err := s.bind(lc)
+		if err != nil {
+			s.closeListeners()
+			g.close()
+			return nil, err
+		}
+		s.listeners[lc.Address] = bl
+	}
+	return s, nil
+}
+
+func engineOptions(lc config.Listener) h1.Options {
+	return h1.Options{
+		ReadHeaderTimeout: lc.ReadHeaderTimeout.D(),
+		IdleTimeout:       lc.IdleTimeout.D(),
+		ReadTimeout:       lc.ReadTimeout.D(),
+		WriteTimeout:      lc.WriteTimeout.D(),
+		MaxHeaderBytes:    lc.MaxHeaderBytes,
+	}
+}
+
+func (s *Server) bind(lc config.Listener) (*boundListener, error) {
+	eng := h1.NewServer(s.pipeline, engineOptions(lc))
+	eng.SetErrorLog(func(msg string, err error) {
+		s.log.Warn(msg, zap.String("listener", lc.Name), zap.Error(err))
+	})
+	pool, err := listener.Listen(listener.Config{
+		Name:           lc.Name,
+		Address:        lc.Address,
+		Sockets:        lc.Sockets,
+		Backlog:        lc.Backlog,
+		MaxConnections: lc.MaxConnections,
+	}, eng.ServeConn, func(msg string, err error) {
+		s.log.Error(msg, zap.String("listener", lc.Name), zap.Error(err))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &boundListener{cfg: lc, pool: pool, engine: eng}, nil
+}
+
+// Start begins accepting on every listener.
+func (s *Server) Start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return
+	}
+	s.started = true
+	for _, bl := range s.listeners {
+		bl.pool.Start()
+		s.log.Info("listening", zap.String("listener", bl.cfg.Name), zap.String("address", bl.pool.Addr().String()),
+			zap.Int("sockets", bl.pool.Sockets()))
+	}
+}
+
+// Addr returns the bound address of the named listener (with the real
+// port when the config asked for port 0), or nil.
+func (s *Server) Addr(name string) net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, bl := range s.listeners {
+		if bl.cfg.Name == name {
+			return bl.pool.Addr()
+		}
+	}
+	return nil
+}
+
+// Pipeline returns the request pipeline (for the admin API and tests).
+func (s *Server) Pipeline() *proxy.Pipeline { return s.pipeline }
+
+// Config returns the configuration being served.
+func (s *Server) Config() *config.Config {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen.cfg
+}
+
+// Reload replaces the running configuration with cfg, which must have
+// passed validation. Everything that can fail (building upstreams,
+// binding new listeners) happens before the swap, so an error leaves the
+// old configuration serving untouched. Listeners whose address, sockets
+// and backlog did not change keep their sockets; backends present before
+// and after keep their health and breaker state; requests in flight
+// finish on the graph they started with.
+func (s *Server) Reload(cfg *config.Config) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return errors.New("server is shutting down")
+	}
+	old := s.gen
+	g, err := s.build(cfg, old)
+	if err != nil {
+		return err
+	}
+	// Bind what is new before touching anything.
+	keep := make(map[string]*boundListener)
+	fresh := make(map[string]*boundListener)
+	for _, lc := range cfg.Listeners {
+		if bl, ok := s.listeners[lc.Address]; ok && bl.cfg.Sockets == lc.Sockets && bl.cfg.Backlog == lc.Backlog {
+			keep[lc.Address] = bl
+			continue
+		}
+		bl, err := s.bind(lc)
+		if err != nil {
+			for _, f := range fresh {
+				f.pool.Close()
+			}
+			g.close()
+			return err
+		}
+		fresh[lc.Address] = bl
+	}
+
+	// Commit: swap the graph, then adjust listeners.
+	s.pipeline.Swap(g.graph)
+	s.gen = g
+	var retired []*boundListener
+	for addr, bl := range s.listeners {
+		if _, ok := keep[addr]; !ok {
+			retired = append(retired, bl)
+		}
+	}
+	for _, lc := range cfg.Listeners {
+		if bl, ok := keep[lc.Address]; ok {
+			bl.engine.SetOptions(engineOptions(lc))
+			bl.pool.SetMaxConnections(lc.MaxConnections)
+			bl.cfg = lc
+		}
+	}
+	s.listeners = make(map[string]*boundListener, len(keep)+len(fresh))
+	for a, bl := range keep {
+		s.listeners[a] = bl
+	}
+	for a, bl := range fresh {
+		s.listeners[a] = bl
+		if s.started {
+			bl.pool.Start()
+			s.log.Info("listening", zap.String("listener", bl.cfg.Name), zap.String("address", bl.pool.Addr().String()))
+		}
+	}
+	// Retired listeners stop accepting now and drain in the background;
+	// the old generation closes once requests started on it are done.
+	go s.retire(old, retired)
+	s.log.Info("configuration reloaded", zap.String("file", cfg.File), zap.String("serving", g.describe()))
+	return nil
+}
+
+// retire drains listeners that a reload dropped, then closes the old
+// generation. Requests may still be running on the old graph for a while
+// (a slow backend): its transports keep working for them and only stop
+// pooling once closed, so the wait is bounded rather than exact.
+func (s *Server) retire(old *generation, listeners []*boundListener) {
+	for _, bl := range listeners {
+		bl.pool.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), retireGrace)
+	defer cancel()
+	for _, bl := range listeners {
+		if err := bl.engine.Shutdown(ctx); err != nil {
+			s.log.Warn("retired listener did not drain in time", zap.String("listener", bl.cfg.Name), zap.Error(err))
+		}
+		bl.pool.Wait()
+	}
+	// Give requests that picked up the old graph just before the swap
+	// time to finish before its pools stop taking connections back.
+	time.Sleep(oldGraphLinger)
+	old.close()
+}
+
+const (
+	retireGrace    = 30 * time.Second
+	oldGraphLinger = 5 * time.Second
+)
+
+// Shutdown drains: it stops accepting, lets requests in flight finish and
+// closes keep-alive connections after their current response. It returns
+// nil when everything drained, or ctx's error after closing what was
+// left.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopped = true
+	listeners := make([]*boundListener, 0, len(s.listeners))
+	for _, bl := range s.listeners {
+		listeners = append(listeners, bl)
+	}
+	g := s.gen
+	s.mu.Unlock()
+
+	for _, bl := range listeners {
+		bl.pool.Close()
+	}
+	var (
+		wg   sync.WaitGroup
+		errs = make([]error, len(listeners))
+	)
+	for i, bl := range listeners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = bl.engine.Shutdown(ctx)
+			bl.pool.Wait()
+		}()
+	}
+	wg.Wait()
+	g.close()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("drain cut short: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) closeListeners() {
+	for _, bl := range s.listeners {
+		bl.pool.Close()
+	}
+}

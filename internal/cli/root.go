@@ -45,6 +45,9 @@ func NewRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(
+		newServeCmd(),
+		newValidateCmd(),
+		newBackendCmd(),
 		newVersionCmd(),
 	)
 	return root

@@ -1,10 +1,15 @@
 package h1
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 )
 
 // ServeHTTP answers the exchange with a net/http handler. It builds an
@@ -166,4 +171,24 @@ func (w *httpWriter) finish() {
 	if w.c.wr.err != nil {
 		w.c.broken = true
 	}
+}
+
+// Hijack hands the connection to the handler (WebSocket servers need it).
+// Bytes the client already sent are served first by the returned reader.
+func (w *httpWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c := w.c
+	if w.wrote {
+		return nil, nil, errors.New("h1: hijack after the response started")
+	}
+	c.wr.flush()
+	c.respStarted = true
+	c.respStatus = http.StatusSwitchingProtocols
+	c.hijacked = true
+	c.detached = true
+	pending := append([]byte(nil), c.rd.buffered()...)
+	c.rd.discard(len(pending))
+	c.nc.SetDeadline(time.Time{})
+	br := bufio.NewReader(io.MultiReader(bytes.NewReader(pending), c.nc))
+	bw := bufio.NewWriter(c.nc)
+	return c.nc, bufio.NewReadWriter(br, bw), nil
 }

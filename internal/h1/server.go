@@ -222,6 +222,9 @@ type conn struct {
 	broken     bool
 	closeAfter bool
 	hijacked   bool
+	// detached: a handler took the connection over (Hijack); it is not
+	// closed here.
+	detached bool
 	// bodySent: request body bytes went to a backend (no replay).
 	bodySent bool
 
@@ -258,7 +261,11 @@ func (c *conn) init(nc net.Conn) {
 }
 
 func (c *conn) release() {
-	c.nc.Close()
+	if !c.detached {
+		c.nc.Close()
+	}
+	c.detached = false
+	c.hijacked = false
 	if c.wbuf != nil {
 		c.srv.writeBufs.Put(c.wbuf)
 		c.wbuf = nil

@@ -137,3 +137,13 @@ func (p *Pipeline) Swap(g *Graph) *Graph { return p.graph.Swap(g) }
 
 // Graph returns the current graph.
 func (p *Pipeline) Graph() *Graph { return p.graph.Load() }
+
+// Recorders fans a record out to several recorders in order.
+type Recorders []Recorder
+
+// Record passes r to each recorder.
+func (rs Recorders) Record(ex wire.Exchange, r Record) {
+	for _, rc := range rs {
+		rc.Record(ex, r)
+	}
+}

@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+func newValidateCmd() *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "validate",
+		Short: "Check a config file and print every problem in it",
+		Long: `Validate reads the config file, checks every key and prints "ok", or one line per
+problem in the form FILE:LINE: key.path: what is wrong (what is allowed).
+The exit status is 0 when the file is valid and 1 otherwise.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			path, err := configPath(file)
+			if err != nil {
+				fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
+				return exitError{1}
+			}
+			if _, err := loadConfig(path, cmd.OutOrStdout()); err != nil {
+				fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
+				return exitError{1}
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "ok")
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "config", "c", "", "config file (default ./helios.yaml, then /etc/helios/helios.yaml)")
+	return cmd
+}

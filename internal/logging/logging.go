@@ -1,0 +1,94 @@
+// Package logging builds Helios's zap loggers: the process log and the
+// access log.
+package logging
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/helios-lb/helios/internal/config"
+)
+
+// New returns the process logger for cfg, writing to w (stderr in the
+// daemon, where systemd's journal or docker logs pick it up).
+func New(cfg config.Logging, w io.Writer) (*zap.Logger, error) {
+	level, err := zapcore.ParseLevel(cfg.Level)
+	if err != nil {
+		return nil, fmt.Errorf("logging.level: %w", err)
+	}
+	enc, err := encoder(cfg.Format)
+	if err != nil {
+		return nil, err
+	}
+	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), level)
+	return zap.New(core), nil
+}
+
+func encoder(format string) (zapcore.Encoder, error) {
+	ec := zap.NewProductionEncoderConfig()
+	ec.TimeKey = "time"
+	ec.EncodeTime = zapcore.ISO8601TimeEncoder
+	ec.EncodeDuration = zapcore.SecondsDurationEncoder
+	switch format {
+	case "", "json":
+		return zapcore.NewJSONEncoder(ec), nil
+	case "console":
+		ec.EncodeLevel = zapcore.CapitalLevelEncoder
+		return zapcore.NewConsoleEncoder(ec), nil
+	}
+	return nil, fmt.Errorf("logging.format: %q is not a format (json, console)", format)
+}
+
+// AccessSink is where access log lines go: a zap core and how to flush and
+// close it.
+type AccessSink struct {
+	Core  zapcore.Core
+	Close func() error
+}
+
+// OpenAccess opens the access log destination named by cfg.AccessLog:
+// "stdout", "stderr" or a file path (appended to, created 0640). Lines are
+// buffered and flushed at least once a second and on Close, so logging
+// every request costs no write(2) per request. It returns nil when the
+// access log is off.
+func OpenAccess(cfg config.Logging, stdout, stderr io.Writer) (*AccessSink, error) {
+	var (
+		w      io.Writer
+		closer func() error
+	)
+	switch cfg.AccessLog {
+	case "", config.AccessLogOff:
+		return nil, nil
+	case config.AccessLogStdout:
+		w = stdout
+	case config.AccessLogStderr:
+		w = stderr
+	default:
+		f, err := os.OpenFile(cfg.AccessLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+		if err != nil {
+			return nil, fmt.Errorf("logging.access_log: %w", err)
+		}
+		w = f
+		closer = f.Close
+	}
+	enc, err := encoder(cfg.Format)
+	if err != nil {
+		return nil, err
+	}
+	buf := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(w), Size: 256 << 10, FlushInterval: time.Second}
+	core := zapcore.NewCore(enc, buf, zapcore.InfoLevel)
+	return &AccessSink{Core: core, Close: func() error {
+		err := buf.Stop()
+		if closer != nil {
+			if cerr := closer(); err == nil {
+				err = cerr
+			}
+		}
+		return err
+	}}, nil
+}

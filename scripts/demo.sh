@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs the demo: three built-in backends and Helios in front of them.
+# Ctrl-C stops everything.
+set -euo pipefail
+bin=${1:-bin/helios}
+cfg=${2:-configs/helios.yaml}
+pids=()
+cleanup() {
+	trap - INT TERM EXIT
+	kill -TERM "${pids[@]}" 2>/dev/null || true
+	wait 2>/dev/null || true
+}
+trap cleanup INT TERM EXIT
+for i in 1 2 3; do
+	"$bin" backend --listen "127.0.0.1:900$i" --name "backend-$i" >/dev/null &
+	pids+=($!)
+done
+"$bin" serve --config "$cfg" &
+pids+=($!)
+sleep 0.5
+cat <<'TXT'
+
+Helios is running on http://127.0.0.1:8080 in front of backend-1..3 (127.0.0.1:9001-9003).
+Try:
+  curl -i http://127.0.0.1:8080/                # round-robin: watch X-Backend change
+  curl -i http://127.0.0.1:8080/ping            # a fixed answer (respond route)
+  curl -i http://127.0.0.1:8080/static/         # a file (static route)
+  curl    http://127.0.0.1:8080/echo -d hello   # what the backend received
+  curl    http://127.0.0.1:9901/metrics         # Prometheus metrics (admin listener)
+Ctrl-C stops everything.
+
+TXT
+wait -n "${pids[@]}"

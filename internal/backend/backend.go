@@ -53,7 +53,7 @@ func New(name string) *Backend {
 	b.rootBody = []byte("hello from " + name + "\n")
 	b.echo = http.HandlerFunc(b.serveEcho)
 	b.bytesH = http.HandlerFunc(b.serveBytes)
-	b.ws = websocket.Handler(func(ws *websocket.Conn) { io.Copy(ws, ws) })
+	b.ws = websocket.Handler(echoMessages)
 	b.srv = h1.NewServer(h1.HandlerFunc(b.serve), h1.Options{
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
@@ -183,5 +183,19 @@ func (b *Backend) serveBytes(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		n -= k
+	}
+}
+
+// echoMessages sends every WebSocket message back whole (io.Copy would
+// split large messages into frames of its buffer size).
+func echoMessages(ws *websocket.Conn) {
+	for {
+		var msg []byte
+		if err := websocket.Message.Receive(ws, &msg); err != nil {
+			return
+		}
+		if err := websocket.Message.Send(ws, msg); err != nil {
+			return
+		}
 	}
 }

@@ -102,7 +102,11 @@ func (p *Pipeline) forward(ex wire.Exchange, up *Upstream, rec *Record) {
 				return
 			}
 			key.Exclude.Add(b.Index)
-			if p.mayRetry(ex, up, rec) && up.Retry.retryableErr(err, idem) && spend(up) {
+			// A request that never reached a backend adds no load when it
+			// is sent elsewhere, so connect errors are bounded by attempts
+			// only; the budget guards against re-sending work.
+			if p.mayRetry(ex, up, rec) && up.Retry.retryableErr(err, idem) &&
+				(errors.Is(err, wire.ErrConnect) || spend(up)) {
 				continue
 			}
 			p.fail(ex, rec, err)

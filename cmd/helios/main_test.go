@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// helios is the binary built once for these tests.
+var helios string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "helios-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	helios = filepath.Join(dir, "helios")
+	build := exec.Command("go", "build", "-o", helios, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building helios:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func TestValidate(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte(`
+listeners: [{name: web, address: "127.0.0.1:8080"}]
+routes: [{name: app, match: {path_prefix: /}, upstream: app}]
+upstreams: [{name: app, backends: [{address: "127.0.0.1:9001"}]}]
+`), 0o644)
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte(`listeners:
+  - name: web
+    address: "127.0.0.1:80800"
+    idle_timeout: 2x
+routes:
+  - {name: app, match: {path_prefix: /}, upstream: missing}
+upstreams:
+  - {name: app, strategy: fastest, backends: [{address: "127.0.0.1:9001"}]}
+`), 0o644)
+
+	tests := []struct {
+		name     string
+		file     string
+		code     int
+		contains []string
+	}{
+		{"valid", good, 0, []string{"ok"}},
+		{"invalid reports every problem with file and line", bad, 1, []string{
+			bad + `:3: listeners[0].address:`,
+			bad + `:4: listeners[0].idle_timeout: "2x" is not a duration`,
+			bad + `:6: routes[0].upstream: upstream "missing" is not defined (defined: app)`,
+			bad + `:8: upstreams[0].strategy: "fastest" is not a strategy (round_robin, weighted_round_robin, least_conn, ip_hash, random, p2c)`,
+		}},
+		{"missing file", filepath.Join(dir, "nope.yaml"), 1, []string{"nope.yaml"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := exec.Command(helios, "validate", "--config", tt.file).CombinedOutput()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tt.code {
+				t.Errorf("got exit code %d, want %d; output:\n%s", code, tt.code, out)
+			}
+			for _, want := range tt.contains {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("output does not contain %q; output:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
+// proc is a helios process started for a test.
+type proc struct {
+	cmd *exec.Cmd
+	out *bytes.Buffer
+}
+
+func start(t *testing.T, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(helios, args...), out: &bytes.Buffer{}}
+	p.cmd.Stdout = p.out
+	p.cmd.Stderr = p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			p.cmd.Process.Kill()
+			p.cmd.Wait()
+		}
+	})
+	return p
+}
+
+func waitListening(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("nothing listening on %s", addr)
+}
+
+// TestServeReloadAndDrain runs the real binary: three `helios backend`s and
+// `helios serve` in front, a SIGHUP reload (a bad one refused, a good one
+// applied), then SIGTERM with a request in flight, which must finish
+// before helios exits 0.
+func TestServeReloadAndDrain(t *testing.T) {
+	var addrs []string
+	for i := 1; i <= 3; i++ {
+		a := freePort(t)
+		start(t, "backend", "--listen", a, "--name", fmt.Sprintf("b%d", i))
+		waitListening(t, a)
+		addrs = append(addrs, a)
+	}
+	front := freePort(t)
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "helios.yaml")
+	writeCfg := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(cfgFile, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := func(routeBody string) string {
+		return fmt.Sprintf(`
+listeners: [{name: web, address: %q}]
+routes:
+  - {name: ping, match: {path: /ping}, respond: {status: 200, body: %q}}
+  - {name: app, match: {path_prefix: /}, upstream: app}
+upstreams: [{name: app, backends: [{address: %q}, {address: %q}, {address: %q}]}]
+admin: {address: "off"}
+logging: {level: info, format: json}
+`, front, routeBody, addrs[0], addrs[1], addrs[2])
+	}
+	writeCfg(cfg("v1"))
+	srv := start(t, "serve", "--config", cfgFile)
+	waitListening(t, front)
+	base := "http://" + front
+
+	body := func(path string) string {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	seen := map[string]bool{}
+	for i := 0; i < 6; i++ {
+		seen[strings.TrimSpace(body("/"))] = true
+	}
+	if len(seen) != 3 {
+		t.Errorf("got answers from %v, want all three backends", seen)
+	}
+	if got := body("/ping"); got != "v1" {
+		t.Fatalf("got %q, want v1", got)
+	}
+
+	// A bad config is refused and the old one keeps serving.
+	writeCfg("listeners: [{name: web, address: nope}]\n")
+	srv.cmd.Process.Signal(syscall.SIGHUP)
+	time.Sleep(300 * time.Millisecond)
+	if got := body("/ping"); got != "v1" {
+		t.Errorf("after a bad reload: got %q, want v1 still served", got)
+	}
+	if !strings.Contains(srv.out.String(), "reload refused") {
+		t.Errorf("log does not say the reload was refused:\n%s", srv.out.String())
+	}
+	// A good one is applied.
+	writeCfg(cfg("v2"))
+	srv.cmd.Process.Signal(syscall.SIGHUP)
+	deadline := time.Now().Add(3 * time.Second)
+	for body("/ping") != "v2" && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := body("/ping"); got != "v2" {
+		t.Errorf("after a good reload: got %q, want v2", got)
+	}
+
+	// Drain: a slow request in flight finishes, then helios exits 0.
+	result := make(chan string, 1)
+	go func() {
+		resp, err := http.Get(base + "/delay/500")
+		if err != nil {
+			result <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		result <- fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+	}()
+	time.Sleep(150 * time.Millisecond)
+	srv.cmd.Process.Signal(syscall.SIGTERM)
+	if got := <-result; !strings.HasPrefix(got, "200 delayed 500 ms") {
+		t.Errorf("in-flight request during drain: got %q, want 200", got)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("helios serve exited with %v after SIGTERM, want status 0; log:\n%s", err, srv.out.String())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("helios serve did not exit within 5s of SIGTERM")
+	}
+}

@@ -263,3 +263,23 @@ logging: {level: info, format: json}
 		t.Fatal("helios serve did not exit within 5s of SIGTERM")
 	}
 }
+
+// TestShippedConfigsValidate keeps the demo config and the examples honest.
+func TestShippedConfigsValidate(t *testing.T) {
+	files, _ := filepath.Glob("../../configs/examples/*.yaml")
+	files = append(files, "../../configs/helios.yaml")
+	if len(files) < 2 {
+		t.Fatalf("found %d config files, want the demo and the examples", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			abs, _ := filepath.Abs(f)
+			cmd := exec.Command(helios, "validate", "--config", abs)
+			cmd.Dir = "../.." // static roots are relative to the working directory
+			out, err := cmd.CombinedOutput()
+			if err != nil || strings.TrimSpace(string(out)) != "ok" {
+				t.Errorf("got %q (%v), want ok", out, err)
+			}
+		})
+	}
+}

@@ -194,7 +194,10 @@ func parseRequest(head []byte, r *request) error {
 			if !equalFold(value, "100-continue") {
 				return &statusError{417, "unsupported expectation"}
 			}
-			r.expect100 = true
+			// RFC 9110 §10.1.1: a server must ignore a 100-continue
+			// expectation in an HTTP/1.0 request (the client cannot parse
+			// an interim response).
+			r.expect100 = r.minor == 1
 		case kXForwardedFor:
 			r.hasXFF = true
 		}
@@ -438,6 +441,11 @@ func parseResponse(head []byte, r *response, headRequest bool) error {
 		closeTok, keepTok = closeTok || c, keepTok || k
 	}
 	r.keepAlive = !closeTok && (r.minor == 1 || keepTok)
+	if teSeen > 0 && r.minor == 0 {
+		// RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding has
+		// faulty framing; close the connection after it.
+		r.keepAlive = false
+	}
 
 	// RFC 9112 §6.3: message body length.
 	switch {

@@ -37,9 +37,44 @@ type Route struct {
 	Respond *Fixed
 	// Static answers from files; nil when another action is set.
 	Static http.Handler
-	// Index is the route's position in the configuration, for recorders
-	// that keep per-route state in slices.
+	// Index is the route's position in the configuration.
 	Index int
+	// Stats counts the route's requests; nil counts nothing. It is kept
+	// across reloads for a route of the same name and upstream.
+	Stats *RouteStats
+}
+
+// RouteStats are a route's request counters, written on the request path
+// with one atomic add and read by the metrics collector.
+type RouteStats struct {
+	// Codes counts answers by status code (499: client gone).
+	Codes [600]atomic.Uint64
+	// Duration observes request durations in seconds; nil observes nothing.
+	Duration Observer
+}
+
+// Observer takes one observation (a prometheus.Observer satisfies it).
+type Observer interface {
+	Observe(float64)
+}
+
+// Count records one answered request.
+func (s *RouteStats) Count(status int, d time.Duration) {
+	if status >= 0 && status < len(s.Codes) {
+		s.Codes[status].Add(1)
+	}
+	if s.Duration != nil {
+		s.Duration.Observe(d.Seconds())
+	}
+}
+
+// UpstreamStats are an upstream's counters, kept across reloads.
+type UpstreamStats struct {
+	// Retries counts attempts after the first.
+	Retries atomic.Uint64
+	// NoBackend counts requests answered 503 because no backend was
+	// available.
+	NoBackend atomic.Uint64
 }
 
 // Fixed is a pre-rendered response.
@@ -73,6 +108,8 @@ type Upstream struct {
 	Guard Guard
 	// Index is the upstream's position in the configuration.
 	Index int
+	// Stats counts retries and unavailability; never nil in a built graph.
+	Stats *UpstreamStats
 }
 
 // Outcome is what an attempt on a backend says about the backend.
@@ -91,9 +128,13 @@ const (
 // Guard admits attempts to backends and learns from their outcomes: the
 // circuit breaker and passive ejection live behind it.
 type Guard interface {
-	// Admit reports whether b may take an attempt now. When it may, done
-	// must be called exactly once with the attempt's outcome.
-	Admit(b *upstream.Backend) (done func(Outcome), ok bool)
+	// Admit reports whether b may take an attempt now. When it may, Done
+	// must be called exactly once with the returned ticket and the
+	// attempt's outcome. The ticket is opaque to the pipeline (the
+	// breaker's completion callback; nil when there is none).
+	Admit(b *upstream.Backend) (ticket func(error), ok bool)
+	// Done reports the outcome of an admitted attempt.
+	Done(b *upstream.Backend, ticket func(error), o Outcome)
 }
 
 // Recorder observes finished requests (metrics, access log).

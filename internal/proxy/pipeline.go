@@ -78,13 +78,16 @@ func (p *Pipeline) forward(ex wire.Exchange, up *Upstream, rec *Record) {
 			p.fail(ex, rec, rec.Err)
 			return
 		}
-		var done func(Outcome)
+		var ticket func(error)
 		if up.Guard != nil {
 			var ok bool
-			if done, ok = up.Guard.Admit(b); !ok {
+			if ticket, ok = up.Guard.Admit(b); !ok {
 				key.Exclude.Add(b.Index)
 				continue
 			}
+		}
+		if rec.Attempts > 0 && up.Stats != nil {
+			up.Stats.Retries.Add(1)
 		}
 		rec.Backend = b
 		rec.Attempts++
@@ -93,8 +96,8 @@ func (p *Pipeline) forward(ex wire.Exchange, up *Upstream, rec *Record) {
 		if err != nil {
 			out := outcomeOf(err)
 			b.End(out == Failure)
-			if done != nil {
-				done(out)
+			if up.Guard != nil {
+				up.Guard.Done(b, ticket, out)
 			}
 			rec.Err = err
 			if out == Ignored {
@@ -120,8 +123,8 @@ func (p *Pipeline) forward(ex wire.Exchange, up *Upstream, rec *Record) {
 			if next = up.Picker.Pick(key); next != nil && spend(up) {
 				resp.Discard()
 				b.End(true)
-				if done != nil {
-					done(Failure)
+				if up.Guard != nil {
+					up.Guard.Done(b, ticket, Failure)
 				}
 				rec.Err = nil
 				continue
@@ -141,8 +144,8 @@ func (p *Pipeline) forward(ex wire.Exchange, up *Upstream, rec *Record) {
 			}
 		}
 		b.End(out == Failure)
-		if done != nil {
-			done(out)
+		if up.Guard != nil {
+			up.Guard.Done(b, ticket, out)
 		}
 		return
 	}
@@ -167,6 +170,9 @@ func (p *Pipeline) fail(ex wire.Exchange, rec *Record, err error) {
 	switch {
 	case err == nil:
 		status, body = 503, bodyNoBacked
+		if rec.Upstream != nil && rec.Upstream.Stats != nil {
+			rec.Upstream.Stats.NoBackend.Add(1)
+		}
 	case errors.Is(err, wire.ErrClientGone):
 		rec.Status = StatusClientClosed
 		return

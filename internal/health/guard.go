@@ -1,0 +1,99 @@
+package health
+
+import (
+	"time"
+
+	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/upstream"
+)
+
+// Guard is an upstream's admission control and outcome learning: the
+// breakers of its backends and passive ejection. It implements
+// proxy.Guard.
+type Guard struct {
+	trackers []*Tracker // by backend Index
+	passive  *PassivePolicy
+	breakers bool
+	// OnEject, when set, is told of each ejection (and each refused one,
+	// with d == 0) for logging.
+	OnEject func(addr string, d time.Duration)
+}
+
+// NewGuard returns the guard of an upstream whose backends' trackers are
+// trackers (in backend Index order). A nil passive policy turns ejection
+// off; a nil breaker policy removes the backends' breakers. upstreamName
+// names the breakers.
+func NewGuard(upstreamName string, backends []*upstream.Backend, trackers []*Tracker, passive *PassivePolicy, brk *BreakerPolicy) *Guard {
+	g := &Guard{trackers: trackers, passive: passive, breakers: brk != nil}
+	for i, t := range trackers {
+		t.setBreaker(upstreamName+"/"+backends[i].Addr, brk)
+		if passive == nil {
+			t.state.ClearEjection()
+		}
+	}
+	return g
+}
+
+// Admit asks the backend's breaker whether it takes an attempt.
+func (g *Guard) Admit(b *upstream.Backend) (func(error), bool) {
+	if !g.breakers {
+		return nil, true
+	}
+	br := g.trackers[b.Index].brk.Load()
+	if br == nil {
+		return nil, true
+	}
+	done, err := br.cb.Allow()
+	if err != nil {
+		return nil, false
+	}
+	return done, true
+}
+
+// Done feeds an attempt's outcome to the breaker and to passive ejection.
+func (g *Guard) Done(b *upstream.Backend, ticket func(error), o proxy.Outcome) {
+	if ticket != nil {
+		switch o {
+		case proxy.Success:
+			ticket(nil)
+		case proxy.Failure:
+			ticket(errFailed)
+		default:
+			ticket(errExcluded)
+		}
+	}
+	if o != proxy.Failure || g.passive == nil {
+		return
+	}
+	t := g.trackers[b.Index]
+	now := t.clock.Now()
+	d := t.observeFailure(now, g.passive)
+	if d == 0 {
+		return
+	}
+	// Never eject the last available backend: with none left every
+	// request would fail at once, which is worse than a bad backend.
+	if !g.othersAvailable(b.Index) {
+		t.spareFailures()
+		if g.OnEject != nil {
+			g.OnEject(b.Addr, 0)
+		}
+		return
+	}
+	t.eject(now, d)
+	if g.OnEject != nil {
+		g.OnEject(b.Addr, d)
+	}
+}
+
+func (g *Guard) othersAvailable(except int) bool {
+	for i, t := range g.trackers {
+		if i != except && t.state.Available() {
+			return true
+		}
+	}
+	return false
+}
+
+// Tracker returns the tracker of the backend with the given index.
+func (g *Guard) Tracker(i int) *Tracker { return g.trackers[i] }

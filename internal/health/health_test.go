@@ -40,7 +40,9 @@ func TestActiveCheckTransitions(t *testing.T) {
 	var changes []string
 	c := NewChecker(CheckPolicy{Path: "/healthz", Interval: 2 * time.Second, Timeout: time.Second, Fails: 2, Passes: 2,
 		Expect: func(s int) bool { return s >= 200 && s < 400 }}, []string{bs[0].Addr}, ts, probe)
-	c.OnChange = func(addr string, down bool, reason string) { changes = append(changes, fmt.Sprintf("down=%v %s", down, reason)) }
+	c.OnChange = func(addr string, down bool, reason string) {
+		changes = append(changes, fmt.Sprintf("down=%v %s", down, reason))
+	}
 
 	steps := []struct {
 		status   int // 0: a connection error

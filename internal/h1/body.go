@@ -139,6 +139,10 @@ func (b *body) nextChunk() error {
 	if b.needCRLF {
 		line, err := b.src.readLine(2)
 		if err != nil {
+			if err == errLineTooLong {
+				// Data ran past the chunk size.
+				return errMalformedChunk
+			}
 			return eofUnexpected(err)
 		}
 		if len(line) != 0 {
@@ -161,6 +165,9 @@ func (b *body) nextChunk() error {
 		b.remaining = size
 		return nil
 	}
+	// seen counts every trailer byte, dropped fields included, so an
+	// endless trailer of ignored fields is refused like a large one.
+	seen := 0
 	for {
 		line, err := b.src.readLine(maxTrailerBytes)
 		if err != nil {
@@ -177,7 +184,8 @@ func (b *body) nextChunk() error {
 		if colon <= 0 || !isToken(line[:colon]) || !validValue(trimOWS(line[colon+1:])) {
 			return errMalformedChunk
 		}
-		if len(b.trailer)+len(line)+2 > maxTrailerBytes {
+		seen += len(line) + 2
+		if seen > maxTrailerBytes {
 			return errTrailerTooLarge
 		}
 		// Framing fields in a trailer are ignored rather than forwarded

@@ -344,10 +344,10 @@ type respSummary struct {
 
 func TestParseResponse(t *testing.T) {
 	tests := []struct {
-		name string
-		head string
+		name  string
+		head  string
 		head2 bool // answers a HEAD request
-		want respSummary
+		want  respSummary
 	}{
 		{"200 with length", "HTTP/1.1 200 OK\nContent-Length: 5\n\n", false,
 			respSummary{Status: 200, Minor: 1, Reason: "OK", CL: 5, KeepAlive: true}},

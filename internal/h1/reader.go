@@ -130,6 +130,11 @@ func (b *reader) readLine(max int) ([]byte, error) {
 	for {
 		if i := indexByte(b.buf[b.r+scanned:b.w], '\n'); i >= 0 {
 			end := b.r + scanned + i
+			if end-b.r > max {
+				// Long lines that arrive in one read are as bad as ones
+				// that arrive slowly.
+				return nil, errLineTooLong
+			}
 			line := b.buf[b.r:end]
 			b.r = end + 1
 			if len(line) > 0 && line[len(line)-1] == '\r' {

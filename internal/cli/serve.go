@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -60,7 +58,7 @@ SIGINT exits at once.`,
 			if len(recs) > 0 {
 				rec = recs
 			}
-			srv, err := server.New(cfg, server.Options{Logger: log, Recorder: rec})
+			srv, err := server.New(cfg, server.Options{Logger: log, Recorder: rec, ConfigPath: path})
 			if err != nil {
 				return err
 			}
@@ -72,7 +70,8 @@ SIGINT exits at once.`,
 
 			for sig := range sigs {
 				if sig == syscall.SIGHUP {
-					reload(srv, path, log)
+					log.Info("reloading", zap.String("config", path))
+					srv.ReloadFile() // logs a refusal itself
 					continue
 				}
 				log.Info("draining", zap.String("signal", sig.String()), zap.Duration("timeout", grace))
@@ -99,21 +98,4 @@ SIGINT exits at once.`,
 	cmd.Flags().StringVarP(&file, "config", "c", "", "config file (default ./helios.yaml, then /etc/helios/helios.yaml)")
 	cmd.Flags().DurationVar(&grace, "shutdown-timeout", 30*time.Second, "how long a drain may take before open connections are closed")
 	return cmd
-}
-
-// reload re-reads the config file and swaps it in; problems are logged and
-// the running config stays.
-func reload(srv *server.Server, path string, log *zap.Logger) error {
-	var problems strings.Builder
-	cfg, err := loadConfig(path, &problems)
-	if err != nil {
-		log.Error("reload refused; the running config stays", zap.String("config", path),
-			zap.Error(err), zap.String("problems", problems.String()))
-		return fmt.Errorf("%w\n%s", err, problems.String())
-	}
-	if err := srv.Reload(cfg); err != nil {
-		log.Error("reload refused; the running config stays", zap.String("config", path), zap.Error(err))
-		return err
-	}
-	return nil
 }

@@ -11,9 +11,11 @@ import (
 // breakers of its backends and passive ejection. It implements
 // proxy.Guard.
 type Guard struct {
+	name     string
+	addrs    []string
 	trackers []*Tracker // by backend Index
 	passive  *PassivePolicy
-	breakers bool
+	breaker  *BreakerPolicy
 	// OnEject, when set, is told of each ejection (and each refused one,
 	// with d == 0) for logging.
 	OnEject func(addr string, d time.Duration)
@@ -21,22 +23,36 @@ type Guard struct {
 
 // NewGuard returns the guard of an upstream whose backends' trackers are
 // trackers (in backend Index order). A nil passive policy turns ejection
-// off; a nil breaker policy removes the backends' breakers. upstreamName
-// names the breakers.
+// off; a nil breaker policy means no breakers. upstreamName names the
+// breakers. Nothing changes on the trackers until Apply.
 func NewGuard(upstreamName string, backends []*upstream.Backend, trackers []*Tracker, passive *PassivePolicy, brk *BreakerPolicy) *Guard {
-	g := &Guard{trackers: trackers, passive: passive, breakers: brk != nil}
-	for i, t := range trackers {
-		t.setBreaker(upstreamName+"/"+backends[i].Addr, brk)
-		if passive == nil {
-			t.state.ClearEjection()
-		}
+	g := &Guard{name: upstreamName, trackers: trackers, passive: passive, breaker: brk}
+	for _, b := range backends {
+		g.addrs = append(g.addrs, b.Addr)
 	}
 	return g
 }
 
+// Apply makes the trackers follow the guard's policies: breakers built
+// (or kept, when the policy did not change) or removed, and ejections
+// lifted when passive ejection is off. The server calls it when the guard's
+// configuration goes live.
+func (g *Guard) Apply() {
+	for i, t := range g.trackers {
+		t.setBreaker(g.name+"/"+g.addrs[i], g.breaker)
+		if g.passive == nil {
+			t.state.ClearEjection()
+		}
+	}
+}
+
+// Active reports whether the guard has anything to do on the request
+// path (a breaker or passive ejection).
+func (g *Guard) Active() bool { return g.passive != nil || g.breaker != nil }
+
 // Admit asks the backend's breaker whether it takes an attempt.
 func (g *Guard) Admit(b *upstream.Backend) (func(error), bool) {
-	if !g.breakers {
+	if g.breaker == nil {
 		return nil, true
 	}
 	br := g.trackers[b.Index].brk.Load()

@@ -111,7 +111,7 @@ func TestPassiveEjectionAndExpiry(t *testing.T) {
 	fc := clock.NewFake(t0)
 	bs, ts := backends(fc, 3)
 	pol := &PassivePolicy{MaxFails: 3, FailWindow: 10 * time.Second, EjectFor: 30 * time.Second, MaxEjectFor: 100 * time.Second}
-	g := NewGuard("app", bs, ts, pol, nil)
+	g := applied("app", bs, ts, pol, nil)
 	var ejections []time.Duration
 	g.OnEject = func(_ string, d time.Duration) { ejections = append(ejections, d) }
 	fail := func(i int) { g.Done(bs[i], nil, proxy.Failure) }
@@ -181,7 +181,7 @@ func TestPassiveEjectionAndExpiry(t *testing.T) {
 func TestPassiveNeverEjectsTheLastBackend(t *testing.T) {
 	fc := clock.NewFake(t0)
 	bs, ts := backends(fc, 2)
-	g := NewGuard("app", bs, ts, &PassivePolicy{MaxFails: 1, FailWindow: time.Second, EjectFor: time.Minute, MaxEjectFor: time.Hour}, nil)
+	g := applied("app", bs, ts, &PassivePolicy{MaxFails: 1, FailWindow: time.Second, EjectFor: time.Minute, MaxEjectFor: time.Hour}, nil)
 	g.Done(bs[0], nil, proxy.Failure)
 	if bs[0].Available() {
 		t.Fatal("backend 0 not ejected")
@@ -199,7 +199,7 @@ func TestBreakerClosedOpenHalfOpenClosed(t *testing.T) {
 	// breaker's open_for is short; the backend's availability follows the
 	// injected clock.
 	openFor := 50 * time.Millisecond
-	g := NewGuard("app", bs, ts, nil, &BreakerPolicy{ConsecutiveFailures: 3, FailureRatio: 0.5, MinRequests: 100,
+	g := applied("app", bs, ts, nil, &BreakerPolicy{ConsecutiveFailures: 3, FailureRatio: 0.5, MinRequests: 100,
 		Interval: 10 * time.Second, OpenFor: openFor, HalfOpenRequests: 1})
 	attempt := func(o proxy.Outcome) bool {
 		tk, ok := g.Admit(bs[0])
@@ -258,7 +258,7 @@ func TestBreakerClosedOpenHalfOpenClosed(t *testing.T) {
 
 func TestBreakerFailureRatio(t *testing.T) {
 	bs, ts := backends(nil, 1)
-	g := NewGuard("app", bs, ts, nil, &BreakerPolicy{ConsecutiveFailures: 0, FailureRatio: 0.5, MinRequests: 10,
+	g := applied("app", bs, ts, nil, &BreakerPolicy{ConsecutiveFailures: 0, FailureRatio: 0.5, MinRequests: 10,
 		Interval: 10 * time.Second, OpenFor: time.Minute, HalfOpenRequests: 1})
 	// Alternate success and failure: 50 % failures, but never 2 in a row.
 	for i := 0; i < 9; i++ {
@@ -284,19 +284,27 @@ func TestBreakerFailureRatio(t *testing.T) {
 func TestReloadKeepsOrReplacesBreaker(t *testing.T) {
 	bs, ts := backends(nil, 1)
 	pol := &BreakerPolicy{ConsecutiveFailures: 1, FailureRatio: 0.5, MinRequests: 10, Interval: time.Second, OpenFor: time.Minute, HalfOpenRequests: 1}
-	g := NewGuard("app", bs, ts, nil, pol)
+	g := applied("app", bs, ts, nil, pol)
 	tk, _ := g.Admit(bs[0])
 	g.Done(bs[0], tk, proxy.Failure)
 	if ts[0].BreakerState() != 2 {
 		t.Fatal("breaker did not open")
 	}
 	same := *pol
-	NewGuard("app", bs, ts, nil, &same)
+	applied("app", bs, ts, nil, &same)
 	if ts[0].BreakerState() != 2 || bs[0].Available() {
 		t.Error("a reload with the same policy lost the open breaker")
 	}
-	NewGuard("app", bs, ts, nil, nil)
+	applied("app", bs, ts, nil, nil)
 	if ts[0].BreakerState() != -1 || !bs[0].Available() {
 		t.Error("removing the breaker left the backend unavailable")
 	}
+}
+
+// applied builds a guard and applies it, as the server does when a
+// configuration goes live.
+func applied(name string, bs []*upstream.Backend, ts []*Tracker, p *PassivePolicy, b *BreakerPolicy) *Guard {
+	g := NewGuard(name, bs, ts, p, b)
+	g.Apply()
+	return g
 }

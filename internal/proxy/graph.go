@@ -21,6 +21,9 @@ import (
 type Graph struct {
 	// Routes maps host and path to a route.
 	Routes *route.Table[*Route]
+	// RouteList lists the routes in configuration order (for metrics and
+	// the admin API).
+	RouteList []*Route
 	// Upstreams lists every upstream, in configuration order.
 	Upstreams []*Upstream
 	// Recorder receives one Record per request; nil records nothing.
@@ -90,6 +93,10 @@ type Fixed struct {
 type Upstream struct {
 	// Name is the configured upstream name.
 	Name string
+	// Strategy is the balancing strategy's configured name.
+	Strategy string
+	// Checked says active health checks run for this upstream.
+	Checked bool
 	// Backends are the pool's members; Backends[i].Index == i.
 	Backends []*upstream.Backend
 	// Picker chooses a backend.

@@ -5,10 +5,14 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/helios-lb/helios/internal/balancer"
 	"github.com/helios-lb/helios/internal/config"
 	"github.com/helios-lb/helios/internal/h1"
+	"github.com/helios-lb/helios/internal/health"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/static"
@@ -20,13 +24,23 @@ import (
 const retryBurst = 10
 
 // generation is everything built from one configuration: the routing
-// graph and the resources behind it that must be closed when a newer
-// generation has replaced it and its requests have finished.
+// graph and the resources behind it. Building one changes nothing that is
+// running; commit makes it live; close releases what it alone holds.
 type generation struct {
 	cfg        *config.Config
 	graph      *proxy.Graph
 	transports map[string]*h1.Transport // by upstream name
-	states     map[string]*upstream.State
+	// Kept across generations, by stateKey: what is known about each
+	// backend.
+	states   map[string]*upstream.State
+	trackers map[string]*health.Tracker
+	// By upstream name, in backend order.
+	upTrackers map[string][]*health.Tracker
+	guards     map[string]*health.Guard
+	checkers   []*health.Checker
+	// Counters kept across generations for routes and upstreams that stay.
+	routeStats map[string]*proxy.RouteStats // by route name + upstream
+	upStats    map[string]*proxy.UpstreamStats
 	statics    []*static.Handler
 }
 
@@ -35,13 +49,18 @@ func stateKey(upstreamName, addr string) string { return upstreamName + "\x00" +
 
 // build turns a validated configuration into a generation. Backends that
 // prev also had keep their state; transports share warm pools with prev's.
-// On error nothing is left open.
+// On error nothing is left open and nothing running has changed.
 func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err error) {
 	g := &generation{
 		cfg:        cfg,
 		graph:      &proxy.Graph{},
 		transports: make(map[string]*h1.Transport),
 		states:     make(map[string]*upstream.State),
+		trackers:   make(map[string]*health.Tracker),
+		upTrackers: make(map[string][]*health.Tracker),
+		guards:     make(map[string]*health.Guard),
+		routeStats: make(map[string]*proxy.RouteStats),
+		upStats:    make(map[string]*proxy.UpstreamStats),
 	}
 	defer func() {
 		if err != nil {
@@ -79,9 +98,20 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 		default:
 			return nil, fmt.Errorf("route %s: no action", rc.Name)
 		}
+		if s.metrics != nil {
+			up := rc.Upstream
+			key := rc.Name + "\x00" + up
+			if prev != nil && prev.routeStats[key] != nil {
+				rt.Stats = prev.routeStats[key]
+			} else {
+				rt.Stats = s.metrics.RouteStats(rc.Name, up)
+			}
+			g.routeStats[key] = rt.Stats
+		}
 		entries = append(entries, route.Entry[*proxy.Route]{
 			Name: rc.Name, Host: rc.Match.Host, Path: rc.Match.Path, PathPrefix: rc.Match.PathPrefix, Value: rt,
 		})
+		g.graph.RouteList = append(g.graph.RouteList, rt)
 	}
 	if g.graph.Routes, err = route.New(entries); err != nil {
 		return nil, err
@@ -91,21 +121,28 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 }
 
 func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream) (*proxy.Upstream, error) {
-	up := &proxy.Upstream{Name: uc.Name}
+	up := &proxy.Upstream{Name: uc.Name, Strategy: uc.Strategy, Checked: uc.HealthCheck != nil}
 	addrs := make([]string, len(uc.Backends))
+	trackers := make([]*health.Tracker, len(uc.Backends))
 	for i, bc := range uc.Backends {
 		key := stateKey(uc.Name, bc.Address)
-		st := (*upstream.State)(nil)
+		var (
+			st *upstream.State
+			tr *health.Tracker
+		)
 		if prev != nil {
-			st = prev.states[key]
+			st, tr = prev.states[key], prev.trackers[key]
 		}
-		if st == nil {
+		if st == nil || tr == nil {
 			st = upstream.NewState(s.clock)
+			tr = health.NewTracker(st)
 		}
-		g.states[key] = st
+		g.states[key], g.trackers[key] = st, tr
+		trackers[i] = tr
 		up.Backends = append(up.Backends, &upstream.Backend{State: st, Addr: bc.Address, Weight: bc.Weight, Index: i})
 		addrs[i] = bc.Address
 	}
+	g.upTrackers[uc.Name] = trackers
 	picker, err := balancer.New(uc.Strategy, up.Backends, nil)
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", uc.Name, err)
@@ -144,7 +181,99 @@ func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream) (*proxy.
 			up.Budget = proxy.NewBudget(rc.BudgetRatio, retryBurst)
 		}
 	}
+	if prev != nil && prev.upStats[uc.Name] != nil {
+		up.Stats = prev.upStats[uc.Name]
+	} else {
+		up.Stats = &proxy.UpstreamStats{}
+	}
+	g.upStats[uc.Name] = up.Stats
+
+	guard := health.NewGuard(uc.Name, up.Backends, trackers, passivePolicy(uc.Passive), breakerPolicy(uc.CircuitBreaker))
+	log := s.log.With(zap.String("upstream", uc.Name))
+	guard.OnEject = func(addr string, d time.Duration) {
+		if d == 0 {
+			log.Warn("backend failing but not ejected: it is the last one available", zap.String("backend", addr))
+			return
+		}
+		log.Warn("backend ejected after repeated failures", zap.String("backend", addr), zap.Duration("for", d))
+	}
+	g.guards[uc.Name] = guard
+	if guard.Active() {
+		up.Guard = guard
+	}
+
+	if hc := uc.HealthCheck; hc != nil {
+		expect := hc.Expect()
+		c := health.NewChecker(health.CheckPolicy{
+			Path:     hc.Path,
+			Interval: hc.Interval.D(),
+			Timeout:  hc.Timeout.D(),
+			Fails:    hc.Fails,
+			Passes:   hc.Passes,
+			Expect:   expect.Contains,
+		}, addrs, trackers, nil)
+		name := uc.Name
+		if s.metrics != nil {
+			m := s.metrics
+			c.OnResult = func(addr string, pass bool) { m.HealthCheckResult(name, addr, pass) }
+		}
+		c.OnChange = func(addr string, down bool, reason string) {
+			if down {
+				log.Warn("backend down: health checks failing", zap.String("backend", addr), zap.String("reason", reason))
+			} else {
+				log.Info("backend up: health checks passing", zap.String("backend", addr))
+			}
+		}
+		g.checkers = append(g.checkers, c)
+	}
 	return up, nil
+}
+
+func passivePolicy(p *config.Passive) *health.PassivePolicy {
+	if p == nil {
+		return nil
+	}
+	return &health.PassivePolicy{MaxFails: p.MaxFails, FailWindow: p.FailWindow.D(), EjectFor: p.EjectFor.D(), MaxEjectFor: p.MaxEjectFor.D()}
+}
+
+func breakerPolicy(c *config.CircuitBreaker) *health.BreakerPolicy {
+	if c == nil {
+		return nil
+	}
+	return &health.BreakerPolicy{
+		ConsecutiveFailures: c.ConsecutiveFailures,
+		FailureRatio:        c.FailureRatio,
+		MinRequests:         c.MinRequests,
+		Interval:            c.Interval.D(),
+		OpenFor:             c.OpenFor.D(),
+		HalfOpenRequests:    c.HalfOpenRequests,
+	}
+}
+
+// commit makes a built generation's health machinery live: the previous
+// generation's checks stop, breakers and ejection follow the new
+// policies, backends of upstreams without checks are marked up, and the
+// new checks start.
+func (g *generation) commit(prev *generation) {
+	if prev != nil {
+		prev.stopChecks()
+	}
+	for _, up := range g.graph.Upstreams {
+		g.guards[up.Name].Apply()
+		if !up.Checked {
+			health.Reset(g.upTrackers[up.Name])
+		}
+	}
+	for _, c := range g.checkers {
+		c.Start()
+	}
+}
+
+func (g *generation) stopChecks() {
+	for _, c := range g.checkers {
+		c.Stop()
+	}
+	g.checkers = nil
 }
 
 // renderFixed pre-renders a respond action's header lines, sorted by name
@@ -179,6 +308,7 @@ func renderFixed(r *config.Respond) *proxy.Fixed {
 // close releases a generation's resources. Requests still running on it
 // must have finished (or be allowed to fail).
 func (g *generation) close() {
+	g.stopChecks()
 	for _, t := range g.transports {
 		t.Close()
 	}

@@ -9,14 +9,18 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/helios-lb/helios/internal/admin"
 	"github.com/helios-lb/helios/internal/clock"
 	"github.com/helios-lb/helios/internal/config"
 	"github.com/helios-lb/helios/internal/h1"
 	"github.com/helios-lb/helios/internal/listener"
+	"github.com/helios-lb/helios/internal/metrics"
 	"github.com/helios-lb/helios/internal/proxy"
 )
 
@@ -25,23 +29,35 @@ import (
 type Options struct {
 	// Logger receives the process log. Nil: no logging.
 	Logger *zap.Logger
-	// Recorder receives a record of every request (metrics, access log).
-	// Nil: nothing is recorded.
+	// Recorder receives a record of every request after the metrics do
+	// (the access log). Nil: nothing more is recorded.
 	Recorder proxy.Recorder
 	// Clock is used for health, ejection and breaker timing. Nil: real.
 	Clock clock.Clock
+	// Registry is where metrics are registered and what the admin
+	// listener's /metrics serves. Nil: a new registry.
+	Registry *prometheus.Registry
+	// ConfigPath is the file the admin reload and ReloadFile read. Empty:
+	// reloading from a file is refused.
+	ConfigPath string
 }
 
 // Server is a running Helios: listeners, pipeline, upstreams.
 type Server struct {
-	log      *zap.Logger
-	recorder proxy.Recorder
-	clock    clock.Clock
-	pipeline *proxy.Pipeline
+	log        *zap.Logger
+	recorder   proxy.Recorder
+	clock      clock.Clock
+	pipeline   *proxy.Pipeline
+	registry   *prometheus.Registry
+	metrics    *metrics.Metrics
+	configPath string
+	draining   atomic.Bool
+	cur        atomic.Pointer[generation] // the generation being served
 
 	mu        sync.Mutex // serialises Start, Reload and Shutdown
 	gen       *generation
 	listeners map[string]*boundListener // by address
+	admin     *admin.Server
 	started   bool
 	stopped   bool
 }
@@ -57,16 +73,29 @@ type boundListener struct {
 // served until Start. cfg must have passed validation.
 func New(cfg *config.Config, o Options) (*Server, error) {
 	s := &Server{
-		log:       o.Logger,
-		recorder:  o.Recorder,
-		clock:     o.Clock,
-		listeners: make(map[string]*boundListener),
+		log:        o.Logger,
+		clock:      o.Clock,
+		registry:   o.Registry,
+		configPath: o.ConfigPath,
+		listeners:  make(map[string]*boundListener),
 	}
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}
 	if s.clock == nil {
 		s.clock = clock.Real{}
+	}
+	if s.registry == nil {
+		s.registry = prometheus.NewRegistry()
+	}
+	m, err := metrics.New(s.registry, s)
+	if err != nil {
+		return nil, fmt.Errorf("registering metrics: %w", err)
+	}
+	s.metrics = m
+	s.recorder = m
+	if o.Recorder != nil {
+		s.recorder = proxy.Recorders{m, o.Recorder}
 	}
 	g, err := s.build(cfg, nil)
 	if err != nil {
@@ -83,6 +112,19 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		}
 		s.listeners[lc.Address] = bl
 	}
+	if cfg.Admin.Enabled() {
+		a, err := admin.Listen(cfg.Admin.Address, adminSource{s}, admin.Options{
+			Token: cfg.Admin.Token, Pprof: cfg.Admin.Pprof, Gatherer: s.registry,
+			ErrorLog: func(msg string, err error) { s.log.Warn(msg, zap.Error(err)) },
+		})
+		if err != nil {
+			s.closeListeners()
+			g.close()
+			return nil, fmt.Errorf("admin listener: binding %s: %w", cfg.Admin.Address, err)
+		}
+		s.admin = a
+	}
+	s.cur.Store(g)
 	return s, nil
 }
 
@@ -124,6 +166,11 @@ func (s *Server) Start() {
 		return
 	}
 	s.started = true
+	s.gen.commit(nil)
+	if s.admin != nil {
+		s.admin.Start()
+		s.log.Info("admin listening", zap.String("address", s.admin.Addr().String()))
+	}
 	for _, bl := range s.listeners {
 		bl.pool.Start()
 		s.log.Info("listening", zap.String("listener", bl.cfg.Name), zap.String("address", bl.pool.Addr().String()),
@@ -191,9 +238,14 @@ func (s *Server) Reload(cfg *config.Config) error {
 		fresh[lc.Address] = bl
 	}
 
-	// Commit: swap the graph, then adjust listeners.
+	// Commit: swap the graph, hand health over, then adjust listeners.
 	s.pipeline.Swap(g.graph)
+	s.cur.Store(g)
 	s.gen = g
+	if s.started {
+		g.commit(old)
+	}
+	s.applyAdmin(old.cfg.Admin, cfg.Admin)
 	var retired []*boundListener
 	for addr, bl := range s.listeners {
 		if _, ok := keep[addr]; !ok {
@@ -263,6 +315,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	s.stopped = true
+	s.draining.Store(true)
 	listeners := make([]*boundListener, 0, len(s.listeners))
 	for _, bl := range s.listeners {
 		listeners = append(listeners, bl)
@@ -287,6 +340,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	wg.Wait()
 	g.close()
+	if s.admin != nil {
+		actx, cancel := context.WithTimeout(context.Background(), time.Second)
+		s.admin.Shutdown(actx)
+		cancel()
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("drain cut short: %w", err)
 	}
@@ -298,3 +356,30 @@ func (s *Server) closeListeners() {
 		bl.pool.Close()
 	}
 }
+
+// applyAdmin takes what a reload can change of the admin listener: the
+// token. A new address or pprof setting needs a restart, and says so.
+func (s *Server) applyAdmin(old, cur config.Admin) {
+	if s.admin == nil {
+		if cur.Enabled() {
+			s.log.Warn("admin listener was off at start; turning it on needs a restart")
+		}
+		return
+	}
+	s.admin.SetToken(cur.Token)
+	if old.Address != cur.Address || old.Pprof != cur.Pprof {
+		s.log.Warn("admin.address and admin.pprof changes need a restart; the admin listener keeps its old settings",
+			zap.String("address", s.admin.Addr().String()))
+	}
+}
+
+// AdminAddr returns the admin listener's address, or nil when it is off.
+func (s *Server) AdminAddr() net.Addr {
+	if s.admin == nil {
+		return nil
+	}
+	return s.admin.Addr()
+}
+
+// Registry returns the registry the metrics are registered on.
+func (s *Server) Registry() *prometheus.Registry { return s.registry }

@@ -1,0 +1,199 @@
+// Package admin serves Helios's admin listener: Prometheus metrics,
+// liveness and readiness, the upstreams view, reload, and (when enabled)
+// pprof. It is a plain net/http server: nothing here is on the request
+// path.
+//
+//	GET  /healthz           200 while the process runs
+//	GET  /readyz            200 when ready to take traffic, 503 with the reason otherwise
+//	GET  /metrics           Prometheus metrics
+//	GET  /api/v1/upstreams  every backend's state, as JSON
+//	POST /api/v1/reload     re-read the config file; 200, or 422 with the problems
+//	     /debug/pprof/...   when pprof is enabled
+//
+// With a token set, everything but /healthz and /readyz needs
+// "Authorization: Bearer TOKEN" (compared in constant time); probes stay
+// open because they reveal nothing.
+package admin
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Source is the running proxy as the admin API sees it.
+type Source interface {
+	// Ready reports whether Helios should get traffic, and why not.
+	Ready() (bool, string)
+	// Upstreams describes every upstream and backend.
+	Upstreams() []Upstream
+	// Reload re-reads and applies the config file. On a config problem it
+	// returns the problems as lines.
+	Reload() (problems []string, err error)
+}
+
+// Upstream is one upstream in the /api/v1/upstreams answer.
+type Upstream struct {
+	Name     string    `json:"name"`
+	Strategy string    `json:"strategy"`
+	Checked  bool      `json:"health_checked"`
+	Backends []Backend `json:"backends"`
+}
+
+// Backend is one backend in the /api/v1/upstreams answer.
+type Backend struct {
+	Address        string     `json:"address"`
+	Weight         int        `json:"weight"`
+	Available      bool       `json:"available"`
+	Health         string     `json:"health"` // up, down, or unchecked
+	LastCheck      *time.Time `json:"last_check,omitempty"`
+	LastCheckError string     `json:"last_check_error,omitempty"`
+	Ejected        bool       `json:"ejected"`
+	EjectedUntil   *time.Time `json:"ejected_until,omitempty"`
+	Ejections      int        `json:"ejections"`
+	Breaker        string     `json:"breaker,omitempty"` // closed, half-open, open; absent without a breaker
+	Inflight       int64      `json:"inflight"`
+	Requests       uint64     `json:"requests"`
+	Failures       uint64     `json:"failures"`
+}
+
+// Options configure the admin server.
+type Options struct {
+	// Token, when not empty, is required as a bearer token.
+	Token string
+	// Pprof serves /debug/pprof/.
+	Pprof bool
+	// Gatherer is what /metrics serves; nil serves no /metrics.
+	Gatherer prometheus.Gatherer
+	// ErrorLog receives errors writing answers; nil drops them.
+	ErrorLog func(msg string, err error)
+}
+
+// Server is the admin listener.
+type Server struct {
+	src   Source
+	token atomic.Pointer[string]
+	ln    net.Listener
+	http  *http.Server
+	log   func(string, error)
+}
+
+// Listen binds addr and prepares the handlers; nothing is served before
+// Start.
+func Listen(addr string, src Source, o Options) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{src: src, ln: ln, log: o.ErrorLog}
+	s.SetToken(o.Token)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+	if o.Gatherer != nil {
+		mux.Handle("GET /metrics", s.auth(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{})))
+	}
+	mux.Handle("GET /api/v1/upstreams", s.auth(http.HandlerFunc(s.upstreams)))
+	mux.Handle("/api/v1/reload", s.auth(http.HandlerFunc(s.reload)))
+	if o.Pprof {
+		mux.Handle("/debug/pprof/", s.auth(http.HandlerFunc(pprof.Index)))
+		mux.Handle("/debug/pprof/cmdline", s.auth(http.HandlerFunc(pprof.Cmdline)))
+		mux.Handle("/debug/pprof/profile", s.auth(http.HandlerFunc(pprof.Profile)))
+		mux.Handle("/debug/pprof/symbol", s.auth(http.HandlerFunc(pprof.Symbol)))
+		mux.Handle("/debug/pprof/trace", s.auth(http.HandlerFunc(pprof.Trace)))
+	}
+	s.http = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       60 * time.Second,
+	}
+	return s, nil
+}
+
+// Addr returns the bound address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// SetToken replaces the bearer token ("" turns authentication off).
+func (s *Server) SetToken(token string) { s.token.Store(&token) }
+
+// Start serves in the background.
+func (s *Server) Start() {
+	go func() {
+		if err := s.http.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) && s.log != nil {
+			s.log("admin listener stopped", err)
+		}
+	}()
+}
+
+// Shutdown stops the admin listener, letting running calls finish.
+func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
+
+// auth requires the bearer token when one is set.
+func (s *Server) auth(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		want := *s.token.Load()
+		if want != "" {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="helios admin"`)
+				s.json(w, http.StatusUnauthorized, map[string]string{"error": "a valid bearer token is required"})
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if ok, why := s.src.Ready(); !ok {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte("not ready: " + why + "\n"))
+		return
+	}
+	w.Write([]byte("ready\n"))
+}
+
+func (s *Server) upstreams(w http.ResponseWriter, _ *http.Request) {
+	s.json(w, http.StatusOK, map[string]any{"upstreams": s.src.Upstreams()})
+}
+
+func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		s.json(w, http.StatusMethodNotAllowed, map[string]string{"error": "use POST"})
+		return
+	}
+	problems, err := s.src.Reload()
+	if err != nil {
+		s.json(w, http.StatusUnprocessableEntity, map[string]any{
+			"error":    "reload refused; the running config stays: " + err.Error(),
+			"problems": problems,
+		})
+		return
+	}
+	s.json(w, http.StatusOK, map[string]string{"status": "reloaded"})
+}
+
+func (s *Server) json(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil && s.log != nil {
+		s.log("writing admin answer", err)
+	}
+}

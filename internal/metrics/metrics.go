@@ -1,0 +1,179 @@
+// Package metrics exposes Helios's Prometheus metrics. Nothing here is a
+// global: collectors are registered on the registry the caller injects.
+//
+// The request path pays one atomic add per request for the request
+// counter and one histogram observation; everything about backends
+// (in-flight, requests, health, breakers) is read from the backends'
+// atomic state when Prometheus scrapes, so it costs the request path
+// nothing.
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/upstream"
+	"github.com/helios-lb/helios/internal/wire"
+)
+
+// Source is what the collector reads at scrape time.
+type Source interface {
+	// Graph returns the routing graph being served.
+	Graph() *proxy.Graph
+	// BreakerState returns the breaker state of backend i of the named
+	// upstream: 0 closed, 1 half-open, 2 open, -1 no breaker.
+	BreakerState(upstreamName string, i int) int
+	// OpenConnections returns open client connections by listener name.
+	OpenConnections() map[string]int64
+}
+
+// Metrics holds Helios's collectors.
+type Metrics struct {
+	src      Source
+	duration *prometheus.HistogramVec
+	checks   *prometheus.CounterVec
+	noRoute  proxy.RouteStats
+
+	requestsDesc, retriesDesc, noBackendDesc                    *prometheus.Desc
+	upDesc, ejectedDesc, inflightDesc, backendReqDesc, failDesc *prometheus.Desc
+	breakerDesc, openConnsDesc                                  *prometheus.Desc
+}
+
+// Labels used for a request that matched no route.
+const noRouteLabel = "none"
+
+// New creates the collectors and registers them, with the Go and process
+// collectors, on reg.
+func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
+	m := &Metrics{
+		src: src,
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "helios_request_duration_seconds",
+			Help:    "Time from a complete request head to the end of the response, by route and upstream.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"route", "upstream"}),
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "helios_health_checks_total",
+			Help: "Active health checks by upstream, backend and result (pass, fail).",
+		}, []string{"upstream", "backend", "result"}),
+		requestsDesc: prometheus.NewDesc("helios_requests_total",
+			"Requests answered, by route, upstream and status code (499: the client went away).",
+			[]string{"route", "upstream", "code"}, nil),
+		retriesDesc: prometheus.NewDesc("helios_retries_total",
+			"Attempts after the first, by upstream.", []string{"upstream"}, nil),
+		noBackendDesc: prometheus.NewDesc("helios_no_backend_total",
+			"Requests answered 503 because no backend of the upstream was available.", []string{"upstream"}, nil),
+		upDesc: prometheus.NewDesc("helios_backend_up",
+			"1 when active health checks consider the backend up (or there are none), 0 when down.",
+			[]string{"upstream", "backend"}, nil),
+		ejectedDesc: prometheus.NewDesc("helios_backend_ejected",
+			"1 while the backend is passively ejected.", []string{"upstream", "backend"}, nil),
+		inflightDesc: prometheus.NewDesc("helios_backend_inflight",
+			"Requests being forwarded to the backend now.", []string{"upstream", "backend"}, nil),
+		backendReqDesc: prometheus.NewDesc("helios_backend_requests_total",
+			"Attempts sent to the backend.", []string{"upstream", "backend"}, nil),
+		failDesc: prometheus.NewDesc("helios_backend_failures_total",
+			"Attempts that failed (connect error, timeout, broken or failure-status response).", []string{"upstream", "backend"}, nil),
+		breakerDesc: prometheus.NewDesc("helios_circuit_breaker_state",
+			"Circuit breaker state: 0 closed, 1 half-open, 2 open (absent without a breaker).", []string{"upstream", "backend"}, nil),
+		openConnsDesc: prometheus.NewDesc("helios_open_connections",
+			"Open client connections by listener.", []string{"listener"}, nil),
+	}
+	m.noRoute.Duration = m.duration.WithLabelValues(noRouteLabel, "")
+	for _, c := range []prometheus.Collector{
+		m.duration, m.checks, m,
+		prometheus.NewGoCollector(),
+		prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// RouteStats returns counters for a route, with its duration histogram
+// wired. The server keeps them across reloads for routes that stay.
+func (m *Metrics) RouteStats(route, upstreamName string) *proxy.RouteStats {
+	return &proxy.RouteStats{Duration: m.duration.WithLabelValues(route, upstreamName)}
+}
+
+// HealthCheckResult counts one active check (an OnResult hook).
+func (m *Metrics) HealthCheckResult(upstreamName, backend string, pass bool) {
+	result := "fail"
+	if pass {
+		result = "pass"
+	}
+	m.checks.WithLabelValues(upstreamName, backend, result).Inc()
+}
+
+// Record counts a finished request; Metrics is a proxy.Recorder.
+func (m *Metrics) Record(_ wire.Exchange, r proxy.Record) {
+	if r.Route != nil && r.Route.Stats != nil {
+		r.Route.Stats.Count(r.Status, r.Duration)
+		return
+	}
+	m.noRoute.Count(r.Status, r.Duration)
+}
+
+// Describe is empty: the collector is unchecked, because its label sets
+// follow the configuration, which reloads change.
+func (m *Metrics) Describe(chan<- *prometheus.Desc) {}
+
+// Collect reads the current graph and backend states.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	g := m.src.Graph()
+	emitCodes(ch, m.requestsDesc, &m.noRoute, noRouteLabel, "")
+	for _, rt := range g.RouteList {
+		if rt.Stats == nil {
+			continue
+		}
+		up := ""
+		if rt.Upstream != nil {
+			up = rt.Upstream.Name
+		}
+		emitCodes(ch, m.requestsDesc, rt.Stats, rt.Name, up)
+	}
+	for _, up := range g.Upstreams {
+		if up.Stats != nil {
+			ch <- prometheus.MustNewConstMetric(m.retriesDesc, prometheus.CounterValue, float64(up.Stats.Retries.Load()), up.Name)
+			ch <- prometheus.MustNewConstMetric(m.noBackendDesc, prometheus.CounterValue, float64(up.Stats.NoBackend.Load()), up.Name)
+		}
+		for _, b := range up.Backends {
+			m.collectBackend(ch, up.Name, b)
+		}
+	}
+	for name, n := range m.src.OpenConnections() {
+		ch <- prometheus.MustNewConstMetric(m.openConnsDesc, prometheus.GaugeValue, float64(n), name)
+	}
+}
+
+func (m *Metrics) collectBackend(ch chan<- prometheus.Metric, upName string, b *upstream.Backend) {
+	up := 1.0
+	if b.Down() {
+		up = 0
+	}
+	ejected := 0.0
+	if _, ok := b.EjectedUntil(); ok {
+		ejected = 1
+	}
+	ch <- prometheus.MustNewConstMetric(m.upDesc, prometheus.GaugeValue, up, upName, b.Addr)
+	ch <- prometheus.MustNewConstMetric(m.ejectedDesc, prometheus.GaugeValue, ejected, upName, b.Addr)
+	ch <- prometheus.MustNewConstMetric(m.inflightDesc, prometheus.GaugeValue, float64(b.Inflight()), upName, b.Addr)
+	ch <- prometheus.MustNewConstMetric(m.backendReqDesc, prometheus.CounterValue, float64(b.Requests()), upName, b.Addr)
+	ch <- prometheus.MustNewConstMetric(m.failDesc, prometheus.CounterValue, float64(b.Failures()), upName, b.Addr)
+	if s := m.src.BreakerState(upName, b.Index); s >= 0 {
+		ch <- prometheus.MustNewConstMetric(m.breakerDesc, prometheus.GaugeValue, float64(s), upName, b.Addr)
+	}
+}
+
+// emitCodes sends one counter per status code seen.
+func emitCodes(ch chan<- prometheus.Metric, d *prometheus.Desc, s *proxy.RouteStats, route, up string) {
+	for code := range s.Codes {
+		if n := s.Codes[code].Load(); n > 0 {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(n), route, up, strconv.Itoa(code))
+		}
+	}
+}

@@ -37,6 +37,7 @@ type Backend struct {
 	conns    atomic.Uint64
 	requests atomic.Uint64
 	health   atomic.Int64 // status /healthz answers with
+	failing  atomic.Int64 // when set, the status of every other answer
 
 	rootHeader []byte
 	rootBody   []byte
@@ -73,6 +74,10 @@ func (b *Backend) Requests() uint64 { return b.requests.Load() }
 // SetHealth makes /healthz answer with status (200 by default).
 func (b *Backend) SetHealth(status int) { b.health.Store(int64(status)) }
 
+// SetFailing makes every path but /healthz and /stats answer with status;
+// 0 returns to normal. It simulates a backend that is up but broken.
+func (b *Backend) SetFailing(status int) { b.failing.Store(int64(status)) }
+
 // Serve accepts connections on ln until it is closed.
 func (b *Backend) Serve(ln net.Listener) error {
 	for {
@@ -96,6 +101,10 @@ var (
 func (b *Backend) serve(ex wire.Exchange) {
 	b.requests.Add(1)
 	p := ex.Path()
+	if code := int(b.failing.Load()); code != 0 && string(p) != "/healthz" && string(p) != "/stats" {
+		ex.Respond(code, b.rootHeader, []byte(strconv.Itoa(code)+" from "+b.name+"\n"))
+		return
+	}
 	switch {
 	case string(p) == "/":
 		ex.Respond(200, b.rootHeader, b.rootBody)

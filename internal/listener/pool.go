@@ -9,6 +9,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -92,6 +93,30 @@ func (p *Pool) SetMaxConnections(n int) {
 		return
 	}
 	p.maxConns.Store(int64(n))
+}
+
+// SetBacklog changes the listen backlog of every socket in place: listen(2)
+// on a listening socket updates its backlog, so no socket is closed and no
+// queued connection is lost.
+func (p *Pool) SetBacklog(n int) error {
+	for _, ln := range p.lns {
+		sc, ok := ln.(syscall.Conn)
+		if !ok {
+			return fmt.Errorf("listener %s: socket does not expose its descriptor", p.name)
+		}
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return err
+		}
+		var lerr error
+		if err := rc.Control(func(fd uintptr) { lerr = syscall.Listen(int(fd), n) }); err != nil {
+			return err
+		}
+		if lerr != nil {
+			return fmt.Errorf("listener %s: setting backlog %d: %w", p.name, n, lerr)
+		}
+	}
+	return nil
 }
 
 // OpenConnections returns the number of connections being served.

@@ -53,6 +53,25 @@ func (b *testBackend) stop() {
 	b.Shutdown(ctx)
 }
 
+// restart brings a stopped backend back on the same address, as a new
+// process would.
+func (b *testBackend) restart(t *testing.T) {
+	t.Helper()
+	var err error
+	for i := 0; i < 50; i++ {
+		if b.ln, err = net.Listen("tcp", b.addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("restarting backend on %s: %v", b.addr, err)
+	}
+	b.Backend = backend.New(b.Name())
+	go b.Serve(b.ln)
+	t.Cleanup(func() { b.ln.Close() })
+}
+
 // yamlConfig parses a config template; {{B1}}.. are replaced with the
 // backends' addresses. The listener named "web" is moved to port 0 after
 // validation so tests never collide on ports.
@@ -67,6 +86,9 @@ func yamlConfig(t *testing.T, tmpl string, bs []*testBackend) *config.Config {
 	}
 	for i := range cfg.Listeners {
 		cfg.Listeners[i].Address = "127.0.0.1:0"
+	}
+	if cfg.Admin.Enabled() {
+		cfg.Admin.Address = "127.0.0.1:0"
 	}
 	return cfg
 }

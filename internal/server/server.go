@@ -223,7 +223,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 	keep := make(map[string]*boundListener)
 	fresh := make(map[string]*boundListener)
 	for _, lc := range cfg.Listeners {
-		if bl, ok := s.listeners[lc.Address]; ok && bl.cfg.Sockets == lc.Sockets && bl.cfg.Backlog == lc.Backlog {
+		if bl := s.findListener(lc.Address); bl != nil {
 			keep[lc.Address] = bl
 			continue
 		}
@@ -247,16 +247,18 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 	s.applyAdmin(old.cfg.Admin, cfg.Admin)
 	var retired []*boundListener
-	for addr, bl := range s.listeners {
-		if _, ok := keep[addr]; !ok {
+	for _, bl := range s.listeners {
+		kept := false
+		for _, k := range keep {
+			kept = kept || k == bl
+		}
+		if !kept {
 			retired = append(retired, bl)
 		}
 	}
 	for _, lc := range cfg.Listeners {
 		if bl, ok := keep[lc.Address]; ok {
-			bl.engine.SetOptions(engineOptions(lc))
-			bl.pool.SetMaxConnections(lc.MaxConnections)
-			bl.cfg = lc
+			s.updateListener(bl, lc)
 		}
 	}
 	s.listeners = make(map[string]*boundListener, len(keep)+len(fresh))
@@ -275,6 +277,42 @@ func (s *Server) Reload(cfg *config.Config) error {
 	go s.retire(old, retired)
 	s.log.Info("configuration reloaded", zap.String("file", cfg.File), zap.String("serving", g.describe()))
 	return nil
+}
+
+// findListener returns the running listener for a configured address:
+// the same address as configured, or the address a port-0 listener was
+// given.
+func (s *Server) findListener(addr string) *boundListener {
+	if bl, ok := s.listeners[addr]; ok {
+		return bl
+	}
+	for _, bl := range s.listeners {
+		if bl.pool.Addr().String() == addr {
+			return bl
+		}
+	}
+	return nil
+}
+
+// updateListener applies a reload to a listener that keeps its sockets.
+// Closing a SO_REUSEPORT socket resets the connections queued on it, so a
+// kept listener never loses a socket: the backlog is changed in place, and
+// a different socket count waits for a restart (and says so).
+func (s *Server) updateListener(bl *boundListener, lc config.Listener) {
+	bl.engine.SetOptions(engineOptions(lc))
+	bl.pool.SetMaxConnections(lc.MaxConnections)
+	if lc.Backlog != bl.cfg.Backlog {
+		if err := bl.pool.SetBacklog(lc.Backlog); err != nil {
+			s.log.Warn("could not change the backlog", zap.String("listener", lc.Name), zap.Error(err))
+			lc.Backlog = bl.cfg.Backlog
+		}
+	}
+	if lc.Sockets != bl.cfg.Sockets {
+		s.log.Warn("listeners[].sockets changes need a restart; keeping the running sockets",
+			zap.String("listener", lc.Name), zap.Int("running", bl.pool.Sockets()), zap.Int("configured", lc.Sockets))
+		lc.Sockets = bl.cfg.Sockets
+	}
+	bl.cfg = lc
 }
 
 // retire drains listeners that a reload dropped, then closes the old

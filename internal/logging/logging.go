@@ -21,7 +21,7 @@ func New(cfg config.Logging, w io.Writer) (*zap.Logger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("logging.level: %w", err)
 	}
-	enc, err := encoder(cfg.Format)
+	enc, err := encoder(cfg.Format, zapcore.StringDurationEncoder)
 	if err != nil {
 		return nil, err
 	}
@@ -29,11 +29,14 @@ func New(cfg config.Logging, w io.Writer) (*zap.Logger, error) {
 	return zap.New(core), nil
 }
 
-func encoder(format string) (zapcore.Encoder, error) {
+// encoder builds the encoder for format; durations are strings ("30s") in
+// the process log and seconds in the access log, where they are summed and
+// compared.
+func encoder(format string, dur zapcore.DurationEncoder) (zapcore.Encoder, error) {
 	ec := zap.NewProductionEncoderConfig()
 	ec.TimeKey = "time"
 	ec.EncodeTime = zapcore.ISO8601TimeEncoder
-	ec.EncodeDuration = zapcore.SecondsDurationEncoder
+	ec.EncodeDuration = dur
 	switch format {
 	case "", "json":
 		return zapcore.NewJSONEncoder(ec), nil
@@ -76,7 +79,7 @@ func OpenAccess(cfg config.Logging, stdout, stderr io.Writer) (*AccessSink, erro
 		w = f
 		closer = f.Close
 	}
-	enc, err := encoder(cfg.Format)
+	enc, err := encoder(cfg.Format, zapcore.SecondsDurationEncoder)
 	if err != nil {
 		return nil, err
 	}

@@ -79,6 +79,27 @@ func TestActiveCheckTransitions(t *testing.T) {
 	}
 }
 
+func TestRecoveryByChecksEndsAnEjection(t *testing.T) {
+	fc := clock.NewFake(t0)
+	bs, ts := backends(fc, 2)
+	g := applied("app", bs, ts, &PassivePolicy{MaxFails: 1, FailWindow: time.Second, EjectFor: time.Hour, MaxEjectFor: time.Hour}, nil)
+	g.Done(bs[0], nil, proxy.Failure)
+	status := 500
+	probe := func(context.Context, string) (int, error) { return status, nil }
+	c := NewChecker(CheckPolicy{Path: "/", Interval: time.Second, Timeout: time.Second, Fails: 1, Passes: 2,
+		Expect: func(s int) bool { return s == 200 }}, []string{bs[0].Addr}, ts[:1], probe)
+	c.CheckOnce(context.Background(), 0)
+	status = 200
+	c.CheckOnce(context.Background(), 0)
+	if bs[0].Available() {
+		t.Fatal("available after one pass with passes: 2")
+	}
+	c.CheckOnce(context.Background(), 0)
+	if !bs[0].Available() {
+		t.Error("still unavailable after the checks brought it back up, want the ejection ended")
+	}
+}
+
 func TestCheckerRunsAndStops(t *testing.T) {
 	bs, ts := backends(nil, 3)
 	calls := make(chan string, 100)

@@ -106,6 +106,10 @@ func (t *Tracker) observeCheck(ok bool, errText string, fails, passes int) (chan
 		t.failStreak = 0
 		t.okStreak++
 		if down && t.okStreak >= passes {
+			// Passing checks are evidence of recovery: they end a passive
+			// ejection too (as Envoy's successful_active_health_check_
+			// uneject_host does by default).
+			t.state.ClearEjection()
 			t.state.SetDown(false)
 			return true, false
 		}

@@ -292,6 +292,27 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// TestReaderPinnedFull checks a body can still be read when the pinned
+// head fills the whole buffer.
+func TestReaderPinnedFull(t *testing.T) {
+	head := strings.Repeat("h", 64)
+	rd := &reader{}
+	rd.reset(strings.NewReader(head+"body!"), make([]byte, 64))
+	if err := rd.fill(); err != nil {
+		t.Fatal(err)
+	}
+	rd.pinHead(len(head))
+	if got := string(rd.buf[:rd.pin]); got != head {
+		t.Fatalf("pinned: got %q, want %q", got, head)
+	}
+	b := &body{}
+	b.reset(rd, bodyFixed, 5)
+	got, err := readAllNext(b)
+	if err != nil || string(got) != "body!" {
+		t.Errorf("got (%q, %v), want (%q, nil)", got, err, "body!")
+	}
+}
+
 // chunkEncode renders data as canonical chunks of at most n bytes.
 func chunkEncode(data []byte, n int, trailer []byte) []byte {
 	var out bytes.Buffer

@@ -81,6 +81,29 @@ func (b *reader) fill() error {
 	return nil
 }
 
+// minBodyRoom is the free space kept after a pinned head, so the body
+// behind it is not read a few bytes at a time, or not at all when the head
+// fills the buffer.
+const minBodyRoom = 1024
+
+// pinHead consumes a complete head of n buffered bytes and pins it. When
+// less than minBodyRoom would be left after it, the unread bytes move to
+// the front of the buffer and, if that is not enough, the buffer grows.
+// Slices into the buffer taken before the call may be invalid after it.
+func (b *reader) pinHead(n int) {
+	if len(b.buf)-(b.r+n) < minBodyRoom {
+		if b.r > 0 {
+			m := copy(b.buf, b.buf[b.r:b.w])
+			b.r, b.w = 0, m
+		}
+		if len(b.buf)-n < minBodyRoom {
+			b.grow(n + readBufSize)
+		}
+	}
+	b.r += n
+	b.pin = b.r
+}
+
 // grow enlarges the buffer to at least size bytes, keeping its contents
 // (pinned prefix included). The old array is left to the garbage collector
 // because pinned slices may still point into it.

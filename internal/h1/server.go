@@ -315,15 +315,13 @@ func (c *conn) readHead() error {
 		if len(b) > 0 {
 			end, sc := findHeadEnd(b, scanned)
 			if end > 0 {
-				if c.rd.r > 0 && len(c.rd.buf)-(c.rd.r+end) < 1024 {
-					// Keep room after the pinned head for body bytes.
-					n := copy(c.rd.buf, b)
-					c.rd.r, c.rd.w = 0, n
-					b = c.rd.buffered()
+				if end > c.opts.MaxHeaderBytes {
+					// A head that arrived whole is held to the same limit
+					// as one that arrives slowly.
+					return &statusError{431, "request header too large"}
 				}
-				c.rd.discard(end)
-				c.rd.pin = c.rd.r
-				return parseRequest(b[:end], &c.req)
+				c.rd.pinHead(end)
+				return parseRequest(c.rd.buf[c.rd.pin-end:c.rd.pin], &c.req)
 			}
 			scanned = sc
 			if len(b) > c.opts.MaxHeaderBytes {

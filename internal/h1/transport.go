@@ -500,16 +500,16 @@ func (u *upExchange) readHead() error {
 			}
 			return err
 		}
-		b := uc.rd.buffered()
-		if err := parseResponse(b[:end], &u.resp, head); err != nil {
+		// Pin first: pinning may move the buffer, and the parsed fields
+		// point into it.
+		uc.rd.pinHead(end)
+		if err := parseResponse(uc.rd.buf[uc.rd.pin-end:uc.rd.pin], &u.resp, head); err != nil {
 			return fmt.Errorf("%w: %w", wire.ErrBackend, err)
 		}
 		if u.resp.status >= 100 && u.resp.status < 200 && u.resp.status != 101 {
-			uc.rd.discard(end)
+			uc.rd.pin = 0 // an interim head is not kept
 			continue
 		}
-		uc.rd.discard(end)
-		uc.rd.pin = uc.rd.r
 		break
 	}
 	switch {

@@ -338,8 +338,14 @@ func (c *conn) readHead() error {
 			if c.srv.draining.Load() {
 				return io.EOF
 			}
+			// The previous request's deadlines (ReadTimeout, the header
+			// timeout) must not cut the wait for the next one short.
+			c.reqDeadline = 0
 			if c.opts.IdleTimeout > 0 {
 				c.armRead(time.Now().UnixNano(), c.opts.IdleTimeout)
+			} else if c.rdl != 0 {
+				c.rdl = 0
+				c.nc.SetReadDeadline(time.Time{})
 			}
 		}
 		err := c.rd.fill()

@@ -411,20 +411,32 @@ func (c *conn) touchRead() {
 // headError answers a request that could not be read, when there is
 // someone to answer.
 func (c *conn) headError(err error) {
-	var se *statusError
-	if errors.As(err, &se) {
-		c.req.keepAlive = false
-		c.req.method = nil
-		c.closeAfter = true
-		c.respondText(se.status, se.msg)
-		c.wr.flush()
+	var (
+		se     *statusError
+		status int
+		msg    string
+	)
+	switch {
+	case errors.As(err, &se):
+		status, msg = se.status, se.msg
+	case errors.Is(err, os.ErrDeadlineExceeded) && len(c.rd.buffered()) > 0 && !c.srv.draining.Load():
+		status, msg = 408, "request timeout"
+	default:
 		return
 	}
-	if errors.Is(err, os.ErrDeadlineExceeded) && len(c.rd.buffered()) > 0 && !c.srv.draining.Load() {
-		c.closeAfter = true
-		c.respondText(408, "request timeout")
-		c.wr.flush()
-	}
+	// No exchange began: clear what the previous one on this connection
+	// left (its start time for Date, its "response started" mark, which
+	// would silently swallow this answer).
+	c.start = time.Now()
+	c.respStarted = false
+	c.broken = false
+	c.reqBody.reset(&c.rd, bodyNone, 0)
+	c.req.keepAlive = false
+	c.req.method = nil
+	c.closeAfter = true
+	c.armWrite()
+	c.respondText(status, msg)
+	c.wr.flush()
 }
 
 func (c *conn) begin() {

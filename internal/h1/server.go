@@ -518,8 +518,12 @@ func (c *conn) drainBody() bool {
 	if c.reqBody.kind == bodyFixed && c.reqBody.remaining > maxDrainBody {
 		return false
 	}
-	// Do not invite a body the handler never wanted.
-	c.reqBody.onFirstRead = nil
+	if c.reqBody.onFirstRead != nil {
+		// The client is waiting for 100 Continue before it sends the body,
+		// and the handler never wanted it: do not invite it now, and do
+		// not wait for a body that may never come (RFC 9110 §10.1.1).
+		return false
+	}
 	var total int64
 	for {
 		p, err := c.reqBody.next()
@@ -550,12 +554,26 @@ func (c *conn) releaseWriter() {
 
 // closing reports whether the connection will close after this response.
 func (c *conn) closing() bool {
-	return !c.req.keepAlive || c.closeAfter || c.srv.draining.Load()
+	return !c.req.keepAlive || c.closeAfter || c.srv.draining.Load() || c.bodyWillBeDropped()
+}
+
+// bodyWillBeDropped reports whether, as things stand, end will close the
+// connection rather than drain the request body: the client still waits
+// for 100 Continue, or more than maxDrainBody is known to remain. The
+// response then says "Connection: close" so the client knows in time.
+func (c *conn) bodyWillBeDropped() bool {
+	if c.up.pumpDone != nil {
+		// A goroutine is streaming the body to a backend; it owns reqBody.
+		return false
+	}
+	b := &c.reqBody
+	return !b.done && (b.onFirstRead != nil || b.kind == bodyFixed && b.remaining > maxDrainBody)
 }
 
 // writeConnectionHeader writes the Connection field the response needs.
 func (c *conn) writeConnectionHeader() {
 	if c.closing() {
+		c.closeAfter = true // what is announced is done
 		c.wr.WriteString("Connection: close\r\n")
 	} else if c.req.minor == 0 {
 		c.wr.WriteString("Connection: keep-alive\r\n")

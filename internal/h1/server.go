@@ -603,12 +603,17 @@ func (c *conn) Respond(status int, header []byte, body []byte) error {
 	w.Write(c.srv.status.line(status))
 	w.Write(c.srv.date.line(c.start))
 	w.Write(header)
-	w.WriteString("Content-Length: ")
-	w.writeInt(int64(len(body)))
-	w.WriteString("\r\n")
+	noBody := status < 200 || status == 204 || status == 304
+	if !noBody {
+		// RFC 9110 §8.6: no Content-Length in a 1xx or 204 response; in a
+		// 304 it would describe the representation, not this body.
+		w.WriteString("Content-Length: ")
+		w.writeInt(int64(len(body)))
+		w.WriteString("\r\n")
+	}
 	c.writeConnectionHeader()
 	w.WriteString("\r\n")
-	if !equalFold(c.req.method, "head") && status >= 200 && status != 204 && status != 304 {
+	if !noBody && !equalFold(c.req.method, "head") {
 		w.Write(body)
 		c.respBytes = int64(len(body))
 	}

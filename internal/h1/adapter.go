@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -17,7 +18,7 @@ import (
 // the connection to http.ResponseWriter.
 func (c *conn) ServeHTTP(h http.Handler) (int, int64) {
 	r := c.httpRequest()
-	aw := &httpWriter{c: c, h: make(http.Header)}
+	aw := &httpWriter{c: c, h: make(http.Header), clen: -1}
 	if r == nil {
 		c.respondText(400, "malformed request target")
 		return 400, 0
@@ -71,6 +72,8 @@ type httpWriter struct {
 	chunked bool
 	noBody  bool
 	bytes   int64
+	// clen is the Content-Length the handler declared; -1 when none.
+	clen int64
 }
 
 func (w *httpWriter) Header() http.Header { return w.h }
@@ -97,8 +100,16 @@ func (w *httpWriter) WriteHeader(status int) {
 		wr.Write(c.srv.date.line(c.start))
 	}
 	w.noBody = equalFold(c.req.method, "head") || status == 204 || status == 304
-	_, hasCL := w.h["Content-Length"]
-	if !hasCL && !w.noBody {
+	if vs := w.h["Content-Length"]; len(vs) > 0 {
+		// One valid length is framing this writer enforces; anything else
+		// is dropped like net/http drops it, and the body is chunked.
+		if n, ok := parseContentLength([]byte(vs[0])); ok && len(vs) == 1 {
+			w.clen = n
+		} else {
+			delete(w.h, "Content-Length")
+		}
+	}
+	if w.clen < 0 && !w.noBody {
 		if c.req.minor == 1 {
 			w.chunked = true
 		} else {
@@ -110,10 +121,18 @@ func (w *httpWriter) WriteHeader(status int) {
 		case "Connection", "Transfer-Encoding", "Keep-Alive":
 			continue
 		}
+		if !isToken([]byte(k)) {
+			// A name with a space, colon or newline would forge fields;
+			// net/http drops such names too.
+			continue
+		}
 		for _, v := range vs {
 			wr.WriteString(k)
 			wr.WriteString(": ")
-			wr.WriteString(v)
+			// A CR or LF in a value would end the field and start a
+			// forged one (response splitting): net/http turns them into
+			// spaces, and so does this.
+			wr.WriteString(headerValueClean.Replace(v))
 			wr.WriteString("\r\n")
 		}
 	}
@@ -134,6 +153,13 @@ func (w *httpWriter) Write(p []byte) (int, error) {
 	if w.noBody || len(p) == 0 {
 		return len(p), nil
 	}
+	var tooLong error
+	if w.clen >= 0 && w.bytes+int64(len(p)) > w.clen {
+		// Bytes past the declared length would be read by the client as
+		// the start of the next response.
+		p = p[:w.clen-w.bytes]
+		tooLong = http.ErrContentLength
+	}
 	c := w.c
 	c.armWrite()
 	if w.chunked {
@@ -149,7 +175,7 @@ func (w *httpWriter) Write(p []byte) (int, error) {
 		c.broken = true
 		return n, wrapClientErr(err)
 	}
-	return n, nil
+	return n, tooLong
 }
 
 // Flush sends what has been written so far.
@@ -171,7 +197,16 @@ func (w *httpWriter) finish() {
 	if w.c.wr.err != nil {
 		w.c.broken = true
 	}
+	if !w.noBody && w.clen > w.bytes {
+		// A short body leaves the client waiting for the rest; closing
+		// the connection tells it the response is cut off.
+		w.c.broken = true
+	}
 }
+
+// headerValueClean turns CR, LF and NUL in handler header values into
+// spaces.
+var headerValueClean = strings.NewReplacer("\r", " ", "\n", " ", "\x00", " ")
 
 // Hijack hands the connection to the handler (WebSocket servers need it).
 // Bytes the client already sent are served first by the returned reader.

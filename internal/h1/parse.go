@@ -30,6 +30,8 @@ type request struct {
 	// hostOverride is set when an absolute-form target named the host;
 	// it replaces the Host header when forwarding (RFC 9112 §3.2.2).
 	hostOverride bool
+	// hasHost: the request had a Host field (HTTP/1.0 ones may not).
+	hasHost bool
 
 	contentLength int64 // -1 when absent
 	chunked       bool
@@ -209,6 +211,7 @@ func parseRequest(head []byte, r *request) error {
 	if hostSeen > 1 {
 		return badRequest("multiple Host headers")
 	}
+	r.hasHost = hostSeen == 1
 	if !validHost(r.authority) {
 		return badRequest("invalid Host")
 	}

@@ -315,6 +315,13 @@ func (u *upExchange) writeHead() {
 	w.WriteString(" HTTP/1.1\r\n")
 	if r.hostOverride {
 		w.field(hostName, r.authority)
+	} else if !r.hasHost {
+		// An HTTP/1.0 request may come without Host, but the request goes
+		// on as HTTP/1.1, which requires one (RFC 9112 §3.2): name the
+		// backend, as net/http's ReverseProxy does.
+		w.WriteString("Host: ")
+		w.WriteString(u.pool.addr)
+		w.WriteString("\r\n")
 	}
 	xffAt := -1
 	for i := range r.hdr.fields {

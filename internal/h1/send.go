@@ -67,8 +67,10 @@ func (u *upExchange) Send() (int64, error) {
 				continue
 			}
 		case kContentLength:
-			if r.chunked {
-				// Transfer-Encoding won; the length is not to be trusted.
+			if r.chunked || r.untilClose {
+				// Transfer-Encoding won (a length comes with an until-close
+				// body only next to one); the length is not to be trusted,
+				// and must not go out next to our own chunked encoding.
 				continue
 			}
 		}

@@ -202,6 +202,12 @@ func (t *Transport) RoundTrip(ex wire.Exchange, b *upstream.Backend) (wire.Respo
 		u.uc = uc
 		wrote, err := u.send()
 		if err == nil {
+			if c.wr.buffered() > 0 {
+				// Answers to earlier pipelined requests are waiting in the
+				// client buffer: send them now, not after this backend
+				// answers, however long it takes.
+				c.wrFlush()
+			}
 			err = u.readHead()
 			if err == nil {
 				if u.replay != nil {

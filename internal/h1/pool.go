@@ -28,7 +28,7 @@ func (u *upConn) close() {
 }
 
 // armRead keeps the read deadline d ahead of now, re-arming only when it
-// has drifted by more than rearmSlack.
+// has drifted too far (keepDeadline).
 func (u *upConn) armRead(now int64, d time.Duration) {
 	if d <= 0 {
 		if u.rdl != 0 {
@@ -38,7 +38,7 @@ func (u *upConn) armRead(now int64, d time.Duration) {
 		return
 	}
 	want := now + int64(d)
-	if diff := u.rdl - want; diff > -rearmSlack && diff < rearmSlack {
+	if keepDeadline(u.rdl, want, d) {
 		return
 	}
 	u.rdl = want

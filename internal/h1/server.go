@@ -72,6 +72,16 @@ const (
 	rearmSlack = int64(time.Second)
 )
 
+// keepDeadline reports whether an armed deadline (unix nanoseconds, 0 for
+// none) is close enough to want to be left alone: within rearmSlack, and
+// within a quarter of the timeout d, so that timeouts shorter than the
+// slack are still extended while bytes flow.
+func keepDeadline(armed, want int64, d time.Duration) bool {
+	slack := min(rearmSlack, int64(d)/4)
+	diff := armed - want
+	return diff > -slack && diff < slack
+}
+
 // Server serves HTTP/1.1 on connections handed to ServeConn. It is safe
 // for concurrent use.
 type Server struct {
@@ -363,14 +373,14 @@ func (c *conn) readHead() error {
 	}
 }
 
-// armRead sets the read deadline to now+d unless the armed one is within
-// rearmSlack of it.
+// armRead sets the read deadline to now+d unless the armed one is close
+// enough (keepDeadline).
 func (c *conn) armRead(now int64, d time.Duration) {
 	want := now + int64(d)
 	if c.reqDeadline != 0 && want > c.reqDeadline {
 		want = c.reqDeadline
 	}
-	if diff := c.rdl - want; diff > -rearmSlack && diff < rearmSlack {
+	if keepDeadline(c.rdl, want, d) {
 		return
 	}
 	c.rdl = want
@@ -383,7 +393,7 @@ func (c *conn) armWrite() {
 		return
 	}
 	want := time.Now().UnixNano() + int64(c.opts.WriteTimeout)
-	if diff := c.wdl - want; diff > -rearmSlack && diff < rearmSlack {
+	if keepDeadline(c.wdl, want, c.opts.WriteTimeout) {
 		return
 	}
 	c.wdl = want

@@ -201,6 +201,20 @@ func TestServerTimeouts(t *testing.T) {
 			t.Errorf("got %v, want 200", r.status)
 		}
 	})
+	t.Run("steady body outlives a short idle timeout", func(t *testing.T) {
+		// IdleTimeout bounds each wait for body bytes, not the body.
+		s := startServer(t, funcHandler{"/body": echoBody}, Options{IdleTimeout: 200 * time.Millisecond})
+		c := dialRaw(t, s.addr)
+		c.send("POST /body HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+		for i := 0; i < 12; i++ {
+			c.send("1\r\nx\r\n")
+			time.Sleep(50 * time.Millisecond)
+		}
+		c.send("0\r\n\r\n")
+		if r := c.read("POST"); r.status != 200 || r.body != strings.Repeat("x", 12) {
+			t.Errorf("got (%v, %q), want (200, %q)", r.status, r.body, strings.Repeat("x", 12))
+		}
+	})
 	t.Run("slow body hits the read timeout", func(t *testing.T) {
 		s := startServer(t, funcHandler{"/body": echoBody}, Options{ReadTimeout: 200 * time.Millisecond})
 		c := dialRaw(t, s.addr)

@@ -95,7 +95,8 @@ func (u *upExchange) Send() (int64, error) {
 		u.body.done = true
 	}
 	c.respBytes = n
-	if perr := u.waitPump(true); perr != nil && err == nil {
+	intact, perr := u.waitPump()
+	if perr != nil && err == nil {
 		// The response made it but the request body did not; the client
 		// connection is already marked broken by waitPump if needed.
 		if errors.Is(perr, wire.ErrClientGone) || errors.Is(perr, wire.ErrBadRequest) {
@@ -108,7 +109,9 @@ func (u *upExchange) Send() (int64, error) {
 	if err != nil {
 		c.broken = true
 	}
-	u.finish(done && r.keepAlive && u.body.done)
+	// A backend connection whose request body was cut short (and which
+	// the pump may have closed) must not go back to the pool.
+	u.finish(done && intact && r.keepAlive && u.body.done)
 	return n, err
 }
 

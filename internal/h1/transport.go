@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/helios-lb/helios/internal/upstream"
@@ -172,6 +173,12 @@ type upExchange struct {
 	wbuf *[]byte
 	// pumpDone is non-nil while a goroutine streams the request body.
 	pumpDone chan error
+	// pumpProgress is when the pump last moved body bytes to the backend
+	// (unix nanoseconds), and pumpReading whether it is waiting for the
+	// client; the response header timeout runs from the former and not
+	// during the latter, so a slow upload is not a slow backend.
+	pumpProgress atomic.Int64
+	pumpReading  atomic.Bool
 	// replay holds a fully buffered request body not yet consumed.
 	replay []byte
 }
@@ -291,6 +298,7 @@ func (u *upExchange) send() (wrote bool, err error) {
 		c.bodySent = true
 		c.rd.beforeBlock = nil
 		u.pumpDone = make(chan error, 1)
+		u.pumpProgress.Store(time.Now().UnixNano())
 		go u.pump()
 		return true, nil
 	}
@@ -412,7 +420,9 @@ func (u *upExchange) pump() {
 	chunked := rb.kind == bodyChunked
 	var err error
 	for {
+		u.pumpReading.Store(true)
 		p, rerr := rb.next()
+		u.pumpReading.Store(false)
 		if len(p) > 0 {
 			if chunked {
 				u.w.writeHex(int64(len(p)))
@@ -453,40 +463,45 @@ func (u *upExchange) pump() {
 				break
 			}
 		}
+		u.pumpProgress.Store(time.Now().UnixNano())
 	}
-	if err != nil {
-		// Unblock the response read: the exchange cannot complete.
+	u.pumpProgress.Store(time.Now().UnixNano())
+	if err != nil && !errors.Is(err, wire.ErrBackend) {
+		// The client failed: unblock the response read, since the
+		// backend waits for the rest of the body. When the backend failed
+		// instead, leave its connection be: it often answered before it
+		// stopped reading (a 413, a 401), and that answer is in flight.
 		u.uc.nc.Close()
 	}
 	u.pumpDone <- err
 }
 
-// waitPump ends a body-streaming goroutine and returns its error. When
-// stop is set (the response is done, or failed, before the body was
-// read) the goroutine is interrupted and the client connection cannot be
-// reused.
-func (u *upExchange) waitPump(stop bool) error {
+// waitPump ends a body-streaming goroutine, interrupting it when it does
+// not finish at once (the response is done, or failed, before the body
+// was read); the client connection then cannot be reused. intact reports
+// whether the whole body reached the backend, so that the backend
+// connection can carry another request. err is the pump's own failure;
+// nil when it was interrupted, since its error then only echoes ours.
+func (u *upExchange) waitPump() (intact bool, err error) {
 	if u.pumpDone == nil {
-		return nil
+		return true, nil
 	}
-	if stop {
-		// The body may be a moment from done (the backend answered as it
-		// read the last bytes); give it that moment before cutting it off.
-		t := time.NewTimer(50 * time.Millisecond)
-		select {
-		case err := <-u.pumpDone:
-			t.Stop()
-			u.afterPump()
-			return err
-		case <-t.C:
-		}
-		u.c.broken = true
-		u.uc.nc.Close()
-		u.c.nc.SetReadDeadline(time.Unix(1, 0))
+	// The body may be a moment from done (the backend answered as it
+	// read the last bytes); give it that moment before cutting it off.
+	t := time.NewTimer(50 * time.Millisecond)
+	select {
+	case err := <-u.pumpDone:
+		t.Stop()
+		u.afterPump()
+		return err == nil, err
+	case <-t.C:
 	}
-	err := <-u.pumpDone
+	u.c.broken = true
+	u.uc.nc.Close()
+	u.c.nc.SetReadDeadline(time.Unix(1, 0))
+	<-u.pumpDone
 	u.afterPump()
-	return err
+	return false, nil
 }
 
 func (u *upExchange) afterPump() {
@@ -507,7 +522,12 @@ func (u *upExchange) readHead() error {
 		end, err := u.readHeadBytes()
 		if err != nil {
 			if u.pumpDone != nil {
-				if perr := u.waitPump(true); perr != nil && !errors.Is(perr, wire.ErrBackend) {
+				if errors.Is(err, os.ErrDeadlineExceeded) && u.extendHeadWait() {
+					continue
+				}
+				if _, perr := u.waitPump(); perr != nil && !errors.Is(perr, wire.ErrBackend) {
+					// The client's failure (gone, malformed body) caused
+					// ours: report it, not the backend.
 					return perr
 				}
 			}
@@ -540,6 +560,32 @@ func (u *upExchange) readHead() error {
 		u.body.touch = u.touchBody
 	}
 	return nil
+}
+
+// extendHeadWait re-arms the response header timeout while a request
+// body is still streaming: the timeout runs from the last body bytes the
+// backend was given, and not while the client is slow to send them. It
+// reports false when the backend really is late.
+func (u *upExchange) extendHeadWait() bool {
+	rht := u.t.opts.ResponseHeaderTimeout
+	if rht <= 0 {
+		return false
+	}
+	now := time.Now().UnixNano()
+	want := u.pumpProgress.Load() + int64(rht)
+	if u.pumpReading.Load() {
+		// Waiting for the client: its own timeouts bound this.
+		want = now + int64(rht)
+	}
+	if want <= now {
+		return false
+	}
+	// A deadline error leaves the connection usable; clear the reader's
+	// sticky copy of it.
+	u.uc.rd.err = nil
+	u.uc.rdl = want
+	u.uc.nc.SetReadDeadline(time.Unix(0, want))
+	return true
 }
 
 func (u *upExchange) touchBody() {
@@ -577,9 +623,7 @@ func (u *upExchange) readHeadBytes() (int, error) {
 
 // abort closes the backend connection after a failed attempt.
 func (u *upExchange) abort() {
-	if u.pumpDone != nil {
-		u.waitPump(true)
-	}
+	u.waitPump()
 	u.releaseWriteBuf()
 	if u.uc != nil {
 		u.uc.close()
@@ -593,10 +637,8 @@ func (u *upExchange) StatusCode() int { return u.resp.status }
 // Discard drops the response; the backend connection is kept when the
 // rest of a small body can be read at once, closed otherwise.
 func (u *upExchange) Discard() {
-	if u.pumpDone != nil {
-		u.waitPump(true)
-	}
-	u.finish(u.resp.keepAlive && u.drainSmall())
+	intact, _ := u.waitPump()
+	u.finish(intact && u.resp.keepAlive && u.drainSmall())
 }
 
 // drainSmall reads the rest of a small fixed-length body and reports

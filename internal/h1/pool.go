@@ -62,8 +62,9 @@ type hostPool struct {
 
 // get returns an idle connection, most recently used first, or nil.
 // Connections idle past the TTL are closed; ones idle for more than a
-// second are checked for a close by the backend before reuse.
-func (p *hostPool) get(now int64) *upConn {
+// second, or all when check is set, are checked for a close by the
+// backend before reuse.
+func (p *hostPool) get(now int64, check bool) *upConn {
 	for {
 		p.mu.Lock()
 		n := len(p.idle)
@@ -80,7 +81,7 @@ func (p *hostPool) get(now int64) *upConn {
 			u.close()
 			continue
 		}
-		if idle > int64(time.Second) && !peerOpen(u.nc) {
+		if (check || idle > int64(time.Second)) && !peerOpen(u.nc) {
 			u.close()
 			continue
 		}

@@ -198,7 +198,12 @@ func (t *Transport) RoundTrip(ex wire.Exchange, b *upstream.Backend) (wire.Respo
 	for try := 0; ; try++ {
 		var uc *upConn
 		if try == 0 {
-			uc = u.pool.get(now)
+			// A request that cannot be sent again if the connection turns
+			// out stale (a body, or a method that is not idempotent) is
+			// worth a syscall to see whether the backend closed it: the
+			// usual case after a backend's keep-alive timeout, and
+			// otherwise a 502.
+			uc = u.pool.get(now, c.req.hasBody() || !idempotent(c.req.method))
 		}
 		if uc == nil {
 			var err error

@@ -240,9 +240,12 @@ type conn struct {
 
 	up upExchange // transport state of the current exchange
 
-	flushFn func()
-	touchFn func()
-	contFn  func()
+	// Method values made once per conn: taking one per request would
+	// allocate a closure each time.
+	flushFn   func()
+	touchFn   func()
+	contFn    func()
+	upTouchFn func() // c.up.touchBody
 }
 
 func (c *conn) init(nc net.Conn) {
@@ -263,6 +266,7 @@ func (c *conn) init(nc net.Conn) {
 		}
 		c.touchFn = c.touchRead
 		c.contFn = c.sendContinue
+		c.upTouchFn = c.up.touchBody
 	}
 	c.rd.beforeBlock = c.flushFn
 	c.wr.reset(nc, nil)

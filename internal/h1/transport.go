@@ -562,7 +562,7 @@ func (u *upExchange) readHead() error {
 	}
 	u.body.touch = nil
 	if u.t.opts.ReadTimeout > 0 || u.t.opts.ResponseHeaderTimeout > 0 {
-		u.body.touch = u.touchBody
+		u.body.touch = u.c.upTouchFn
 	}
 	return nil
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package h1
+
+const raceEnabled = false

@@ -33,10 +33,18 @@ vet:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
+## bench: the full `helios bench` suite against nginx (about 25 minutes; report in bench/results/DATE-HOST/)
+bench: build
+	$(BIN) bench $(BENCHFLAGS)
+
+## bench-quick: proxy-ka at c100 and c1000, one 5s round (about a minute)
+bench-quick: build
+	$(BIN) bench --quick $(BENCHFLAGS)
+
 ## bench-deps: install what `helios bench` drives (Debian packages)
 bench-deps:
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nginx-light haproxy nghttp2-client util-linux >/dev/null && \
+	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nginx haproxy nghttp2-client util-linux >/dev/null && \
 	{ $$SUDO systemctl disable --now nginx haproxy >/dev/null 2>&1 || $$SUDO service nginx stop >/dev/null 2>&1 || true; }
 
 clean:

@@ -49,6 +49,7 @@ func NewRoot() *cobra.Command {
 		newValidateCmd(),
 		newBackendCmd(),
 		newVersionCmd(),
+		newBenchCmd(),
 	)
 	return root
 }

@@ -1,0 +1,198 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/template"
+
+	benchfiles "github.com/helios-lb/helios/bench"
+)
+
+// Timeouts are the timeouts every proxy gets, in whole seconds, so that no
+// proxy wins by giving up sooner.
+type Timeouts struct {
+	// ClientHeader bounds reading a request head (nginx
+	// client_header_timeout, haproxy timeout http-request).
+	ClientHeader int
+	// ClientIdle closes an idle client keep-alive connection.
+	ClientIdle int
+	// Send bounds one blocked write to a client (nginx send_timeout).
+	Send int
+	// Connect bounds connecting to a backend.
+	Connect int
+	// UpstreamRead bounds each wait for a backend's answer.
+	UpstreamRead int
+	// UpstreamIdle closes an idle pooled backend connection.
+	UpstreamIdle int
+}
+
+// DefaultTimeouts are the timeouts of every rendered config.
+var DefaultTimeouts = Timeouts{ClientHeader: 10, ClientIdle: 60, Send: 60, Connect: 2, UpstreamRead: 30, UpstreamIdle: 90}
+
+// PeerData is what a peer config template is rendered with.
+type PeerData struct {
+	// Dir is the proxy's own directory for pid, log and temp files.
+	Dir string
+	// Listen is the host:port of the plain HTTP listener.
+	Listen string
+	// TLSListen is the host:port of the HTTPS (HTTP/2) listener; "" when
+	// the case does not use TLS.
+	TLSListen string
+	// CertFile, KeyFile and CertKeyFile (both in one PEM, for haproxy)
+	// are the TLS certificate files.
+	CertFile, KeyFile, CertKeyFile string
+	// Backends are the three backends' host:port.
+	Backends []string
+	// CPUs is the number of CPUs (workers, threads, GOMAXPROCS).
+	CPUs int
+	// Strategy is the balancing strategy as Helios names it.
+	Strategy string
+	// StaticRoot is the directory /static/ is served from.
+	StaticRoot string
+	// RespondBody is the fixed answer of /respond.
+	RespondBody string
+	// Features turns on what the proxy has of health checks, breakers,
+	// metrics and a file access log.
+	Features bool
+	// AdminListen is the host:port of the metrics/status listener.
+	AdminListen string
+	// AccessLog is the access log file when Features is on.
+	AccessLog string
+	// User and Group are set when running as root, for nginx's user
+	// directive (its workers would otherwise switch to nobody).
+	User, Group string
+	// NoFile is the descriptor limit the proxy runs with.
+	NoFile int
+	// MaxConnections caps client connections (nginx worker_connections,
+	// Helios max_connections).
+	MaxConnections int
+	// PairedConnections is MaxConnections bounded by what NoFile allows a
+	// single process that needs two descriptors per proxied connection:
+	// haproxy's maxconn, which it refuses to start with otherwise.
+	PairedConnections int
+	// UpstreamKeepalive is the idle backend connections kept (nginx
+	// keepalive per worker, Helios max_idle_per_backend).
+	UpstreamKeepalive int
+	// RetryAttempts is the number of retries after the first try.
+	RetryAttempts int
+	// T are the timeouts.
+	T Timeouts
+}
+
+// Peer is a proxy the benchmark can run.
+type Peer struct {
+	// Name is the stable name: helios, nginx, haproxy.
+	Name string
+	// Label is how reports name it.
+	Label string
+	// Template is the config template under bench/peers.
+	Template string
+	// ConfigFile is the rendered config's file name.
+	ConfigFile string
+	// Tool is the executable looked up in PATH; "" for Helios, which is
+	// the running binary (or --helios).
+	Tool string
+	// Unsupported returns why the peer cannot run a case, or "".
+	Unsupported func(c Case) string
+}
+
+// Peers are the proxies `helios bench` knows, Helios first.
+var Peers = []Peer{
+	{Name: "helios", Label: "Helios", Template: "helios.yaml.tmpl", ConfigFile: "helios.yaml",
+		Unsupported: func(Case) string { return "" }},
+	{Name: "nginx", Label: "nginx", Template: "nginx.conf.tmpl", ConfigFile: "nginx.conf", Tool: "nginx",
+		Unsupported: func(Case) string { return "" }},
+	{Name: "haproxy", Label: "HAProxy", Template: "haproxy.cfg.tmpl", ConfigFile: "haproxy.cfg", Tool: "haproxy",
+		Unsupported: func(c Case) string {
+			if strings.HasPrefix(c.Path, "/static/") {
+				return "HAProxy does not serve files from disk"
+			}
+			return ""
+		}},
+}
+
+// peerByName returns the peer called name.
+func peerByName(name string) (Peer, bool) {
+	for _, p := range Peers {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Peer{}, false
+}
+
+// templateFuncs are the helpers the peer templates use.
+var templateFuncs = template.FuncMap{
+	"quote": strconv.Quote,
+	"add":   func(a, b int) int { return a + b },
+	"nginxBalance": func(s string) string {
+		switch s {
+		case "least_conn":
+			return "least_conn"
+		case "p2c":
+			return "random two least_conn"
+		}
+		return ""
+	},
+	"haproxyBalance": func(s string) string {
+		switch s {
+		case "least_conn":
+			return "leastconn"
+		case "p2c":
+			return "random(2)"
+		}
+		return "roundrobin"
+	},
+}
+
+// Render renders the peer's config template with d.
+func (p Peer) Render(d PeerData) (string, error) {
+	src, err := fs.ReadFile(benchfiles.Files, "peers/"+p.Template)
+	if err != nil {
+		return "", err
+	}
+	t, err := template.New(p.Template).Funcs(templateFuncs).Option("missingkey=error").Parse(string(src))
+	if err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, d); err != nil {
+		return "", fmt.Errorf("rendering %s: %w", p.Template, err)
+	}
+	return b.String(), nil
+}
+
+// Command returns the command line that runs the peer with its config at
+// cfg; bin is the executable.
+func (p Peer) Command(bin, dir, cfg string) []string {
+	switch p.Name {
+	case "helios":
+		return []string{bin, "serve", "-c", cfg, "--shutdown-timeout", "2s"}
+	case "nginx":
+		// -e: nginx opens its error log before reading the config.
+		return []string{bin, "-e", filepath.Join(dir, "error.log"), "-p", dir, "-c", cfg}
+	case "haproxy":
+		return []string{bin, "-db", "-f", cfg}
+	}
+	return nil
+}
+
+// variant names a rendered config by what sets it apart from the base
+// one: "nginx", "nginx-least_conn", "helios-features", "helios-tls".
+func variant(peer string, d PeerData) string {
+	parts := []string{peer}
+	if d.Strategy != "round_robin" {
+		parts = append(parts, d.Strategy)
+	}
+	if d.Features {
+		parts = append(parts, "features")
+	}
+	if d.TLSListen != "" {
+		parts = append(parts, "tls")
+	}
+	return strings.Join(parts, "-")
+}

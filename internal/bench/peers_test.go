@@ -1,0 +1,231 @@
+package bench
+
+import (
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/helios-lb/helios/internal/config"
+)
+
+func testPeerData(t *testing.T, p string) PeerData {
+	dir := t.TempDir()
+	return PeerData{
+		Dir:               filepath.Join(dir, p),
+		Listen:            "127.0.0.1:28080",
+		Backends:          []string{"127.0.0.1:28081", "127.0.0.1:28082", "127.0.0.1:28083"},
+		CPUs:              2,
+		Strategy:          "round_robin",
+		StaticRoot:        dir,
+		RespondBody:       `{"ok":true}`,
+		AdminListen:       "127.0.0.1:28090",
+		AccessLog:         filepath.Join(dir, p, "access.log"),
+		NoFile:            65536,
+		MaxConnections:    20000,
+		PairedConnections: 20000,
+		UpstreamKeepalive: 1024,
+		RetryAttempts:     2,
+		T:                 DefaultTimeouts,
+	}
+}
+
+func render(t *testing.T, name string, d PeerData) string {
+	t.Helper()
+	p, ok := peerByName(name)
+	if !ok {
+		t.Fatalf("no peer %s", name)
+	}
+	text, err := p.Render(d)
+	if err != nil {
+		t.Fatalf("Render %s: %v", name, err)
+	}
+	return text
+}
+
+// mustContain checks each line appears in text (after trimming spaces).
+func mustContain(t *testing.T, what, text string, lines ...string) {
+	t.Helper()
+	have := map[string]bool{}
+	for l := range strings.SplitSeq(text, "\n") {
+		have[strings.TrimSpace(l)] = true
+	}
+	for _, l := range lines {
+		if !have[l] {
+			t.Errorf("%s: missing line %q in:\n%s", what, l, text)
+		}
+	}
+}
+
+// The tuning the issue asks of nginx is what the seed's unfair run lacked.
+func TestNginxConfigIsTuned(t *testing.T) {
+	d := testPeerData(t, "nginx")
+	text := render(t, "nginx", d)
+	mustContain(t, "nginx", text,
+		"worker_processes 2;",
+		"daemon off;",
+		"pid "+d.Dir+"/nginx.pid;",
+		"error_log "+d.Dir+"/error.log warn;",
+		"worker_connections 20000;",
+		"access_log off;",
+		"keepalive_requests 1000000;",
+		"keepalive_timeout 60s;",
+		"keepalive 1024;",
+		"listen 127.0.0.1:28080 reuseport backlog=4096;",
+		"proxy_http_version 1.1;",
+		`proxy_set_header Connection "";`,
+		"proxy_connect_timeout 2s;",
+		"proxy_read_timeout 30s;",
+		"proxy_next_upstream_tries 3;",
+		"server 127.0.0.1:28081 max_fails=1 fail_timeout=10s;",
+		"server 127.0.0.1:28083 max_fails=1 fail_timeout=10s;",
+		"return 200 '{\"ok\":true}';",
+	)
+	for _, temp := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
+		mustContain(t, "nginx temp paths", text, temp+"_temp_path "+d.Dir+"/"+temp+"_temp;")
+	}
+	if strings.Contains(text, "/var/") || strings.Contains(text, "/etc/") {
+		t.Errorf("nginx config touches system paths:\n%s", text)
+	}
+	if strings.Contains(text, "user ") || strings.Contains(text, "least_conn") || strings.Contains(text, "stub_status") {
+		t.Errorf("base nginx config has a user, a strategy or status:\n%s", text)
+	}
+	// The balancing directive must come before keepalive (nginx docs).
+	d.Strategy = "least_conn"
+	text = render(t, "nginx", d)
+	if i, j := strings.Index(text, "least_conn;"), strings.Index(text, "keepalive 1024;"); i < 0 || i > j {
+		t.Errorf("least_conn must precede keepalive:\n%s", text)
+	}
+	d.Strategy = "p2c"
+	mustContain(t, "nginx p2c", render(t, "nginx", d), "random two least_conn;")
+}
+
+func TestNginxFeaturesAndRoot(t *testing.T) {
+	d := testPeerData(t, "nginx")
+	d.Features = true
+	d.User, d.Group = "root", "root"
+	text := render(t, "nginx", d)
+	mustContain(t, "nginx features", text,
+		"user root root;",
+		"access_log "+d.AccessLog+" combined buffer=64k flush=1s;",
+		"listen 127.0.0.1:28090;",
+		"stub_status;",
+	)
+}
+
+func TestHAProxyConfig(t *testing.T) {
+	d := testPeerData(t, "haproxy")
+	d.PairedConnections = 9900
+	text := render(t, "haproxy", d)
+	mustContain(t, "haproxy", text,
+		"nbthread 2",
+		"maxconn 9900",
+		"http-reuse always",
+		"bind 127.0.0.1:28080 backlog 4096",
+		"timeout connect 2s",
+		"timeout http-keep-alive 60s",
+		"retries 2",
+		"balance roundrobin",
+		"server b1 127.0.0.1:28081",
+		"server b3 127.0.0.1:28083",
+	)
+	if regexp.MustCompile(`(?m)^\s*log `).MatchString(text) || strings.Contains(text, "httpchk") {
+		t.Errorf("base haproxy config logs or checks:\n%s", text)
+	}
+	for strategy, balance := range map[string]string{"least_conn": "balance leastconn", "p2c": "balance random(2)"} {
+		d.Strategy = strategy
+		mustContain(t, "haproxy "+strategy, render(t, "haproxy", d), balance)
+	}
+	p, _ := peerByName("haproxy")
+	if p.Unsupported(Case{Path: "/static/index.html"}) == "" {
+		t.Errorf("haproxy claims to serve static files")
+	}
+}
+
+// Helios's rendered config must be one Helios accepts, checked with its own
+// config package.
+func TestHeliosConfigParses(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		strategy string
+		features bool
+	}{
+		{"base", "round_robin", false},
+		{"least_conn", "least_conn", false},
+		{"p2c", "p2c", false},
+		{"features", "round_robin", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := testPeerData(t, "helios")
+			d.Strategy, d.Features = tt.strategy, tt.features
+			text := render(t, "helios", d)
+			cfg, err := config.Parse([]byte(text), "helios.yaml", func(string) (string, bool) { return "", false })
+			if err != nil {
+				t.Fatalf("config.Parse: %v\n%s", err, text)
+			}
+			l := cfg.Listeners[0]
+			if l.Address != d.Listen || l.Sockets != 2 || l.Backlog != 4096 || l.IdleTimeout.String() != "1m0s" {
+				t.Errorf("listener: got %s sockets %d backlog %d idle %s", l.Address, l.Sockets, l.Backlog, l.IdleTimeout)
+			}
+			u := cfg.Upstreams[0]
+			if u.Strategy != tt.strategy || len(u.Backends) != 3 || u.Transport.MaxIdlePerBackend != 1024 {
+				t.Errorf("upstream: got strategy %s, %d backends, %d idle", u.Strategy, len(u.Backends), u.Transport.MaxIdlePerBackend)
+			}
+			if u.Retries.Attempts != 2 {
+				t.Errorf("retries: got %d, want 2", u.Retries.Attempts)
+			}
+			if got := u.HealthCheck != nil && u.Passive != nil && u.CircuitBreaker != nil; got != tt.features {
+				t.Errorf("health, passive, breaker on: got %v, want %v", got, tt.features)
+			}
+			wantLog, wantAdmin := config.AccessLogOff, config.AdminOff
+			if tt.features {
+				wantLog, wantAdmin = d.AccessLog, d.AdminListen
+			}
+			if cfg.Logging.AccessLog != wantLog || cfg.Admin.Address != wantAdmin {
+				t.Errorf("access log, admin: got %q, %q, want %q, %q", cfg.Logging.AccessLog, cfg.Admin.Address, wantLog, wantAdmin)
+			}
+		})
+	}
+}
+
+// Every proxy gets the same timeouts: the values of DefaultTimeouts appear
+// in each rendered config.
+func TestSameTimeoutsEverywhere(t *testing.T) {
+	d := testPeerData(t, "x")
+	d.T = Timeouts{ClientHeader: 11, ClientIdle: 61, Send: 62, Connect: 3, UpstreamRead: 31, UpstreamIdle: 91}
+	want := map[string][]string{
+		"helios":  {"read_header_timeout: 11s", "idle_timeout: 61s", "write_timeout: 62s", "dial_timeout: 3s", "response_header_timeout: 31s", "idle_timeout: 91s"},
+		"nginx":   {"client_header_timeout 11s", "keepalive_timeout 61s", "send_timeout 62s", "proxy_connect_timeout 3s", "proxy_read_timeout 31s", "keepalive_timeout 91s"},
+		"haproxy": {"timeout http-request 11s", "timeout client 61s", "timeout connect 3s", "timeout server 31s", "timeout http-keep-alive 61s"},
+	}
+	for peer, frags := range want {
+		text := render(t, peer, d)
+		for _, f := range frags {
+			if !strings.Contains(text, f) {
+				t.Errorf("%s: missing %q", peer, f)
+			}
+		}
+	}
+}
+
+func TestVariant(t *testing.T) {
+	d := PeerData{Strategy: "round_robin"}
+	if got := variant("nginx", d); got != "nginx" {
+		t.Errorf("got %q, want nginx", got)
+	}
+	d.Strategy, d.Features, d.TLSListen = "p2c", true, "127.0.0.1:1"
+	if got := variant("helios", d); got != "helios-p2c-features-tls" {
+		t.Errorf("got %q, want helios-p2c-features-tls", got)
+	}
+}
+
+func TestTemplatesHaveNoLeftoverActions(t *testing.T) {
+	for _, p := range Peers {
+		d := testPeerData(t, p.Name)
+		d.Features, d.TLSListen, d.CertFile, d.KeyFile, d.CertKeyFile = true, "127.0.0.1:28084", "/c", "/k", "/ck"
+		text := render(t, p.Name, d)
+		if strings.Contains(text, "{{") || strings.Contains(text, "<no value>") {
+			t.Errorf("%s: unrendered template text:\n%s", p.Name, text)
+		}
+	}
+}

@@ -1,0 +1,1105 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	benchfiles "github.com/helios-lb/helios/bench"
+	"github.com/helios-lb/helios/internal/bench/loadgen"
+)
+
+// Options configure a benchmark. Zero fields take the defaults noted.
+type Options struct {
+	// Scenarios are scenario names, or name/case; nil means all (or, with
+	// Quick, the quick set).
+	Scenarios []string
+	// CPUs is N, the proxy's CPU count. Zero means 2.
+	CPUs int
+	// Duration is the measured length of each run. Zero means 8s (5s with
+	// Quick) and lets scenarios with their own length (c10k: 30s) keep it;
+	// a non-zero Duration applies to every scenario.
+	Duration time.Duration
+	// Rounds is the number of interleaved rounds. Zero means 3 (1 with
+	// Quick).
+	Rounds int
+	// Warmup is the unmeasured load each proxy gets after it starts and
+	// before each measured run. Zero means 1s; negative means none.
+	Warmup time.Duration
+	// Peers are the proxies compared with Helios: nginx, haproxy. nil
+	// means nginx; an empty non-nil slice means Helios alone.
+	Peers []string
+	// Out is the output directory. "" means bench/results/DATE-HOST when
+	// ./bench exists, else ./helios-bench-DATE-HOST.
+	Out string
+	// Quick runs the quick suite: proxy-ka at c100 and c1000, one round,
+	// 5s each.
+	Quick bool
+	// HeliosBin is the helios binary under test. "" means this one.
+	HeliosBin string
+	// BasePort is the proxy's port; backends use the next three, TLS the
+	// fourth after it, the admin/metrics listener BasePort+10. Zero means
+	// 28080.
+	BasePort int
+	// ClientTimeout is the load generators' request timeout (wrk
+	// --timeout). Zero means 5s.
+	ClientTimeout time.Duration
+	// Progress, when set, receives a live progress line (for a terminal).
+	Progress io.Writer
+	// Log, when set, receives a line per notable event (skips, failures).
+	Log io.Writer
+	// Args is the command line, recorded in the results.
+	Args []string
+	// Plan, when set, receives the plan (scenarios, runs, estimated time)
+	// and Run returns without running anything.
+	Plan io.Writer
+}
+
+// defaults fills the zero fields of o.
+func (o *Options) defaults() {
+	if o.CPUs <= 0 {
+		o.CPUs = 2
+	}
+	if o.Rounds <= 0 {
+		o.Rounds = 3
+		if o.Quick {
+			o.Rounds = 1
+		}
+	}
+	if o.Warmup == 0 {
+		o.Warmup = time.Second
+	}
+	if o.Peers == nil {
+		o.Peers = []string{"nginx"}
+	}
+	if o.BasePort <= 0 {
+		o.BasePort = 28080
+	}
+	if o.ClientTimeout <= 0 {
+		o.ClientTimeout = 5 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+}
+
+// defaultDuration is the run length when --duration is not given.
+func (o *Options) defaultDuration() time.Duration {
+	switch {
+	case o.Duration > 0:
+		return o.Duration
+	case o.Quick:
+		return 5 * time.Second
+	}
+	return 8 * time.Second
+}
+
+// scenarioDuration is the measured length of each run of s.
+func (o *Options) scenarioDuration(s Scenario) time.Duration {
+	if o.Duration == 0 && !o.Quick && s.Duration > 0 {
+		return time.Duration(s.Duration)
+	}
+	return o.defaultDuration()
+}
+
+// ErrRunsFailed is returned (with complete results) when some runs failed.
+var ErrRunsFailed = errors.New("some runs failed; see the report")
+
+// runner holds the state of one benchmark.
+type runner struct {
+	opt       Options
+	res       *Results
+	sels      []Selection
+	tmp, out  string
+	heliosBin string
+	tools     map[string]string
+	cert      certFiles
+	ps        procs
+	backends  [3]*proc
+	slow      time.Duration // the third backend's current delay
+	prog      *progress
+	client    *http.Client
+	noFile    uint64
+
+	peak          float64 // latency-at-rate's reference req/s
+	featuresFound bool    // Helios's features have been probed once
+}
+
+// Run runs the benchmark and writes report.md, results.json and the charts
+// into the output directory. It returns the results even when some runs
+// failed (with ErrRunsFailed) or the context was cancelled; it returns nil
+// results when it could not start (a missing tool returns a
+// *MissingToolsError).
+func Run(ctx context.Context, opt Options) (*Results, error) {
+	opt.defaults()
+	all, err := LoadScenarios()
+	if err != nil {
+		return nil, err
+	}
+	sels, err := Select(all, opt.Scenarios, opt.Quick)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range opt.Peers {
+		if pe, ok := peerByName(p); !ok || pe.Name == "helios" {
+			return nil, fmt.Errorf("unknown peer %q (have nginx, haproxy)", p)
+		}
+	}
+	r := &runner{opt: opt, sels: sels, client: &http.Client{
+		Timeout:   3 * time.Second,
+		Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
+	}}
+	r.heliosBin = opt.HeliosBin
+	if r.heliosBin == "" {
+		if r.heliosBin, err = os.Executable(); err != nil {
+			return nil, err
+		}
+	}
+	r.noFile = raiseNoFile()
+	m := readMachine()
+	m.NoFile = r.noFile
+	r.res = &Results{
+		Schema:  SchemaV1,
+		Started: time.Now().UTC().Truncate(time.Second),
+		Command: opt.Args,
+		Settings: Settings{
+			Quick: opt.Quick, DurationS: opt.defaultDuration().Seconds(), WarmupS: max(opt.Warmup, 0).Seconds(),
+			Rounds: opt.Rounds, Peers: opt.Peers, ClientTimeoutS: opt.ClientTimeout.Seconds(), BasePort: opt.BasePort,
+		},
+		Machine:  m,
+		Profile:  planCPUs(allowedCPUs(), opt.CPUs),
+		Versions: map[string]string{},
+		Configs:  map[string]string{},
+	}
+
+	if r.tmp, err = os.MkdirTemp("", "helios-bench-"); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(r.tmp)
+	defer r.ps.stopAll()
+	if err := r.prepare(ctx); err != nil {
+		return nil, err
+	}
+	if opt.Plan != nil {
+		r.writePlan(opt.Plan)
+		return nil, nil
+	}
+	r.out, err = outputDir(opt.Out, m.Hostname, r.res.Started)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range []string{r.out, filepath.Join(r.out, "raw"), filepath.Join(r.out, "configs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+
+	runs, est := r.plan()
+	r.prog = newProgress(opt.Progress, runs, est)
+	runErr := r.runAll(ctx)
+	r.prog.finish()
+
+	r.res.Finished = time.Now().UTC().Truncate(time.Second)
+	r.res.Machine.LoadAvgEnd = loadAvg()
+	r.res.Interrupted = ctx.Err() != nil
+	r.res.outDir = r.out
+	if err := writeOutputs(r.out, r.res); err != nil {
+		return r.res, err
+	}
+	switch {
+	case runErr != nil:
+		return r.res, runErr
+	case ctx.Err() != nil:
+		return r.res, ctx.Err()
+	case r.res.FailedRuns > 0:
+		return r.res, ErrRunsFailed
+	}
+	return r.res, nil
+}
+
+// OutputDir returns where the results of r went.
+func (r *Results) OutputDir() string { return r.outDir }
+
+// outputDir picks and returns the output directory.
+func outputDir(out, host string, t time.Time) (string, error) {
+	if out != "" {
+		return out, nil
+	}
+	name := t.Local().Format("2006-01-02T1504") + "-" + sanitize(host)
+	if st, err := os.Stat("bench"); err == nil && st.IsDir() {
+		return filepath.Join("bench", "results", name), nil
+	}
+	return "helios-bench-" + name, nil
+}
+
+// sanitize keeps a host name safe as a file name.
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '-' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// prepare checks what the run needs before it starts anything: Helios's
+// acceptance of every config, the tools, free ports; then writes the
+// shared files and starts the backends.
+func (r *runner) prepare(ctx context.Context) error {
+	if err := r.writeFiles(); err != nil {
+		return err
+	}
+	r.validateHelios(ctx)
+	if err := r.findTools(); err != nil {
+		return err
+	}
+	r.versions()
+	if r.opt.Plan != nil {
+		return nil
+	}
+	if err := r.checkPorts(); err != nil {
+		return err
+	}
+	return r.ensureBackends(ctx, 0)
+}
+
+// writeFiles writes the static file, the pipelining script and (when a
+// scenario needs TLS) a certificate into the temporary directory.
+func (r *runner) writeFiles() error {
+	static := filepath.Join(r.tmp, "static")
+	if err := os.MkdirAll(static, 0o755); err != nil {
+		return err
+	}
+	page := bytes.Repeat([]byte("Helios static benchmark file: 4096 bytes of text.\n"), 82)[:4095]
+	if err := os.WriteFile(filepath.Join(static, "index.html"), append(page, '\n'), 0o644); err != nil {
+		return err
+	}
+	lua, err := fs.ReadFile(benchfiles.Files, "scripts/pipeline.lua")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(r.tmp, "pipeline.lua"), lua, 0o644); err != nil {
+		return err
+	}
+	for _, s := range r.sels {
+		if slices.Contains(s.Requires, RequireTLS) {
+			r.cert, err = writeSelfSigned(r.tmp)
+			return err
+		}
+	}
+	return nil
+}
+
+// validateHelios renders Helios's config for every selected case and runs
+// `helios validate` on it; a scenario whose config is rejected is marked
+// skipped with Helios's own words.
+func (r *runner) validateHelios(ctx context.Context) {
+	helios, _ := peerByName("helios")
+	seen := map[string]string{} // config text -> problem
+	for i := range r.sels {
+		s := &r.sels[i]
+		sr := r.scenarioResult(s)
+		for _, c := range s.Run {
+			for _, features := range []bool{c.Features, false} {
+				d := r.peerData(helios, s.Scenario, c, features)
+				text, err := helios.Render(d)
+				if err != nil {
+					sr.Skipped = err.Error()
+					break
+				}
+				problem, done := seen[text]
+				if !done {
+					problem = r.heliosValidate(ctx, text)
+					seen[text] = problem
+				}
+				if problem != "" && sr.Skipped == "" {
+					sr.Skipped = "Helios rejects the config this scenario needs: " + problem
+					fmt.Fprintf(r.opt.Log, "skipping %s: %s\n", s.Name, sr.Skipped)
+				}
+			}
+		}
+	}
+}
+
+// heliosValidate runs `helios validate` on text and returns its complaint,
+// or "" when the config is valid.
+func (r *runner) heliosValidate(ctx context.Context, text string) string {
+	f := filepath.Join(r.tmp, "validate.yaml")
+	if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
+		return err.Error()
+	}
+	out, err := exec.CommandContext(ctx, r.heliosBin, "validate", "-c", f).CombinedOutput()
+	if err == nil {
+		return ""
+	}
+	// Problems read FILE:LINE: key: what is wrong; the file is ours.
+	var problems []string
+	for line := range strings.SplitSeq(string(out), "\n") {
+		if p, ok := strings.CutPrefix(strings.TrimSpace(line), f+":"); ok {
+			problems = append(problems, "line "+p)
+		}
+	}
+	if len(problems) == 0 {
+		return strings.Join(strings.Fields(string(out)), " ")
+	}
+	return strings.Join(problems, "; ")
+}
+
+// scenarioResult returns the result entry of s, creating it.
+func (r *runner) scenarioResult(s *Selection) *ScenarioResult {
+	for _, sr := range r.res.Scenarios {
+		if sr.Name == s.Name {
+			return sr
+		}
+	}
+	sr := &ScenarioResult{Name: s.Name, Seed: s.Seed, What: s.What, Tool: s.Tool,
+		DurationS: r.opt.scenarioDuration(s.Scenario).Seconds()}
+	r.res.Scenarios = append(r.res.Scenarios, sr)
+	return sr
+}
+
+// findTools looks up every tool the runnable scenarios need.
+func (r *runner) findTools() error {
+	need := []string{"taskset"}
+	for _, p := range r.opt.Peers {
+		pe, _ := peerByName(p)
+		need = append(need, pe.Tool)
+	}
+	for i := range r.sels {
+		s := &r.sels[i]
+		if r.scenarioResult(s).Skipped != "" {
+			continue
+		}
+		switch s.Tool {
+		case ToolWrk:
+			need = append(need, "wrk")
+		case ToolH2load:
+			need = append(need, "h2load")
+		case ToolOpenLoop:
+			need = append(need, "wrk") // the peak probe
+		}
+	}
+	var err error
+	r.tools, err = lookTools(need)
+	return err
+}
+
+// versions records every tool's version.
+func (r *runner) versions() {
+	v := r.res.Versions
+	v["helios"] = toolVersion(r.heliosBin, "version")
+	v["go (helios bench)"] = runtime.Version()
+	for name, args := range map[string][]string{
+		"nginx": {"-v"}, "haproxy": {"-v"}, "wrk": {"-v"}, "h2load": {"--version"},
+	} {
+		if p, ok := r.tools[name]; ok {
+			v[name] = toolVersion(append([]string{p}, args...)...)
+		}
+	}
+}
+
+// Ports, relative to BasePort.
+const (
+	portBackend1 = 1
+	portTLS      = 4
+	portAdmin    = 10
+)
+
+func (r *runner) addr(offset int) string {
+	return "127.0.0.1:" + strconv.Itoa(r.opt.BasePort+offset)
+}
+
+// checkPorts makes sure nothing else listens on the ports the run uses.
+func (r *runner) checkPorts() error {
+	for _, off := range []int{0, portBackend1, portBackend1 + 1, portBackend1 + 2, portTLS, portAdmin} {
+		ln, err := net.Listen("tcp", r.addr(off))
+		if err != nil {
+			return fmt.Errorf("port %s is in use (another benchmark or service?); choose other ports with --base-port: %w", r.addr(off), err)
+		}
+		ln.Close()
+	}
+	return nil
+}
+
+// loadCPUs is the taskset list for the load generator and the backends:
+// none (every CPU) when they share the proxy's.
+func (r *runner) loadCPUs() string {
+	if r.res.Profile.Shared {
+		return ""
+	}
+	return r.res.Profile.LoadCPUs
+}
+
+// ensureBackends starts the backends that are not running; the third one
+// answers slow late, and is restarted when that changes.
+func (r *runner) ensureBackends(ctx context.Context, slow time.Duration) error {
+	if b := r.backends[2]; b != nil && !b.exited() && r.slow != slow {
+		b.stop(5 * time.Second)
+	}
+	for i := range r.backends {
+		if b := r.backends[i]; b != nil && !b.exited() {
+			continue
+		}
+		name := fmt.Sprintf("backend-%d", i+1)
+		addr := r.addr(portBackend1 + i)
+		argv := []string{r.heliosBin, "backend", "--listen", addr, "--name", name}
+		if i == 2 && slow > 0 {
+			argv = []string{r.heliosBin, "bench", "origin", "--listen", addr, "--name", name, "--delay", slow.String()}
+		}
+		p, err := r.ps.start(name, argv, nil, r.loadCPUs(), filepath.Join(r.tmp, name+".log"))
+		if err != nil {
+			return err
+		}
+		if err := r.waitHTTP(ctx, "http://"+addr+"/healthz", p, 10*time.Second); err != nil {
+			return fmt.Errorf("%s did not start: %w", name, err)
+		}
+		r.backends[i] = p
+		if i == 2 {
+			r.slow = slow
+		}
+	}
+	return nil
+}
+
+// waitHTTP polls url until it answers 200, p exits, or timeout passes.
+func (r *runner) waitHTTP(ctx context.Context, url string, p *proc, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		if p != nil && p.exited() {
+			return fmt.Errorf("exited: %v\n%s", p.err, p.logTail())
+		}
+		resp, err := r.client.Get(url)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+			err = fmt.Errorf("GET %s: status %d", url, resp.StatusCode)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("not ready after %s: %v", timeout, last)
+}
+
+// waitPortFree waits until nothing accepts connections on addr.
+func waitPortFree(addr string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			return nil
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			return fmt.Errorf("something still listens on %s", addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// peerData is what p's template is rendered with for case c.
+func (r *runner) peerData(p Peer, s Scenario, c Case, features bool) PeerData {
+	dir := filepath.Join(r.tmp, p.Name)
+	d := PeerData{
+		Dir:               dir,
+		Listen:            r.addr(0),
+		Backends:          []string{r.addr(portBackend1), r.addr(portBackend1 + 1), r.addr(portBackend1 + 2)},
+		CPUs:              r.res.Profile.CPUs,
+		Strategy:          c.Strategy,
+		StaticRoot:        filepath.Join(r.tmp, "static"),
+		RespondBody:       `{"ok":true}`,
+		Features:          features,
+		AdminListen:       r.addr(portAdmin),
+		AccessLog:         filepath.Join(dir, "access.log"),
+		NoFile:            int(min(r.noFile, 1<<20)),
+		MaxConnections:    20000,
+		PairedConnections: min(20000, (int(min(r.noFile, 1<<20))-200)/2),
+		UpstreamKeepalive: 1024,
+		RetryAttempts:     2,
+		T:                 DefaultTimeouts,
+	}
+	if slices.Contains(s.Requires, RequireTLS) {
+		d.TLSListen = r.addr(portTLS)
+		d.CertFile, d.KeyFile, d.CertKeyFile = r.cert.Cert, r.cert.Key, r.cert.Both
+	}
+	if p.Name == "nginx" && os.Geteuid() == 0 {
+		// As root, nginx's workers would switch to nobody, who cannot
+		// read the temporary directory.
+		d.User, d.Group = "root", "root"
+		if u, err := user.Current(); err == nil {
+			d.User = u.Username
+			if g, err := user.LookupGroupId(u.Gid); err == nil {
+				d.Group = g.Name
+			}
+		}
+	}
+	return d
+}
+
+// contender is one proxy in one configuration within a case.
+type contender struct {
+	peer     Peer
+	features bool
+	res      *ContenderResult
+}
+
+// contenders returns Helios, Helios with features off when the case asks
+// for that baseline, and the peers.
+func (r *runner) contenders(c Case) []*contender {
+	helios, _ := peerByName("helios")
+	cs := []*contender{{peer: helios, features: c.Features}}
+	if c.FeaturesOffBaseline {
+		cs = append(cs, &contender{peer: helios, res: &ContenderResult{Name: "helios-features-off", Label: "Helios, features off"}})
+	}
+	for _, name := range r.opt.Peers {
+		p, _ := peerByName(name)
+		cs = append(cs, &contender{peer: p, features: c.Features})
+	}
+	for _, ct := range cs {
+		if ct.res == nil {
+			ct.res = &ContenderResult{Name: ct.peer.Name, Label: ct.peer.Label}
+		}
+		ct.res.Peer = ct.peer.Name
+		ct.res.Skipped = ct.peer.Unsupported(c)
+	}
+	return cs
+}
+
+// writePlan describes what a run would do and how long it would take.
+func (r *runner) writePlan(w io.Writer) {
+	fmt.Fprintf(w, "%-16s %5s %11s %5s %8s %9s\n", "scenario", "cases", "contenders", "runs", "length", "estimate")
+	var total time.Duration
+	var runs int
+	for i := range r.sels {
+		s := &r.sels[i]
+		if sk := r.scenarioResult(s).Skipped; sk != "" {
+			fmt.Fprintf(w, "%-16s skipped: %s\n", s.Name, sk)
+			continue
+		}
+		sub := runner{opt: r.opt, res: r.res, sels: []Selection{*s}}
+		n, est := sub.plan()
+		contenders := 0
+		if len(s.Run) > 0 {
+			contenders = len(r.contenders(s.Run[0]))
+		}
+		fmt.Fprintf(w, "%-16s %5d %11d %5d %8s %9s\n", s.Name, len(s.Run), contenders, n, r.opt.scenarioDuration(s.Scenario), est.Round(time.Second))
+		total += est
+		runs += n
+	}
+	p := r.res.Profile
+	where := "load generator and backends on CPUs " + p.LoadCPUs
+	if p.Shared {
+		where = "load generator and backends sharing them"
+	}
+	fmt.Fprintf(w, "total: %d runs in %d round(s), about %s; proxy on CPUs %s, %s\n",
+		runs, r.opt.Rounds, total.Round(10*time.Second), p.ProxyCPUs, where)
+}
+
+// plan returns the number of runs and their estimated duration, for the
+// progress line.
+func (r *runner) plan() (runs int, est time.Duration) {
+	for i := range r.sels {
+		s := &r.sels[i]
+		if r.scenarioResult(s).Skipped != "" {
+			continue
+		}
+		d := r.opt.scenarioDuration(s.Scenario)
+		for _, c := range s.Run {
+			n := 0
+			for _, ct := range r.contenders(c) {
+				if ct.res.Skipped == "" {
+					n++
+				}
+			}
+			runs += n * r.opt.Rounds
+			est += time.Duration(n*r.opt.Rounds) * (d + max(r.opt.Warmup, 0) + 700*time.Millisecond)
+		}
+	}
+	return runs, est
+}
+
+// errSkipScenario carries the reason a scenario cannot go on.
+type errSkipScenario struct{ reason string }
+
+func (e errSkipScenario) Error() string { return e.reason }
+
+// runAll runs every selected scenario.
+func (r *runner) runAll(ctx context.Context) error {
+	for i := range r.sels {
+		s := &r.sels[i]
+		sr := r.scenarioResult(s)
+		if sr.Skipped != "" {
+			continue
+		}
+		err := r.runScenario(ctx, s, sr)
+		var skip errSkipScenario
+		switch {
+		case errors.As(err, &skip):
+			sr.Skipped = skip.reason
+			fmt.Fprintf(r.opt.Log, "skipping %s: %s\n", s.Name, skip.reason)
+		case err != nil:
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// runScenario runs the cases of s, each in interleaved rounds.
+func (r *runner) runScenario(ctx context.Context, s *Selection, sr *ScenarioResult) error {
+	for _, c := range s.Run {
+		if need := uint64(2*c.Connections + 1024); c.Connections >= 5000 && r.noFile < need {
+			sr.Notes = append(sr.Notes, fmt.Sprintf("The descriptor limit here is %d (this user cannot raise it further); a single-process proxy (Helios, HAProxy) holding %d client connections and as many backend connections needs about %d, so some errors in %s may be this machine's limit rather than the proxy's.",
+				r.noFile, c.Connections, need, c.Name))
+		}
+		cr := &CaseResult{Case: c, LatencyKind: "closed-loop"}
+		switch s.Tool {
+		case ToolOpenLoop:
+			cr.LatencyKind = "open-loop"
+		case ToolH2load:
+			cr.LatencyKind = "h2load"
+		}
+		cts := r.contenders(c)
+		for _, ct := range cts {
+			cr.Contenders = append(cr.Contenders, ct.res)
+		}
+		sr.Cases = append(sr.Cases, cr)
+		if err := r.ensureBackends(ctx, time.Duration(c.SlowBackend)); err != nil {
+			return err
+		}
+		if c.RateOfPeak > 0 {
+			peak, err := r.ratePeak(ctx, sr)
+			if err != nil {
+				return errSkipScenario{"no peak rate to scale from: " + err.Error()}
+			}
+			cr.RateRPS = float64(int(c.RateOfPeak*peak + 0.5))
+		}
+		for round := 1; round <= r.opt.Rounds; round++ {
+			for _, ct := range cts {
+				if ct.res.Skipped != "" {
+					continue
+				}
+				r.prog.next(fmt.Sprintf("scenario %d/%d %s %s · round %d/%d · %s",
+					r.scenarioIndex(s), len(r.sels), s.Name, c.Name, round, r.opt.Rounds, ct.res.Label))
+				run, err := r.runOne(ctx, s, c, ct, round, cr.RateRPS)
+				if err != nil || ctx.Err() != nil {
+					finishCase(cr)
+					return err
+				}
+				ct.res.Runs = append(ct.res.Runs, run)
+				if run.Error != "" {
+					r.res.FailedRuns++
+					fmt.Fprintf(r.opt.Log, "%s %s round %d %s failed: %s\n", s.Name, c.Name, round, ct.res.Label, firstLine(run.Error))
+				}
+			}
+		}
+		finishCase(cr)
+	}
+	return nil
+}
+
+// finishCase summarises each contender's runs and computes the ratios.
+func finishCase(cr *CaseResult) {
+	for _, ct := range cr.Contenders {
+		ct.summarize()
+	}
+	cr.ratios()
+}
+
+// scenarioIndex returns the 1-based position of s among the selected
+// scenarios.
+func (r *runner) scenarioIndex(s *Selection) int {
+	return slices.IndexFunc(r.sels, func(x Selection) bool { return x.Name == s.Name }) + 1
+}
+
+// ratePeak returns the req/s that latency-at-rate scales from: the first
+// peer's (else Helios's) median in proxy-ka c100 when this run measured
+// it, else a probe of that proxy with wrk at c100.
+func (r *runner) ratePeak(ctx context.Context, sr *ScenarioResult) (float64, error) {
+	if r.peak > 0 {
+		return r.peak, nil
+	}
+	ref := "helios"
+	if len(r.opt.Peers) > 0 {
+		ref = r.opt.Peers[0]
+	}
+	for _, s := range r.res.Scenarios {
+		if s.Name != "proxy-ka" {
+			continue
+		}
+		for _, c := range s.Cases {
+			if c.Name != "c100" {
+				continue
+			}
+			for _, ct := range c.Contenders {
+				if st := ct.Summary[MetricRPS]; ct.Name == ref && st.N > 0 {
+					r.peak = st.Median
+					sr.Notes = append(sr.Notes, fmt.Sprintf("Peak: %s's median of %s req/s in proxy-ka c100 of this run (closed loop, 100 connections); the rates are fractions of it.",
+						ct.Label, formatNumber(st.Median, 0)))
+					return r.peak, nil
+				}
+			}
+		}
+	}
+	p, _ := peerByName(ref)
+	ct := &contender{peer: p, res: &ContenderResult{Name: p.Name, Label: p.Label, Peer: p.Name}}
+	probe := &Selection{Scenario: Scenario{Name: "peak-probe", Tool: ToolWrk, Duration: Duration(5 * time.Second)}}
+	c := Case{Name: "c100", Connections: 100, Path: "/", Strategy: "round_robin"}
+	r.prog.note("measuring the peak rate")
+	run, err := r.runOne(ctx, probe, c, ct, 0, 0)
+	if err != nil {
+		return 0, err
+	}
+	if run.Error != "" {
+		return 0, errors.New(run.Error)
+	}
+	r.peak = run.Metrics[MetricRPS]
+	sr.Notes = append(sr.Notes, fmt.Sprintf("Peak: %s req/s, %s through the proxy route with wrk at 100 connections (closed loop, one %s run measured just before this scenario); the rates are fractions of it.",
+		formatNumber(r.peak, 0), p.Label, r.opt.scenarioDuration(probe.Scenario)))
+	return r.peak, nil
+}
+
+// runOne starts ct's proxy for case c, warms it up, measures one run and
+// stops it. Failures of the run are reported in the RunResult; the error
+// is for what ends the scenario (errSkipScenario) or the benchmark.
+func (r *runner) runOne(ctx context.Context, s *Selection, c Case, ct *contender, round int, rate float64) (*RunResult, error) {
+	run := &RunResult{Round: round}
+	fail := func(format string, args ...any) (*RunResult, error) {
+		run.Error = fmt.Sprintf(format, args...)
+		return run, nil
+	}
+	d := r.opt.scenarioDuration(s.Scenario)
+	data := r.peerData(ct.peer, s.Scenario, c, ct.features)
+	if err := os.MkdirAll(data.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	text, err := ct.peer.Render(data)
+	if err != nil {
+		return nil, err
+	}
+	name := variant(ct.peer.Name, data)
+	r.res.Configs[name] = text
+	ct.res.Config = name
+	if err := os.WriteFile(filepath.Join(r.out, "configs", name+"."+configExt(ct.peer)), []byte(text), 0o644); err != nil {
+		return nil, err
+	}
+	cfgPath := filepath.Join(data.Dir, ct.peer.ConfigFile)
+	if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
+		return nil, err
+	}
+	os.Remove(data.AccessLog)
+	if err := waitPortFree(data.Listen, 5*time.Second); err != nil {
+		return nil, err
+	}
+
+	bin := r.heliosBin
+	var env []string
+	if ct.peer.Tool != "" {
+		bin = r.tools[ct.peer.Tool]
+	} else {
+		env = []string{"GOMAXPROCS=" + strconv.Itoa(data.CPUs)}
+	}
+	p, err := r.ps.start(ct.peer.Name, ct.peer.Command(bin, data.Dir, cfgPath), env, r.res.Profile.ProxyCPUs,
+		filepath.Join(data.Dir, "output.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer p.stop(10 * time.Second)
+	base := "http://" + data.Listen
+	if err := r.waitHTTP(ctx, base+c.Path, p, 15*time.Second); err != nil {
+		return fail("%s did not start: %v", ct.res.Label, err)
+	}
+	if ct.peer.Name == "helios" && ct.features && !r.featuresFound {
+		if err := r.probeFeatures(ctx, data); err != nil {
+			return nil, err
+		}
+	}
+	tree := procTree("/proc", p.pid())
+	idle := rssKiB("/proc", tree)
+
+	if r.opt.Warmup > 0 {
+		if _, _, err := r.load(ctx, s, c, r.opt.Warmup, rate, ""); err != nil && ctx.Err() == nil {
+			return fail("warm-up: %v", err)
+		}
+	}
+	if ct.peer.Name == "helios" && ct.features && !r.featuresFound {
+		if st, err := os.Stat(data.AccessLog); err != nil || st.Size() == 0 {
+			return nil, errSkipScenario{fmt.Sprintf("Helios wrote no access log to %s during the warm-up", data.AccessLog)}
+		}
+		r.featuresFound = true
+	}
+
+	tree = procTree("/proc", p.pid())
+	ticks0 := cpuTicks("/proc", tree)
+	var (
+		peak   = rssKiB("/proc", tree)
+		peakMu sync.Mutex
+		stop   = make(chan struct{})
+		wg     sync.WaitGroup
+	)
+	wg.Go(func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				v := rssKiB("/proc", tree)
+				peakMu.Lock()
+				peak = max(peak, v)
+				peakMu.Unlock()
+			}
+		}
+	})
+	if ct.features {
+		wg.Go(func() { r.scrape(stop, "http://"+data.AdminListen+"/metrics") })
+	}
+	var killed bool
+	if c.KillBackendAt > 0 {
+		victim := r.backends[2]
+		wg.Go(func() {
+			select {
+			case <-stop:
+			case <-time.After(time.Duration(c.KillBackendAt * float64(d))):
+				victim.kill()
+				killed = true
+			}
+		})
+	}
+
+	raw := fmt.Sprintf("raw/%s-%s-%s-r%d.txt", s.Name, c.Name, ct.res.Name, round)
+	metrics, argv, err := r.load(ctx, s, c, d, rate, filepath.Join(r.out, raw))
+	tree = append(tree, procTree("/proc", p.pid())...)
+	slices.Sort(tree)
+	tree = slices.Compact(tree)
+	ticks1 := cpuTicks("/proc", tree)
+	close(stop)
+	wg.Wait()
+	run.Command, run.Raw = argv, raw
+	if c.KillBackendAt > 0 && !killed && err == nil {
+		err = errors.New("the backend was not killed during the run")
+	}
+	if c.KillBackendAt > 0 {
+		if err := r.ensureBackends(ctx, time.Duration(c.SlowBackend)); err != nil {
+			return nil, err
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return run, nil
+		}
+		return fail("%v", err)
+	}
+	if p.exited() {
+		return fail("%s exited during the run: %v\n%s", ct.res.Label, p.err, p.logTail())
+	}
+	cpuSec := float64(ticks1-ticks0) / clockTicks
+	metrics[MetricCPUSeconds] = cpuSec
+	if n := metrics[MetricRequests]; n > 0 {
+		metrics[MetricCPUPerReq] = cpuSec * 1e6 / n
+	}
+	metrics[MetricPeakRSS] = float64(peak) / 1024
+	if c.Connections >= 5000 {
+		metrics[MetricIdleRSS] = float64(idle) / 1024
+		metrics[MetricRSSPerConn] = float64(peak-min(idle, peak)) / float64(c.Connections)
+	}
+	run.Metrics = metrics
+	return run, nil
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
+
+// configExt is the file extension of a peer's config.
+func configExt(p Peer) string { return strings.TrimSuffix(filepath.Ext(p.ConfigFile), ".tmpl")[1:] }
+
+// probeFeatures checks that Helios with features on really serves metrics
+// and sends health checks; what it lacks ends the scenario as skipped.
+func (r *runner) probeFeatures(ctx context.Context, d PeerData) error {
+	var missing []string
+	url := "http://" + d.AdminListen + "/metrics"
+	resp, err := r.client.Get(url)
+	switch {
+	case err != nil:
+		missing = append(missing, fmt.Sprintf("no metrics (GET %s: %v)", url, err))
+	default:
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !bytes.Contains(b, []byte("helios_")) {
+			missing = append(missing, fmt.Sprintf("no metrics (GET %s: status %d, %d bytes without helios_ series)", url, resp.StatusCode, len(b)))
+		}
+	}
+	before, err1 := r.backendRequests()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(2500 * time.Millisecond):
+	}
+	after, err2 := r.backendRequests()
+	if err := errors.Join(err1, err2); err != nil {
+		return err
+	}
+	for i := range before {
+		// Each /stats read counts itself once.
+		if after[i]-before[i] < 2 {
+			missing = append(missing, "no active health checks (the backends saw no request in 2.5 s with a 1 s interval)")
+			break
+		}
+	}
+	if len(missing) > 0 {
+		return errSkipScenario{"Helios accepts the config but has " + strings.Join(missing, " and ")}
+	}
+	return nil
+}
+
+// backendRequests returns each backend's request count from /stats.
+func (r *runner) backendRequests() ([]int64, error) {
+	var counts []int64
+	for i := range r.backends {
+		resp, err := r.client.Get("http://" + r.addr(portBackend1+i) + "/stats")
+		if err != nil {
+			return nil, err
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		_, after, ok := bytes.Cut(b, []byte(`"requests":`))
+		if !ok {
+			return nil, fmt.Errorf("backend /stats: %q", b)
+		}
+		end := bytes.IndexAny(after, ",}")
+		if end < 0 {
+			return nil, fmt.Errorf("backend /stats: %q", b)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(after[:end])), 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		counts = append(counts, n)
+	}
+	return counts, nil
+}
+
+// scrape fetches url every second until stop is closed, as a monitoring
+// system would.
+func (r *runner) scrape(stop <-chan struct{}, url string) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			if resp, err := r.client.Get(url); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}
+	}
+}
+
+// load runs the scenario's load generator against the proxy for d and
+// returns its metrics and command line; raw, when not "", receives the
+// generator's output.
+func (r *runner) load(ctx context.Context, s *Selection, c Case, d time.Duration, rate float64, raw string) (map[string]float64, []string, error) {
+	threads := r.res.Profile.LoadThreads
+	url := "http://" + r.addr(0) + c.Path
+	var argv, env []string
+	switch s.Tool {
+	case ToolWrk:
+		argv = append([]string{r.tools["wrk"]}, wrkArgs(threads, c.Connections, d, r.opt.ClientTimeout, c.Headers,
+			filepath.Join(r.tmp, "pipeline.lua"), c.Pipeline, url)...)
+	case ToolH2load:
+		url = "https://" + r.addr(portTLS) + c.Path
+		argv = append([]string{r.tools["h2load"]}, h2loadArgs(threads, c.Connections, c.Streams, d, c.Headers, url)...)
+	case ToolOpenLoop:
+		argv = []string{r.heliosBin, "bench", "loadgen", "--url", url,
+			"--rate", strconv.FormatFloat(rate, 'f', 0, 64), "--duration", d.String(),
+			"--connections", strconv.Itoa(c.Connections), "--timeout", r.opt.ClientTimeout.String()}
+		for _, k := range sortedKeys(c.Headers) {
+			argv = append(argv, "-H", k+": "+c.Headers[k])
+		}
+		env = []string{"GOMAXPROCS=" + strconv.Itoa(threads)}
+	}
+	full := argv
+	if cpus := r.loadCPUs(); cpus != "" {
+		full = append([]string{"taskset", "-c", cpus}, argv...)
+	}
+	tctx, cancel := context.WithTimeout(ctx, d+r.opt.ClientTimeout+30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(tctx, full[0], full[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = childAttr()
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	if raw != "" {
+		os.WriteFile(raw, append(append([]byte("$ "+strings.Join(full, " ")+"\n"), stdout.Bytes()...), stderr.Bytes()...), 0o644)
+	}
+	var (
+		m   map[string]float64
+		err error
+	)
+	switch s.Tool {
+	case ToolWrk:
+		var w *WrkResult
+		if w, err = ParseWrk(bytes.NewReader(stdout.Bytes())); err == nil {
+			m = wrkMetrics(w)
+		}
+	case ToolH2load:
+		var h *H2loadResult
+		if h, err = ParseH2load(bytes.NewReader(stdout.Bytes())); err == nil {
+			m = h2loadMetrics(h)
+		}
+	case ToolOpenLoop:
+		var g *loadgen.Result
+		if g, err = loadgen.Parse(bytes.NewReader(stdout.Bytes())); err == nil {
+			m = loadgenMetrics(g)
+		}
+	}
+	if err != nil {
+		if runErr != nil {
+			err = fmt.Errorf("%s: %v: %s", filepath.Base(argv[0]), runErr, strings.TrimSpace(stderr.String()+" "+stdout.String()))
+		}
+		return nil, argv, err
+	}
+	return m, argv, nil
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,275 @@
+package bench
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	benchfiles "github.com/helios-lb/helios/bench"
+)
+
+// The tools a scenario can drive.
+const (
+	ToolWrk      = "wrk"
+	ToolH2load   = "h2load"
+	ToolOpenLoop = "open-loop"
+)
+
+// The capabilities a scenario can require of Helios.
+const (
+	RequireTLS      = "tls"
+	RequireFeatures = "features"
+)
+
+// Scenario is one entry of bench/scenarios.yaml; the file's header
+// documents each key.
+type Scenario struct {
+	Name     string   `yaml:"name" json:"name"`
+	Seed     string   `yaml:"seed" json:"seed,omitempty"`
+	What     string   `yaml:"what" json:"what"`
+	Tool     string   `yaml:"tool" json:"tool"`
+	Requires []string `yaml:"requires" json:"requires,omitempty"`
+	// Duration, when set, is the scenario's fixed run length, used unless
+	// --duration is given.
+	Duration Duration `yaml:"duration" json:"duration,omitempty"`
+	Quick    []string `yaml:"quick" json:"-"`
+	Defaults Case     `yaml:"defaults" json:"-"`
+	Cases    []Case   `yaml:"cases" json:"-"`
+}
+
+// Case is one run of a scenario: what the load generator sends and how the
+// proxies and backends are set up. Zero fields take the scenario's
+// Defaults, then the values documented on them.
+type Case struct {
+	Name string `yaml:"name" json:"name"`
+	// Connections is the number of concurrent connections. Default 100.
+	Connections int `yaml:"connections" json:"connections"`
+	// Path is requested on the proxy. Default "/" (proxied).
+	Path string `yaml:"path" json:"path"`
+	// Headers are added to every request; nil adds none.
+	Headers map[string]string `yaml:"headers" json:"headers,omitempty"`
+	// Pipeline is the HTTP/1.1 pipelining depth; 0 or 1 means none.
+	Pipeline int `yaml:"pipeline" json:"pipeline,omitempty"`
+	// Streams is h2load's concurrent streams per connection; 0 means 1.
+	Streams int `yaml:"streams" json:"streams,omitempty"`
+	// Strategy is the balancing strategy, as Helios names it. Default
+	// round_robin.
+	Strategy string `yaml:"strategy" json:"strategy"`
+	// SlowBackend delays every answer of the third backend; 0 means none.
+	SlowBackend Duration `yaml:"slow_backend" json:"slow_backend,omitempty"`
+	// KillBackendAt kills the third backend after this fraction (0-1) of
+	// the measured run; 0 means never.
+	KillBackendAt float64 `yaml:"kill_backend_at" json:"kill_backend_at,omitempty"`
+	// Features turns on health checks, breakers, metrics and a file
+	// access log in every proxy (what each has of them).
+	Features bool `yaml:"features" json:"features,omitempty"`
+	// FeaturesOffBaseline adds Helios with features off as a contender.
+	FeaturesOffBaseline bool `yaml:"features_off_baseline" json:"features_off_baseline,omitempty"`
+	// RateOfPeak is the open-loop rate as a fraction of nginx's peak.
+	RateOfPeak float64 `yaml:"rate_of_peak" json:"rate_of_peak,omitempty"`
+}
+
+// Duration is a time.Duration written as a Go duration string in YAML and
+// JSON ("30s"); zero means unset.
+type Duration time.Duration
+
+// UnmarshalYAML parses "30s".
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalText writes "30s".
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// merged returns c with its zero fields taken from def, then defaults.
+func (c Case) merged(def Case) Case {
+	if c.Connections == 0 {
+		c.Connections = def.Connections
+	}
+	if c.Path == "" {
+		c.Path = def.Path
+	}
+	if c.Headers == nil {
+		c.Headers = def.Headers
+	}
+	if c.Pipeline == 0 {
+		c.Pipeline = def.Pipeline
+	}
+	if c.Streams == 0 {
+		c.Streams = def.Streams
+	}
+	if c.Strategy == "" {
+		c.Strategy = def.Strategy
+	}
+	if c.SlowBackend == 0 {
+		c.SlowBackend = def.SlowBackend
+	}
+	if c.KillBackendAt == 0 {
+		c.KillBackendAt = def.KillBackendAt
+	}
+	c.Features = c.Features || def.Features
+	c.FeaturesOffBaseline = c.FeaturesOffBaseline || def.FeaturesOffBaseline
+	if c.RateOfPeak == 0 {
+		c.RateOfPeak = def.RateOfPeak
+	}
+	if c.Connections == 0 {
+		c.Connections = 100
+	}
+	if c.Path == "" {
+		c.Path = "/"
+	}
+	if c.Strategy == "" {
+		c.Strategy = "round_robin"
+	}
+	return c
+}
+
+// strategies are the balancing strategies a case may name.
+var strategies = []string{"round_robin", "least_conn", "p2c"}
+
+// LoadScenarios reads and checks the embedded bench/scenarios.yaml.
+func LoadScenarios() ([]Scenario, error) {
+	b, err := fs.ReadFile(benchfiles.Files, "scenarios.yaml")
+	if err != nil {
+		return nil, err
+	}
+	return ParseScenarios(b)
+}
+
+// ParseScenarios decodes scenario definitions strictly, fills each case
+// from its scenario's defaults and checks the result.
+func ParseScenarios(b []byte) ([]Scenario, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	var ss []Scenario
+	if err := dec.Decode(&ss); err != nil {
+		return nil, fmt.Errorf("scenarios.yaml: %w", err)
+	}
+	seen := map[string]bool{}
+	var errs []error
+	for i := range ss {
+		s := &ss[i]
+		bad := func(format string, args ...any) {
+			errs = append(errs, fmt.Errorf("scenarios.yaml: scenario %q: %s", s.Name, fmt.Sprintf(format, args...)))
+		}
+		if s.Name == "" || seen[s.Name] {
+			bad("missing or duplicate name")
+		}
+		seen[s.Name] = true
+		if s.Tool == "" {
+			s.Tool = ToolWrk
+		}
+		if !slices.Contains([]string{ToolWrk, ToolH2load, ToolOpenLoop}, s.Tool) {
+			bad("unknown tool %q", s.Tool)
+		}
+		for _, r := range s.Requires {
+			if r != RequireTLS && r != RequireFeatures {
+				bad("unknown requirement %q", r)
+			}
+		}
+		if len(s.Cases) == 0 {
+			bad("no cases")
+		}
+		names := map[string]bool{}
+		for j := range s.Cases {
+			c := s.Cases[j].merged(s.Defaults)
+			s.Cases[j] = c
+			if c.Name == "" || names[c.Name] {
+				bad("case %d: missing or duplicate name", j+1)
+			}
+			names[c.Name] = true
+			if !slices.Contains(strategies, c.Strategy) {
+				bad("case %s: unknown strategy %q", c.Name, c.Strategy)
+			}
+			if !strings.HasPrefix(c.Path, "/") {
+				bad("case %s: path must start with /", c.Name)
+			}
+			if c.KillBackendAt < 0 || c.KillBackendAt >= 1 {
+				bad("case %s: kill_backend_at must be in [0, 1)", c.Name)
+			}
+			if (s.Tool == ToolOpenLoop) != (c.RateOfPeak > 0) {
+				bad("case %s: rate_of_peak is for open-loop scenarios and required there", c.Name)
+			}
+		}
+		for _, q := range s.Quick {
+			if !names[q] {
+				bad("quick names unknown case %q", q)
+			}
+		}
+	}
+	return ss, errors.Join(errs...)
+}
+
+// Selection is a scenario with the cases chosen to run.
+type Selection struct {
+	Scenario
+	Run []Case
+}
+
+// Select picks the scenarios and cases to run. specs are names from
+// --scenarios: "proxy-ka" (every case) or "proxy-ka/c100" (one case); none
+// means every scenario, or with quick, the quick cases of the scenarios
+// that have them. With quick, a named scenario runs its quick cases when it
+// has them and all of its cases otherwise. The order is the file's.
+func Select(all []Scenario, specs []string, quick bool) ([]Selection, error) {
+	want := map[string][]string{} // scenario -> cases; nil means default
+	for _, spec := range specs {
+		name, c, hasCase := strings.Cut(strings.TrimSpace(spec), "/")
+		if name == "" {
+			continue
+		}
+		i := slices.IndexFunc(all, func(s Scenario) bool { return s.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown scenario %q (have %s)", name, strings.Join(scenarioNames(all), ", "))
+		}
+		if _, ok := want[name]; !ok {
+			want[name] = nil
+		}
+		if hasCase {
+			if !slices.ContainsFunc(all[i].Cases, func(x Case) bool { return x.Name == c }) {
+				return nil, fmt.Errorf("scenario %s has no case %q", name, c)
+			}
+			want[name] = append(want[name], c)
+		}
+	}
+	var out []Selection
+	for _, s := range all {
+		cases, named := want[s.Name]
+		if len(want) > 0 && !named {
+			continue
+		}
+		if len(want) == 0 && quick && len(s.Quick) == 0 {
+			continue
+		}
+		if cases == nil && quick && len(s.Quick) > 0 {
+			cases = s.Quick
+		}
+		sel := Selection{Scenario: s}
+		for _, c := range s.Cases {
+			if cases == nil || slices.Contains(cases, c.Name) {
+				sel.Run = append(sel.Run, c)
+			}
+		}
+		out = append(out, sel)
+	}
+	return out, nil
+}
+
+func scenarioNames(ss []Scenario) []string {
+	names := make([]string, len(ss))
+	for i, s := range ss {
+		names[i] = s.Name
+	}
+	return names
+}

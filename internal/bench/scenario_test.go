@@ -1,0 +1,190 @@
+package bench
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The names are a contract with users' scripts and the issue's table.
+func TestEmbeddedScenarioNames(t *testing.T) {
+	ss, err := LoadScenarios()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"proxy-ka", "proxy-close", "respond", "static", "h2", "pipeline", "c10k",
+		"slow-backend", "backend-down", "features-on", "latency-at-rate"}
+	if got := scenarioNames(ss); !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	byName := map[string]Scenario{}
+	for _, s := range ss {
+		byName[s.Name] = s
+	}
+	conns := func(name string) []int {
+		var c []int
+		for _, x := range byName[name].Cases {
+			c = append(c, x.Connections)
+		}
+		return c
+	}
+	if got := conns("proxy-ka"); !slices.Equal(got, []int{100, 500, 1000}) {
+		t.Errorf("proxy-ka connections: got %v, want [100 500 1000]", got)
+	}
+	if got := conns("proxy-close"); !slices.Equal(got, []int{100, 1000}) {
+		t.Errorf("proxy-close connections: got %v, want [100 1000]", got)
+	}
+	for _, c := range byName["proxy-close"].Cases {
+		if c.Headers["Connection"] != "close" {
+			t.Errorf("proxy-close %s: got headers %v, want Connection: close", c.Name, c.Headers)
+		}
+	}
+	if c := byName["c10k"]; c.Cases[0].Connections != 10000 || time.Duration(c.Duration) != 30*time.Second {
+		t.Errorf("c10k: got %d connections for %v, want 10000 for 30s", c.Cases[0].Connections, time.Duration(c.Duration))
+	}
+	var depths []int
+	for _, c := range byName["pipeline"].Cases {
+		depths = append(depths, c.Pipeline)
+	}
+	if !slices.Equal(depths, []int{10, 50}) {
+		t.Errorf("pipeline depths: got %v, want [10 50]", depths)
+	}
+	var strategies []string
+	for _, c := range byName["slow-backend"].Cases {
+		strategies = append(strategies, c.Strategy)
+		if time.Duration(c.SlowBackend) != 50*time.Millisecond {
+			t.Errorf("slow-backend %s: delay %v, want 50ms", c.Name, time.Duration(c.SlowBackend))
+		}
+	}
+	if !slices.Equal(strategies, []string{"round_robin", "least_conn", "p2c"}) {
+		t.Errorf("slow-backend strategies: got %v", strategies)
+	}
+	var rates []float64
+	for _, c := range byName["latency-at-rate"].Cases {
+		rates = append(rates, c.RateOfPeak)
+	}
+	if !slices.Equal(rates, []float64{0.5, 0.8, 0.95}) {
+		t.Errorf("latency-at-rate: got %v, want [0.5 0.8 0.95]", rates)
+	}
+	if !slices.Contains(byName["h2"].Requires, RequireTLS) || byName["h2"].Tool != ToolH2load {
+		t.Errorf("h2: got %+v, want h2load requiring tls", byName["h2"])
+	}
+}
+
+func TestSelect(t *testing.T) {
+	ss, err := LoadScenarios()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(sels []Selection) string {
+		var out []string
+		for _, s := range sels {
+			for _, c := range s.Run {
+				out = append(out, s.Name+"/"+c.Name)
+			}
+		}
+		return strings.Join(out, " ")
+	}
+	tests := []struct {
+		name  string
+		specs []string
+		quick bool
+		want  string
+	}{
+		{"quick", nil, true, "proxy-ka/c100 proxy-ka/c1000"},
+		{"one case", []string{"respond/close-c100"}, false, "respond/close-c100"},
+		{"file order, not flag order", []string{"static", "proxy-close"}, false, "proxy-close/c100 proxy-close/c1000 static/c100"},
+		{"quick with a named scenario without a quick list", []string{"static"}, true, "static/c100"},
+		{"quick with proxy-ka named", []string{"proxy-ka"}, true, "proxy-ka/c100 proxy-ka/c1000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sels, err := Select(ss, tt.specs, tt.quick)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := names(sels); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+	all, err := Select(ss, nil, false)
+	if err != nil || len(all) != len(ss) {
+		t.Errorf("all: got %d scenarios, %v, want %d", len(all), err, len(ss))
+	}
+	for _, bad := range [][]string{{"nope"}, {"proxy-ka/c7"}} {
+		if _, err := Select(ss, bad, false); err == nil {
+			t.Errorf("Select(%v): got no error", bad)
+		}
+	}
+}
+
+func TestParseScenariosRejects(t *testing.T) {
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"unknown key", "- {name: a, what: x, cases: [{name: c, conection: 1}]}", "conection"},
+		{"duplicate case", "- {name: a, what: x, cases: [{name: c}, {name: c}]}", "duplicate"},
+		{"bad strategy", "- {name: a, what: x, cases: [{name: c, strategy: fastest}]}", "fastest"},
+		{"rate without open-loop", "- {name: a, what: x, cases: [{name: c, rate_of_peak: 0.5}]}", "rate_of_peak"},
+		{"open-loop without rate", "- {name: a, what: x, tool: open-loop, cases: [{name: c}]}", "rate_of_peak"},
+		{"unknown quick case", "- {name: a, what: x, quick: [z], cases: [{name: c}]}", "quick"},
+		{"bad duration", "- {name: a, what: x, duration: soon, cases: [{name: c}]}", "soon"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseScenarios([]byte(tt.yaml))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestCaseDefaults(t *testing.T) {
+	ss, err := ParseScenarios([]byte(`
+- name: s
+  what: x
+  defaults: {path: /respond, headers: {Connection: close}}
+  cases:
+    - {name: a}
+    - {name: b, path: /, connections: 7}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := ss[0].Cases[0], ss[0].Cases[1]
+	if a.Path != "/respond" || a.Connections != 100 || a.Strategy != "round_robin" || a.Headers["Connection"] != "close" {
+		t.Errorf("a: got %+v", a)
+	}
+	if b.Path != "/" || b.Connections != 7 || b.Headers["Connection"] != "close" {
+		t.Errorf("b: got %+v", b)
+	}
+	if ss[0].Tool != ToolWrk {
+		t.Errorf("tool: got %q, want wrk", ss[0].Tool)
+	}
+}
+
+func TestScenarioDuration(t *testing.T) {
+	c10k := Scenario{Duration: Duration(30 * time.Second)}
+	plain := Scenario{}
+	tests := []struct {
+		name string
+		o    Options
+		s    Scenario
+		want time.Duration
+	}{
+		{"full default", Options{}, plain, 8 * time.Second},
+		{"full, own duration", Options{}, c10k, 30 * time.Second},
+		{"quick", Options{Quick: true}, c10k, 5 * time.Second},
+		{"--duration wins", Options{Duration: 3 * time.Second}, c10k, 3 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.o.scenarioDuration(tt.s); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

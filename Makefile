@@ -33,7 +33,7 @@ vet:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-## bench: the full `helios bench` suite against nginx (about 25 minutes; report in bench/results/DATE-HOST/)
+## bench: the full `helios bench` suite against nginx (about 21 minutes on 2 CPUs; report in bench/results/DATE-HOST/)
 bench: build
 	$(BIN) bench $(BENCHFLAGS)
 

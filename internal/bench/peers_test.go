@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -226,6 +228,56 @@ func TestTemplatesHaveNoLeftoverActions(t *testing.T) {
 		text := render(t, p.Name, d)
 		if strings.Contains(text, "{{") || strings.Contains(text, "<no value>") {
 			t.Errorf("%s: unrendered template text:\n%s", p.Name, text)
+		}
+	}
+}
+
+// The rendered configs must be ones the real nginx and haproxy accept, in
+// every variant (skipped where they are not installed).
+func TestPeerConfigsAcceptedByTools(t *testing.T) {
+	checks := map[string]func(bin string, d PeerData, cfg string) []string{
+		"nginx": func(bin string, d PeerData, cfg string) []string {
+			return []string{bin, "-t", "-q", "-e", filepath.Join(d.Dir, "error.log"), "-p", d.Dir, "-c", cfg}
+		},
+		"haproxy": func(bin string, d PeerData, cfg string) []string { return []string{bin, "-c", "-q", "-f", cfg} },
+	}
+	for name, argv := range checks {
+		tools, err := lookTools([]string{name})
+		if err != nil {
+			t.Logf("%s not installed; skipping its check", name)
+			continue
+		}
+		p, _ := peerByName(name)
+		for _, v := range []struct {
+			strategy      string
+			features, tls bool
+		}{{"round_robin", false, false}, {"least_conn", true, false}, {"p2c", false, true}} {
+			t.Run(name+"-"+v.strategy, func(t *testing.T) {
+				d := testPeerData(t, name)
+				if err := os.MkdirAll(d.Dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				d.Strategy, d.Features = v.strategy, v.features
+				d.PairedConnections = 1000
+				if os.Geteuid() == 0 && name == "nginx" {
+					d.User, d.Group = "root", "root"
+				}
+				if v.tls {
+					cf, err := writeSelfSigned(d.Dir)
+					if err != nil {
+						t.Fatal(err)
+					}
+					d.TLSListen, d.CertFile, d.KeyFile, d.CertKeyFile = "127.0.0.1:28084", cf.Cert, cf.Key, cf.Both
+				}
+				cfg := filepath.Join(d.Dir, p.ConfigFile)
+				if err := os.WriteFile(cfg, []byte(render(t, name, d)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				a := argv(tools[name], d, cfg)
+				if out, err := exec.Command(a[0], a[1:]...).CombinedOutput(); err != nil {
+					t.Errorf("%s rejects its config: %v\n%s", name, err, out)
+				}
+			})
 		}
 	}
 }

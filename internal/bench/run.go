@@ -51,7 +51,9 @@ type Options struct {
 	// Quick runs the quick suite: proxy-ka at c100 and c1000, one round,
 	// 5s each.
 	Quick bool
-	// HeliosBin is the helios binary under test. "" means this one.
+	// HeliosBin is the helios binary under test (its serve and validate);
+	// "" means this one. The backends and the load generator are always
+	// this binary's, so that two builds meet the same ones.
 	HeliosBin string
 	// BasePort is the proxy's port; backends use the next three, TLS the
 	// fourth after it, the admin/metrics listener BasePort+10. Zero means
@@ -127,7 +129,8 @@ type runner struct {
 	res       *Results
 	sels      []Selection
 	tmp, out  string
-	heliosBin string
+	heliosBin string // the helios under test: serve, validate
+	selfBin   string // this binary: backends, the slow origin, loadgen
 	tools     map[string]string
 	cert      certFiles
 	ps        procs
@@ -165,11 +168,12 @@ func Run(ctx context.Context, opt Options) (*Results, error) {
 		Timeout:   3 * time.Second,
 		Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
 	}}
+	if r.selfBin, err = os.Executable(); err != nil {
+		return nil, err
+	}
 	r.heliosBin = opt.HeliosBin
 	if r.heliosBin == "" {
-		if r.heliosBin, err = os.Executable(); err != nil {
-			return nil, err
-		}
+		r.heliosBin = r.selfBin
 	}
 	r.noFile = raiseNoFile()
 	m := readMachine()
@@ -458,9 +462,9 @@ func (r *runner) ensureBackends(ctx context.Context, slow time.Duration) error {
 		}
 		name := fmt.Sprintf("backend-%d", i+1)
 		addr := r.addr(portBackend1 + i)
-		argv := []string{r.heliosBin, "backend", "--listen", addr, "--name", name}
+		argv := []string{r.selfBin, "backend", "--listen", addr, "--name", name}
 		if i == 2 && slow > 0 {
-			argv = []string{r.heliosBin, "bench", "origin", "--listen", addr, "--name", name, "--delay", slow.String()}
+			argv = []string{r.selfBin, "bench", "origin", "--listen", addr, "--name", name, "--delay", slow.String()}
 		}
 		p, err := r.ps.start(name, argv, nil, r.loadCPUs(), filepath.Join(r.tmp, name+".log"))
 		if err != nil {
@@ -1040,7 +1044,7 @@ func (r *runner) load(ctx context.Context, s *Selection, c Case, d time.Duration
 		url = "https://" + r.addr(portTLS) + c.Path
 		argv = append([]string{r.tools["h2load"]}, h2loadArgs(threads, c.Connections, c.Streams, d, c.Headers, url)...)
 	case ToolOpenLoop:
-		argv = []string{r.heliosBin, "bench", "loadgen", "--url", url,
+		argv = []string{r.selfBin, "bench", "loadgen", "--url", url,
 			"--rate", strconv.FormatFloat(rate, 'f', 0, 64), "--duration", d.String(),
 			"--connections", strconv.Itoa(c.Connections), "--timeout", r.opt.ClientTimeout.String()}
 		for _, k := range sortedKeys(c.Headers) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -147,6 +148,7 @@ func missingWhy(ct *ContenderResult) string {
 var latencyMarks = []struct {
 	key, label string
 }{
+	{MetricLatAvg, "avg"},
 	{MetricLatP50, "p50"},
 	{MetricLatP90, "p90"},
 	{MetricLatP99, "p99"},
@@ -189,7 +191,7 @@ func LatencySVG(res *Results) string {
 
 	var b strings.Builder
 	svgDoc(&b, height, "Latency percentiles per case (ms, log scale, median of rounds)",
-		"Markers: ● p50  ▲ p90  ◆ p99  ■ p99.9  | max. wrk latency is closed-loop; latency-at-rate is open-loop.")
+		"Markers: ○ avg  ● p50  ▲ p90  ◆ p99  ■ p99.9  | max. wrk latency is closed-loop; latency-at-rate is open-loop.")
 	axisY := height - chartBottom - 10
 	for d := lo; d <= hi*1.0001; d *= 10 {
 		x := xOf(d)
@@ -216,7 +218,7 @@ func LatencySVG(res *Results) string {
 				continue
 			}
 			fmt.Fprintf(&b, `<g><title>%s: %s ms</title>`, esc(ct.Label), esc(strings.Join(tip, ", ")))
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/>`, xs[0], mid, xs[len(xs)-1], mid, col)
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/>`, slices.Min(xs), mid, slices.Max(xs), mid, col)
 			for _, m := range latencyMarks {
 				s := ct.Summary[m.key]
 				if s.N == 0 || s.Median <= 0 {
@@ -224,6 +226,8 @@ func LatencySVG(res *Results) string {
 				}
 				x := xOf(s.Median)
 				switch m.key {
+				case MetricLatAvg:
+					fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="#fff" stroke="%s" stroke-width="1.5"/>`, x, mid, col)
 				case MetricLatP50:
 					fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4.5" fill="%s"/>`, x, mid, col)
 				case MetricLatP90:

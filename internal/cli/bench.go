@@ -44,7 +44,8 @@ h2, pipeline, c10k, slow-backend, backend-down, features-on, latency-at-rate.
 It writes report.md, results.json and throughput.svg / latency.svg to --out.
 It needs wrk, nginx, taskset (and haproxy, h2load for those parts): run
 ` + "`make bench-deps`" + ` to install them on Debian. The full suite takes about
-25 minutes; --quick (proxy-ka at c100 and c1000, one 5s round) about one.
+21 minutes on 2 CPUs (--plan prints the estimate); --quick (proxy-ka at c100
+and c1000, one 5s round) under one.
 The exit status is 1 when a tool is missing or a run failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

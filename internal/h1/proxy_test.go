@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -1134,4 +1135,47 @@ func TestProxyRoundTripAllocs(t *testing.T) {
 	if allocs >= 0.5 {
 		t.Errorf("got %v allocs per round trip, want 0", allocs)
 	}
+}
+
+// TestProxySlowReader checks a large body (the splice path) reaches a
+// client that reads more slowly than the backend sends: the backend read
+// timeout bounds waits for the backend, not the time the client takes.
+func TestProxySlowReader(t *testing.T) {
+	hb, _ := newHTTPBackend(t, httpMux())
+	to := defaultTransport
+	to.ReadTimeout = 500 * time.Millisecond
+	p := startProxy(t, hb.Listener.Addr().String(), to, Options{WriteTimeout: 5 * time.Second})
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		// A small receive buffer makes the client the bottleneck.
+		rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10) })
+		return nil
+	}}
+	nc, err := d.Dial("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(testTimeout))
+	const size = 8 << 20
+	fmt.Fprintf(nc, "GET /size/%d HTTP/1.1\r\nHost: a\r\n\r\n", size)
+	resp, err := http.ReadResponse(bufio.NewReaderSize(nc, 16<<10), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// At most about 3 MB/s: the body takes several read timeouts, and
+	// 4 MiB more than one.
+	buf := make([]byte, 64<<10)
+	var got int
+	for {
+		n, err := resp.Body.Read(buf)
+		got += n
+		if err != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got != size {
+		t.Errorf("got %d bytes, want %d", got, size)
+	}
+	p.noErrors(t)
 }

@@ -189,10 +189,13 @@ func (u *upExchange) spliceRest() (int64, error) {
 		err error
 	)
 	if ok1 && ok2 {
-		// Deadlines: the read side gets the whole copy's worth of
-		// ReadTimeout re-armed per call; splice runs in large steps.
+		// Deadlines are re-armed per step, and a step must be small: a
+		// deadline armed at its start covers the whole step, waits for
+		// the client included (once passed, it fails even reads that
+		// would not block). With 4 MiB steps a client slower than 4 MiB
+		// per ReadTimeout lost its download to a "backend timeout".
 		for rem > 0 && err == nil {
-			step := min(rem, 4<<20)
+			step := min(rem, spliceStep)
 			if u.body.touch != nil {
 				u.body.touch()
 			}
@@ -232,6 +235,11 @@ func (u *upExchange) spliceRest() (int64, error) {
 	}
 	return n, nil
 }
+
+// spliceStep is how much spliceRest moves between deadline updates: a
+// client must take it within ReadTimeout and WriteTimeout (at 256 KiB and
+// the 60 s defaults, about 4 KB/s).
+const spliceStep = 256 << 10
 
 // isClientSide reports errors that come from writing to the client.
 func isClientSide(err error) bool {

@@ -94,6 +94,7 @@ func (w *httpWriter) WriteHeader(status int) {
 	c.respStarted = true
 	c.respStatus = status
 	c.ensureWriter()
+	c.armWrite()
 	wr := &c.wr
 	wr.Write(c.srv.status.line(status))
 	if _, ok := w.h["Date"]; !ok {

@@ -27,6 +27,7 @@ func (u *upExchange) Send() (int64, error) {
 	c.respStarted = true
 	c.respStatus = r.status
 	c.ensureWriter()
+	c.armWrite() // large heads are written through, before copyBody arms
 	w := &c.wr
 
 	// Choose the framing towards the client.
@@ -287,6 +288,7 @@ func (u *upExchange) tunnel() (int64, error) {
 	w.WriteString("Connection: Upgrade\r\n\r\n")
 	uc := u.uc
 	u.uc = nil
+	c.armWrite()
 	if err := w.flush(); err != nil {
 		uc.close()
 		return 0, fmt.Errorf("%w: %w", wire.ErrClientGone, err)

@@ -613,6 +613,10 @@ func (c *conn) Respond(status int, header []byte, body []byte) error {
 	c.respStarted = true
 	c.respStatus = status
 	c.ensureWriter()
+	// A large body goes straight to the socket: the write deadline must be
+	// this response's, not one left from the last write, long past on a
+	// kept connection.
+	c.armWrite()
 	w := &c.wr
 	w.Write(c.srv.status.line(status))
 	w.Write(c.srv.date.line(c.start))

@@ -215,6 +215,21 @@ func TestServerTimeouts(t *testing.T) {
 			t.Errorf("got (%v, %q), want (200, %q)", r.status, r.body, strings.Repeat("x", 12))
 		}
 	})
+	t.Run("write timeout counts from the write", func(t *testing.T) {
+		// A kept connection idle for longer than WriteTimeout must not
+		// fail its next large response on the old deadline.
+		big := strings.Repeat("b", 64<<10)
+		s := startServer(t, funcHandler{"/big": func(ex wire.Exchange) { ex.Respond(200, nil, []byte(big)) }},
+			Options{WriteTimeout: 100 * time.Millisecond, IdleTimeout: 5 * time.Second})
+		c := dialRaw(t, s.addr)
+		for i := 0; i < 2; i++ {
+			c.send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+			if r := c.read("GET"); r.status != 200 || len(r.body) != len(big) {
+				t.Fatalf("request %d: got (%v, %d bytes), want (200, %d bytes)", i, r.status, len(r.body), len(big))
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+	})
 	t.Run("slow body hits the read timeout", func(t *testing.T) {
 		s := startServer(t, funcHandler{"/body": echoBody}, Options{ReadTimeout: 200 * time.Millisecond})
 		c := dialRaw(t, s.addr)

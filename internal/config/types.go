@@ -343,8 +343,10 @@ type Retries struct {
 	// retries. Default 2.
 	Attempts int `yaml:"attempts"`
 	// On lists what is retried: connect_error (the backend could not be
-	// reached; always safe to retry), timeout (no response in time), or a
-	// status 500-599 written as a string or a number. Default
+	// reached, always safe to retry; also, for idempotent methods only, a
+	// backend that broke the connection before answering), timeout (no
+	// response in time), or a status 500-599 written as a string or a
+	// number. Default
 	// [connect_error, "502", "503", "504"]. Conditions returns it parsed.
 	On []string `yaml:"on"`
 	// IdempotentOnly restricts retries after the request was sent (timeout

@@ -144,6 +144,12 @@ func TestRetryRules(t *testing.T) {
 		{"timeout retried when listed", "GET", false, false, map[string]any{"b1": timeout, "b2": 200},
 			func(p *RetryPolicy) { p.OnTimeout = true }, "[b1 b2]", 200},
 		{"unlisted status passed on", "GET", false, false, map[string]any{"b1": 500, "b2": 200}, nil, "[b1]", 500},
+		{"GET retried when the backend breaks before answering", "GET", false, false,
+			map[string]any{"b1": fmt.Errorf("%w: read: connection reset by peer", wire.ErrBackend), "b2": 200},
+			func(p *RetryPolicy) { p.OnBackendError = true }, "[b1 b2]", 200},
+		{"POST not retried when the backend breaks before answering", "POST", false, false,
+			map[string]any{"b1": fmt.Errorf("%w: read: connection reset by peer", wire.ErrBackend), "b2": 200},
+			func(p *RetryPolicy) { p.OnBackendError = true; p.IdempotentOnly = false }, "[b1]", 502},
 		{"client gone: no retry", "GET", false, false, map[string]any{"b1": fmt.Errorf("%w: reset", wire.ErrClientGone), "b2": 200}, nil, "[b1]", 0},
 	}
 	for _, tt := range tests {

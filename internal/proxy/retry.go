@@ -14,6 +14,10 @@ type RetryPolicy struct {
 	Attempts int
 	// OnConnectError retries requests that never reached a backend.
 	OnConnectError bool
+	// OnBackendError retries idempotent requests whose backend broke the
+	// connection before sending a response head (reset, early close,
+	// unparsable answer), like nginx's proxy_next_upstream error.
+	OnBackendError bool
 	// OnTimeout retries requests whose backend timed out.
 	OnTimeout bool
 	// Statuses lists backend statuses (500..599) that are retried; they
@@ -57,6 +61,10 @@ func (p *RetryPolicy) retryableErr(err error, idempotent bool) bool {
 		return p.OnConnectError
 	case errors.Is(err, wire.ErrTimeout):
 		return p.OnTimeout && (idempotent || !p.IdempotentOnly)
+	case errors.Is(err, wire.ErrBackend):
+		// The backend may have acted on the request before it broke, so
+		// only idempotent methods, whatever IdempotentOnly says.
+		return p.OnBackendError && idempotent
 	}
 	return false
 }

@@ -169,6 +169,7 @@ func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream) (*proxy.
 		up.Retry = proxy.RetryPolicy{
 			Attempts:       rc.Attempts,
 			OnConnectError: cond.ConnectError,
+			OnBackendError: cond.ConnectError,
 			OnTimeout:      cond.Timeout,
 			IdempotentOnly: rc.Idempotent(),
 		}

@@ -341,9 +341,14 @@ func (c *conn) readHead() error {
 			if len(b) > c.opts.MaxHeaderBytes {
 				return &statusError{431, "request header too large"}
 			}
-			if !headerDeadline && c.opts.ReadHeaderTimeout > 0 {
+			// ReadTimeout bounds the whole request, so the head too.
+			rht := c.opts.ReadHeaderTimeout
+			if rt := c.opts.ReadTimeout; rt > 0 && (rht <= 0 || rt < rht) {
+				rht = rt
+			}
+			if !headerDeadline && rht > 0 {
 				headerDeadline = true
-				d := time.Now().Add(c.opts.ReadHeaderTimeout)
+				d := time.Now().Add(rht)
 				c.rdl = d.UnixNano()
 				c.nc.SetReadDeadline(d)
 			}

@@ -168,6 +168,15 @@ func TestServerTimeouts(t *testing.T) {
 		}
 		c.expectClosed(time.Second)
 	})
+	t.Run("read timeout bounds the head too", func(t *testing.T) {
+		s := startServer(t, funcHandler{}, Options{ReadTimeout: 100 * time.Millisecond})
+		c := dialRaw(t, s.addr)
+		c.send("GET / HTTP/1.1\r\nHost:")
+		c.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if r, err := c.tryRead("GET"); err != nil || r.status != 408 {
+			t.Errorf("got (%v, %v), want 408", r.status, err)
+		}
+	})
 	t.Run("idle connection closed silently", func(t *testing.T) {
 		s := startServer(t, funcHandler{}, Options{IdleTimeout: 150 * time.Millisecond})
 		c := dialRaw(t, s.addr)

@@ -29,14 +29,18 @@ type testServer struct {
 	wg      sync.WaitGroup
 }
 
-// startServer serves h on 127.0.0.1 until the test ends.
-func startServer(t testing.TB, h Handler, o Options) *testServer {
+// startServer serves h on 127.0.0.1 until the test ends; setup runs
+// before the first connection.
+func startServer(t testing.TB, h Handler, o Options, setup ...func(*Server)) *testServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &testServer{Server: NewServer(h, o), addr: ln.Addr().String(), ln: ln, accepts: make(chan struct{}, 1024)}
+	for _, f := range setup {
+		f(s.Server)
+	}
 	loop := make(chan struct{})
 	go func() {
 		defer close(loop)

@@ -14,10 +14,13 @@ package h1
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -148,13 +151,44 @@ func (s *Server) ServeConn(nc net.Conn) {
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
 
-	c.serve()
+	ok := c.serveRecover()
 
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	if !ok {
+		// A handler panicked: c's state is unknown, so it is dropped
+		// rather than pooled.
+		return
+	}
 	c.release()
 	s.conPool.Put(c)
+}
+
+// serveRecover runs serve and contains a handler's panic to its own
+// connection, like net/http: one bad request must not take every
+// connection of the process down with it. It reports false after a
+// panic, having closed the connections involved.
+func (c *conn) serveRecover() (ok bool) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		ok = false
+		if r != http.ErrAbortHandler && c.srv.errorLog != nil {
+			// http.ErrAbortHandler is the quiet way to abort, as in net/http.
+			c.srv.errorLog("panic serving "+c.remote.String(), fmt.Errorf("%v\n%s", r, debug.Stack()))
+		}
+		if !c.detached {
+			c.nc.Close()
+		}
+		if uc := c.up.uc; uc != nil {
+			uc.nc.Close() // ends a request body pump too
+		}
+	}()
+	c.serve()
+	return true
 }
 
 // Shutdown stops the server gracefully: connections waiting for a request

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -489,4 +490,36 @@ func TestServerServeHTTP(t *testing.T) {
 			t.Errorf("got %q, want %q or a closed connection", r.body, "path=/next")
 		}
 	})
+}
+
+// TestServerHandlerPanic checks a panicking handler costs its own
+// connection only, and is reported.
+func TestServerHandlerPanic(t *testing.T) {
+	tests := []struct {
+		name    string
+		value   any
+		wantLog bool
+	}{
+		{"panic", "boom", true},
+		{"abort handler", http.ErrAbortHandler, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logged atomic.Int32
+			s := startServer(t, funcHandler{"/panic": func(wire.Exchange) { panic(tt.value) }}, Options{},
+				func(s *Server) { s.SetErrorLog(func(msg string, err error) { logged.Add(1) }) })
+			c := dialRaw(t, s.addr)
+			c.send("GET /panic HTTP/1.1\r\nHost: x\r\n\r\n")
+			c.expectClosed(time.Second)
+			c2 := dialRaw(t, s.addr)
+			c2.send("GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+			if r := c2.read("GET"); r.body != "path=/ok" {
+				t.Errorf("got %q, want %q", r.body, "path=/ok")
+			}
+			if got := logged.Load() > 0; got != tt.wantLog {
+				t.Errorf("logged: got %v, want %v", got, tt.wantLog)
+			}
+			waitFor(t, "the connection to be forgotten", func() bool { return s.OpenConns() == 1 })
+		})
+	}
 }

@@ -23,10 +23,9 @@ const testTimeout = 10 * time.Second
 // testServer is a Server on a loopback listener.
 type testServer struct {
 	*Server
-	addr    string
-	ln      net.Listener
-	accepts chan struct{} // one value per accepted connection
-	wg      sync.WaitGroup
+	addr string
+	ln   net.Listener
+	wg   sync.WaitGroup
 }
 
 // startServer serves h on 127.0.0.1 until the test ends; setup runs
@@ -37,7 +36,7 @@ func startServer(t testing.TB, h Handler, o Options, setup ...func(*Server)) *te
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &testServer{Server: NewServer(h, o), addr: ln.Addr().String(), ln: ln, accepts: make(chan struct{}, 1024)}
+	s := &testServer{Server: NewServer(h, o), addr: ln.Addr().String(), ln: ln}
 	for _, f := range setup {
 		f(s.Server)
 	}
@@ -48,10 +47,6 @@ func startServer(t testing.TB, h Handler, o Options, setup ...func(*Server)) *te
 			nc, err := ln.Accept()
 			if err != nil {
 				return
-			}
-			select {
-			case s.accepts <- struct{}{}:
-			default:
 			}
 			s.wg.Add(1)
 			go func() {
@@ -106,7 +101,6 @@ type result struct {
 	trailer http.Header
 	close   bool // the response said the connection closes
 	chunked bool
-	proto   string
 }
 
 // read reads one response to a request with the given method.
@@ -130,11 +124,11 @@ func (c *rawClient) tryRead(method string) (result, error) {
 	}
 	return result{
 		status: resp.StatusCode, header: resp.Header, body: string(b), trailer: resp.Trailer,
-		close: resp.Close, chunked: len(resp.TransferEncoding) > 0, proto: resp.Proto,
+		close: resp.Close, chunked: len(resp.TransferEncoding) > 0,
 	}, nil
 }
 
-// readRaw reads the raw bytes of a response head.
+// readHead reads the raw bytes of a response head.
 func (c *rawClient) readHead() string {
 	c.t.Helper()
 	var sb strings.Builder

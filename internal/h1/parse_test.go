@@ -344,10 +344,10 @@ type respSummary struct {
 
 func TestParseResponse(t *testing.T) {
 	tests := []struct {
-		name  string
-		head  string
-		head2 bool // answers a HEAD request
-		want  respSummary
+		name    string
+		head    string
+		forHEAD bool // answers a HEAD request
+		want    respSummary
 	}{
 		{"200 with length", "HTTP/1.1 200 OK\nContent-Length: 5\n\n", false,
 			respSummary{Status: 200, Minor: 1, Reason: "OK", CL: 5, KeepAlive: true}},
@@ -401,7 +401,7 @@ func TestParseResponse(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var r response
-			if err := parseResponse([]byte(crlf(tt.head)), &r, tt.head2); err != nil {
+			if err := parseResponse([]byte(crlf(tt.head)), &r, tt.forHEAD); err != nil {
 				t.Fatalf("got error %v, want none", err)
 			}
 			got := respSummary{Status: r.status, Minor: r.minor, Reason: string(r.reason), CL: r.contentLength,

@@ -1016,7 +1016,8 @@ func TestProxyUpgrade(t *testing.T) {
 	})
 	p := startProxy(t, be.addr, defaultTransport, Options{IdleTimeout: time.Second, ReadHeaderTimeout: time.Second})
 	c := dialRaw(t, p.addr)
-	c.send("GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: k\r\n\r\n")
+	// Bytes right behind the request belong to the new protocol.
+	c.send("GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: k\r\n\r\nearly")
 	head := c.readHead()
 	f := headFields(head)
 	if !strings.HasPrefix(head, "HTTP/1.1 101 ") || !equalStrings(f["upgrade"], []string{"websocket"}) ||
@@ -1027,7 +1028,7 @@ func TestProxyUpgrade(t *testing.T) {
 	if !equalStrings(bh["upgrade"], []string{"websocket"}) || !equalStrings(bh["connection"], []string{"Upgrade"}) {
 		t.Errorf("backend got %v, want Upgrade and Connection: Upgrade", bh)
 	}
-	want := "hello-from-backend;"
+	want := "hello-from-backend;echo:early;"
 	got := make([]byte, len(want))
 	if _, err := io.ReadFull(c.br, got); err != nil || string(got) != want {
 		t.Fatalf("got (%q, %v), want %q", got, err, want)

@@ -1,0 +1,114 @@
+package accesslog
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+
+	"github.com/helios-lb/helios/internal/config"
+	"github.com/helios-lb/helios/internal/logging"
+	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/upstream"
+)
+
+type exchange struct{}
+
+var (
+	method = []byte("GET")
+	host   = []byte("example.test")
+	path   = []byte("/api/users/7")
+	client = netip.MustParseAddr("192.0.2.10")
+)
+
+func (exchange) Method() []byte                      { return method }
+func (exchange) Host() []byte                        { return host }
+func (exchange) Path() []byte                        { return path }
+func (exchange) ClientAddr() netip.Addr              { return client }
+func (exchange) HasBody() bool                       { return false }
+func (exchange) BodyStarted() bool                   { return false }
+func (exchange) Respond(int, []byte, []byte) error   { return nil }
+func (exchange) ServeHTTP(http.Handler) (int, int64) { return 0, 0 }
+
+// syncBuffer is a bytes.Buffer a zap core may write to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) Sync() error { return nil }
+
+func record() proxy.Record {
+	up := &proxy.Upstream{Name: "app"}
+	return proxy.Record{
+		Route:    &proxy.Route{Name: "api"},
+		Upstream: up,
+		Backend:  &upstream.Backend{Addr: "10.0.0.1:9000"},
+		Status:   200,
+		Bytes:    1234,
+		Start:    time.Now(),
+		Duration: 1500 * time.Microsecond,
+		Attempts: 1,
+	}
+}
+
+func TestRecordWritesEveryField(t *testing.T) {
+	var buf syncBuffer
+	enc := zapcore.NewJSONEncoder(zapcore.EncoderConfig{MessageKey: "msg", TimeKey: "time", EncodeTime: zapcore.ISO8601TimeEncoder, EncodeDuration: zapcore.SecondsDurationEncoder})
+	l := New(zapcore.NewCore(enc, &buf, zapcore.InfoLevel))
+	r := record()
+	l.Record(exchange{}, r)
+	r.Err = errors.New("backend timed out")
+	r.Status = 504
+	l.Record(exchange{}, r)
+	lines := strings.Split(strings.TrimSpace(buf.b.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("got %d lines, want 2:\n%s", len(lines), buf.b.String())
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"client": "192.0.2.10", "method": "GET", "host": "example.test", "path": "/api/users/7",
+		"status": 200.0, "bytes": 1234.0, "duration": 0.0015, "route": "api", "upstream": "app",
+		"backend": "10.0.0.1:9000", "attempts": 1.0,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("field %s: got %v, want %v", k, got[k], v)
+		}
+	}
+	if _, ok := got["time"]; !ok {
+		t.Error("no time field")
+	}
+	if !strings.Contains(lines[1], `"error":"backend timed out"`) {
+		t.Errorf("second line has no error field: %s", lines[1])
+	}
+}
+
+func BenchmarkRecord(b *testing.B) {
+	sink, err := logging.OpenAccess(config.Logging{Format: "json", AccessLog: b.TempDir() + "/access.log"}, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sink.Close()
+	l := New(sink.Core)
+	r := record()
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Record(exchange{}, r)
+	}
+}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"net/http"
 	"net/netip"
 	"time"
 
@@ -24,137 +25,258 @@ var (
 	bodyBadReq   = []byte("400 Bad Request: the request could not be forwarded as sent\n")
 )
 
-// ServeExchange routes and answers one request.
+// ServeExchange routes and answers one request, blocking as it goes: the
+// driver for engines that run each connection on its own goroutine. It
+// takes the same steps as an event-loop engine does through a Flow, so
+// both engines follow one pipeline.
 func (p *Pipeline) ServeExchange(ex wire.Exchange) {
-	g := p.graph.Load()
-	rec := Record{Start: time.Now()}
-	rt, ok := g.Routes.Match(ex.Host(), ex.Path())
+	var (
+		f    flow
+		resp wire.Response
+	)
+	f.p = p
+	act := f.Begin(ex)
+	for act == wire.ActForward {
+		if resp != nil {
+			resp.Discard()
+			resp = nil
+		}
+		tr, b := f.Target()
+		r, err := tr.RoundTrip(ex, b)
+		status := 0
+		if err == nil {
+			resp, status = r, r.StatusCode()
+		}
+		act = f.Forwarded(status, err)
+	}
+	if act != wire.ActSend && resp != nil {
+		resp.Discard()
+	}
+	switch act {
+	case wire.ActRespond:
+		status, header, body := f.Answer()
+		err := ex.Respond(status, header, body)
+		f.Sent(status, int64(len(body)), err)
+	case wire.ActServeHTTP:
+		status, n := ex.ServeHTTP(f.Handler())
+		f.Sent(status, n, nil)
+	case wire.ActSend:
+		n, err := resp.Send()
+		f.Sent(f.status, n, err)
+	}
+	f.Finish()
+}
+
+// NewFlow returns a Flow for one connection of an event-loop engine
+// (wire.Stepper).
+func (p *Pipeline) NewFlow() wire.Flow { return &flow{p: p} }
+
+// flow is one request's state in the pipeline: route -> pick -> admit ->
+// forward -> retry -> record, one step per call so that an engine that
+// cannot block can drive it. It implements wire.Flow.
+type flow struct {
+	p   *Pipeline
+	g   *Graph
+	ex  wire.Exchange
+	rec Record
+	up  *Upstream
+	key upstream.Key
+	// idem: the method is idempotent.
+	idem bool
+	// The attempt in progress.
+	b      *upstream.Backend
+	ticket func(error)
+	// next: a backend already picked (and checked to exist) for a retry.
+	next *upstream.Backend
+	// status of the response being sent; failed: it counts as a backend
+	// failure.
+	status int
+	failed bool
+	// last is the action handed to the engine, so Sent knows what it
+	// reports on.
+	last wire.Action
+	// The answer for ActRespond.
+	ansStatus       int
+	ansHeader, ansB []byte
+}
+
+// Begin routes the request.
+func (f *flow) Begin(ex wire.Exchange) wire.Action {
+	p := f.p
+	*f = flow{p: p, g: p.graph.Load(), ex: ex}
+	f.rec.Start = time.Now()
+	rt, ok := f.g.Routes.Match(ex.Host(), ex.Path())
 	switch {
 	case !ok:
-		rec.Status = 404
-		ex.Respond(404, textHeader, bodyNoRoute)
-		rec.Bytes = int64(len(bodyNoRoute))
+		return f.answer(404, textHeader, bodyNoRoute)
 	case rt.Upstream != nil:
-		rec.Route = rt
-		p.forward(ex, rt.Upstream, &rec)
+		f.rec.Route = rt
+		return f.startForward(rt.Upstream)
 	case rt.Respond != nil:
-		rec.Route = rt
-		rec.Status = rt.Respond.Status
-		if err := ex.Respond(rt.Respond.Status, rt.Respond.Header, rt.Respond.Body); err != nil {
-			rec.Status, rec.Err = StatusClientClosed, err
-		}
-		rec.Bytes = int64(len(rt.Respond.Body))
+		f.rec.Route = rt
+		return f.answer(rt.Respond.Status, rt.Respond.Header, rt.Respond.Body)
 	default:
-		rec.Route = rt
-		rec.Status, rec.Bytes = ex.ServeHTTP(rt.Static)
-	}
-	if g.Recorder != nil {
-		rec.Duration = time.Since(rec.Start)
-		g.Recorder.Record(ex, rec)
+		f.rec.Route = rt
+		f.last = wire.ActServeHTTP
+		return wire.ActServeHTTP
 	}
 }
 
-// forward runs pick -> admit -> forward -> retry for an upstream route.
-func (p *Pipeline) forward(ex wire.Exchange, up *Upstream, rec *Record) {
-	rec.Upstream = up
-	var key upstream.Key
+func (f *flow) answer(status int, header, body []byte) wire.Action {
+	f.ansStatus, f.ansHeader, f.ansB = status, header, body
+	f.last = wire.ActRespond
+	return wire.ActRespond
+}
+
+// Answer returns the answer for ActRespond.
+func (f *flow) Answer() (int, []byte, []byte) { return f.ansStatus, f.ansHeader, f.ansB }
+
+// Handler returns the static handler of the route for ActServeHTTP.
+func (f *flow) Handler() http.Handler { return f.rec.Route.Static }
+
+// Target returns the upstream's transport and the backend to try.
+func (f *flow) Target() (wire.Transport, *upstream.Backend) { return f.up.Transport, f.b }
+
+func (f *flow) startForward(up *Upstream) wire.Action {
+	f.up = up
+	f.rec.Upstream = up
 	if up.HashClient {
-		key.Hash = hashAddr(ex.ClientAddr())
+		f.key.Hash = hashAddr(f.ex.ClientAddr())
 	}
 	if up.Budget != nil {
 		up.Budget.Earn()
 	}
-	idem := idempotent(ex.Method())
-	var next *upstream.Backend
+	f.idem = idempotent(f.ex.Method())
+	return f.pick()
+}
+
+// pick chooses and admits the backend of the next attempt.
+func (f *flow) pick() wire.Action {
+	up := f.up
 	for {
-		b := next
-		next = nil
+		b := f.next
+		f.next = nil
 		if b == nil {
-			b = up.Picker.Pick(key)
+			b = up.Picker.Pick(f.key)
 		}
 		if b == nil {
 			// Nothing (left) to try: an earlier attempt's error decides
 			// the status when there was one.
-			p.fail(ex, rec, rec.Err)
-			return
+			return f.fail(f.rec.Err)
 		}
 		var ticket func(error)
 		if up.Guard != nil {
 			var ok bool
 			if ticket, ok = up.Guard.Admit(b); !ok {
-				key.Exclude.Add(b.Index)
+				f.key.Exclude.Add(b.Index)
 				continue
 			}
 		}
-		if rec.Attempts > 0 && up.Stats != nil {
+		if f.rec.Attempts > 0 && up.Stats != nil {
 			up.Stats.Retries.Add(1)
 		}
-		rec.Backend = b
-		rec.Attempts++
+		f.b, f.ticket = b, ticket
+		f.rec.Backend = b
+		f.rec.Attempts++
 		b.Begin()
-		resp, err := up.Transport.RoundTrip(ex, b)
-		if err != nil {
-			out := outcomeOf(err)
-			b.End(out == Failure)
-			if up.Guard != nil {
-				up.Guard.Done(b, ticket, out)
-			}
-			rec.Err = err
-			if out == Ignored {
-				p.fail(ex, rec, err)
-				return
-			}
-			key.Exclude.Add(b.Index)
-			// A request that never reached a backend adds no load when it
-			// is sent elsewhere, so connect errors are bounded by attempts
-			// only; the budget guards against re-sending work.
-			if p.mayRetry(ex, up, rec) && up.Retry.retryableErr(err, idem) &&
-				(errors.Is(err, wire.ErrConnect) || spend(up)) {
-				continue
-			}
-			p.fail(ex, rec, err)
-			return
+		f.last = wire.ActForward
+		return wire.ActForward
+	}
+}
+
+// done closes the current attempt with its outcome.
+func (f *flow) done(out Outcome) {
+	f.b.End(out == Failure)
+	if f.up.Guard != nil {
+		f.up.Guard.Done(f.b, f.ticket, out)
+	}
+	f.ticket = nil
+}
+
+// Forwarded takes the result of an attempt and decides: send it, retry
+// elsewhere, or answer with an error.
+func (f *flow) Forwarded(status int, err error) wire.Action {
+	up := f.up
+	if err != nil {
+		out := outcomeOf(err)
+		f.done(out)
+		f.rec.Err = err
+		if out == Ignored {
+			return f.fail(err)
 		}
-		status := resp.StatusCode()
-		failed := up.Retry.Statuses.Has(status)
-		if failed && p.mayRetry(ex, up, rec) && up.Retry.retryableStatus(status, idem) {
-			// Only give up this answer for another backend that exists.
-			key.Exclude.Add(b.Index)
-			if next = up.Picker.Pick(key); next != nil && spend(up) {
-				resp.Discard()
-				b.End(true)
-				if up.Guard != nil {
-					up.Guard.Done(b, ticket, Failure)
-				}
-				rec.Err = nil
-				continue
-			}
-			next = nil
+		f.key.Exclude.Add(f.b.Index)
+		// A request that never reached a backend adds no load when it
+		// is sent elsewhere, so connect errors are bounded by attempts
+		// only; the budget guards against re-sending work.
+		if f.mayRetry() && up.Retry.retryableErr(err, f.idem) &&
+			(errors.Is(err, wire.ErrConnect) || spend(up)) {
+			return f.pick()
 		}
-		n, err := resp.Send()
-		rec.Status, rec.Bytes, rec.Err = status, n, err
+		return f.fail(err)
+	}
+	f.status = status
+	f.failed = up.Retry.Statuses.Has(status)
+	if f.failed && f.mayRetry() && up.Retry.retryableStatus(status, f.idem) {
+		// Only give up this answer for another backend that exists.
+		f.key.Exclude.Add(f.b.Index)
+		if next := up.Picker.Pick(f.key); next != nil && spend(up) {
+			f.done(Failure)
+			f.rec.Err = nil
+			f.next = next
+			return f.pick()
+		}
+	}
+	f.last = wire.ActSend
+	return wire.ActSend
+}
+
+// Sent records how the answer went.
+func (f *flow) Sent(status int, n int64, err error) {
+	switch f.last {
+	case wire.ActSend:
+		f.rec.Status, f.rec.Bytes, f.rec.Err = status, n, err
 		out := Success
 		switch {
-		case failed:
+		case f.failed:
 			out = Failure
 		case err != nil:
 			out = outcomeOf(err)
 			if out == Ignored {
-				rec.Status = StatusClientClosed
+				f.rec.Status = StatusClientClosed
 			}
 		}
-		b.End(out == Failure)
-		if up.Guard != nil {
-			up.Guard.Done(b, ticket, out)
+		f.done(out)
+	case wire.ActRespond:
+		f.rec.Status, f.rec.Bytes = status, n
+		if err != nil {
+			f.rec.Status, f.rec.Err = StatusClientClosed, err
 		}
-		return
+	default:
+		f.rec.Status, f.rec.Bytes = status, n
+		if err != nil {
+			f.rec.Err = err
+		}
 	}
+}
+
+// Finish hands the record to the recorder.
+func (f *flow) Finish() {
+	if f.ticket != nil && f.b != nil {
+		// An attempt the engine abandoned (it closed the connection
+		// instead of reporting): it says nothing about the backend.
+		f.done(Ignored)
+	}
+	if f.g != nil && f.g.Recorder != nil {
+		f.rec.Duration = time.Since(f.rec.Start)
+		f.g.Recorder.Record(f.ex, f.rec)
+	}
+	f.ex = nil
 }
 
 // mayRetry checks what every retry needs: attempts left and a request
 // body that has not been sent (a body is never replayed).
-func (p *Pipeline) mayRetry(ex wire.Exchange, up *Upstream, rec *Record) bool {
-	return rec.Attempts <= up.Retry.Attempts && !ex.BodyStarted()
+func (f *flow) mayRetry() bool {
+	return f.rec.Attempts <= f.up.Retry.Attempts && !f.ex.BodyStarted()
 }
 
 func spend(up *Upstream) bool { return up.Budget == nil || up.Budget.Spend() }
@@ -162,33 +284,24 @@ func spend(up *Upstream) bool { return up.Budget == nil || up.Budget.Spend() }
 // fail answers with the status err calls for: 503 when no backend could
 // be tried, 502 unreachable or broken, 504 timeout, 400 bad request, and
 // nothing (logged as 499) when the client is gone.
-func (p *Pipeline) fail(ex wire.Exchange, rec *Record, err error) {
-	var (
-		status int
-		body   []byte
-	)
+func (f *flow) fail(err error) wire.Action {
 	switch {
 	case err == nil:
-		status, body = 503, bodyNoBacked
-		if rec.Upstream != nil && rec.Upstream.Stats != nil {
-			rec.Upstream.Stats.NoBackend.Add(1)
+		if f.up != nil && f.up.Stats != nil {
+			f.up.Stats.NoBackend.Add(1)
 		}
+		return f.answer(503, textHeader, bodyNoBacked)
 	case errors.Is(err, wire.ErrClientGone):
-		rec.Status = StatusClientClosed
-		return
+		f.rec.Status = StatusClientClosed
+		f.last = wire.ActClose
+		return wire.ActClose
 	case errors.Is(err, wire.ErrTimeout):
-		status, body = 504, bodyTimeout
+		return f.answer(504, textHeader, bodyTimeout)
 	case errors.Is(err, wire.ErrBadRequest):
-		status, body = 400, bodyBadReq
+		return f.answer(400, textHeader, bodyBadReq)
 	default:
-		status, body = 502, bodyBadGW
+		return f.answer(502, textHeader, bodyBadGW)
 	}
-	rec.Status = status
-	if rerr := ex.Respond(status, textHeader, body); rerr != nil {
-		rec.Status = StatusClientClosed
-		return
-	}
-	rec.Bytes = int64(len(body))
 }
 
 // outcomeOf says what an engine error means for the backend.

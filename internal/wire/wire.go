@@ -85,3 +85,59 @@ type Response interface {
 	// to retry), releasing or closing the backend connection.
 	Discard()
 }
+
+// Action tells an engine that cannot block what to do next with a request
+// (see Flow).
+type Action uint8
+
+// The actions a Flow asks for.
+const (
+	// ActRespond: send Flow.Answer with Exchange.Respond, then call Sent.
+	ActRespond Action = iota + 1
+	// ActServeHTTP: answer with Flow.Handler (a net/http handler, which
+	// may block), then call Sent.
+	ActServeHTTP
+	// ActForward: send the request to Flow.Target and report the response
+	// head (or the error) with Forwarded. An engine that holds a response
+	// from an earlier attempt drops it first: this is a retry.
+	ActForward
+	// ActSend: stream the response just received to the client, then
+	// call Sent.
+	ActSend
+	// ActClose: there is no one to answer (the client went away); drop
+	// any response held and close the connection.
+	ActClose
+)
+
+// Flow is one request's way through the pipeline, for engines that cannot
+// block (an event loop): the engine asks what to do, does it without
+// blocking, and reports back. After Sent (or ActClose) the engine calls
+// Finish, and the Flow is ready for the connection's next request.
+type Flow interface {
+	// Begin routes the request on ex and returns the first action.
+	Begin(ex Exchange) Action
+	// Answer returns the answer to send for ActRespond: status, header
+	// lines ("Name: value\r\n") and body.
+	Answer() (status int, header, body []byte)
+	// Handler returns the handler for ActServeHTTP.
+	Handler() http.Handler
+	// Target returns where to forward for ActForward.
+	Target() (Transport, *upstream.Backend)
+	// Forwarded reports what forwarding to Target gave: the status of
+	// the response head, or the error (errors as for RoundTrip). It
+	// returns ActSend, ActForward (a retry), ActRespond (an error answer)
+	// or ActClose.
+	Forwarded(status int, err error) Action
+	// Sent reports how the answer went: the status sent, the body bytes
+	// written, and the error that cut it short (wrapping ErrClientGone,
+	// ErrBackend or ErrTimeout), if any.
+	Sent(status int, n int64, err error)
+	// Finish records the request.
+	Finish()
+}
+
+// Stepper is a pipeline an event-loop engine drives through Flows.
+type Stepper interface {
+	// NewFlow returns a Flow for one connection's requests.
+	NewFlow() Flow
+}

@@ -30,21 +30,67 @@ func (u *upExchange) Send() (int64, error) {
 	c.armWrite() // large heads are written through, before copyBody arms
 	w := &c.wr
 
-	// Choose the framing towards the client.
+	bodyOut, chunkOut, closeAfter := framing(&c.req, r)
+	if closeAfter {
+		c.closeAfter = true
+	}
+	writeResponseHead(w, r, chunkOut)
+	c.writeConnectionHeader()
+	w.WriteString("\r\n")
+
 	var (
-		bodyOut  = !(equalFold(c.req.method, "head") || r.status < 200 || r.status == 204 || r.status == 304)
-		chunkOut = false
+		n    int64
+		err  error
+		done bool
 	)
-	if bodyOut && (r.chunked || r.untilClose) {
-		if c.req.minor == 1 {
-			chunkOut = true
-		} else {
-			// An HTTP/1.0 client cannot take chunks: the body runs to the
-			// connection's close.
-			c.closeAfter = true
+	if bodyOut {
+		n, err = u.copyBody(chunkOut)
+		done = err == nil
+	} else {
+		done = true
+		u.body.done = true
+	}
+	c.respBytes = n
+	intact, perr := u.waitPump()
+	if perr != nil && err == nil {
+		// The response made it but the request body did not; the client
+		// connection is already marked broken by waitPump if needed.
+		if errors.Is(perr, wire.ErrClientGone) || errors.Is(perr, wire.ErrBadRequest) {
+			c.broken = true
 		}
 	}
+	if w.err != nil && err == nil {
+		err = fmt.Errorf("%w: %w", wire.ErrClientGone, w.err)
+	}
+	if err != nil {
+		c.broken = true
+	}
+	// A backend connection whose request body was cut short (and which
+	// the pump may have closed) must not go back to the pool.
+	u.finish(done && intact && r.keepAlive && u.body.done)
+	return n, err
+}
 
+// framing chooses how a response goes to the client that sent req:
+// whether it has a body, whether that body is chunked by us, and whether
+// the connection must close after it (an HTTP/1.0 client cannot take
+// chunks, so an unframed body runs to the close).
+func framing(req *request, r *response) (bodyOut, chunkOut, closeAfter bool) {
+	bodyOut = !(equalFold(req.method, "head") || r.status < 200 || r.status == 204 || r.status == 304)
+	if bodyOut && (r.chunked || r.untilClose) {
+		if req.minor == 1 {
+			chunkOut = true
+		} else {
+			closeAfter = true
+		}
+	}
+	return
+}
+
+// writeResponseHead renders a backend's response head for the client,
+// without the Connection field and the final empty line: status line,
+// end-to-end fields (hop-by-hop dropped), and our own framing.
+func writeResponseHead(w *writer, r *response, chunkOut bool) {
 	w.WriteString("HTTP/1.1 ")
 	if w.reserve(4) {
 		w.buf[w.n] = byte('0' + r.status/100)
@@ -80,40 +126,6 @@ func (u *upExchange) Send() (int64, error) {
 	if chunkOut {
 		w.WriteString("Transfer-Encoding: chunked\r\n")
 	}
-	c.writeConnectionHeader()
-	w.WriteString("\r\n")
-
-	var (
-		n    int64
-		err  error
-		done bool
-	)
-	if bodyOut {
-		n, err = u.copyBody(chunkOut)
-		done = err == nil
-	} else {
-		done = true
-		u.body.done = true
-	}
-	c.respBytes = n
-	intact, perr := u.waitPump()
-	if perr != nil && err == nil {
-		// The response made it but the request body did not; the client
-		// connection is already marked broken by waitPump if needed.
-		if errors.Is(perr, wire.ErrClientGone) || errors.Is(perr, wire.ErrBadRequest) {
-			c.broken = true
-		}
-	}
-	if w.err != nil && err == nil {
-		err = fmt.Errorf("%w: %w", wire.ErrClientGone, w.err)
-	}
-	if err != nil {
-		c.broken = true
-	}
-	// A backend connection whose request body was cut short (and which
-	// the pump may have closed) must not go back to the pool.
-	u.finish(done && intact && r.keepAlive && u.body.done)
-	return n, err
 }
 
 // copyBody copies the response body to the client, re-chunking it when

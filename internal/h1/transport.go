@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -322,12 +323,16 @@ func (u *upExchange) releaseWriteBuf() {
 	}
 }
 
-// writeHead renders the request head for the backend: hop-by-hop fields
-// dropped, X-Forwarded-* set, framing regenerated.
+// writeHead renders the request head for the backend.
 func (u *upExchange) writeHead() {
 	c := u.c
-	r := &c.req
-	w := &u.w
+	writeRequestHead(&u.w, &c.req, c.remote.Addr(), c.srv.opts.Load().TLS, u.pool.addr)
+}
+
+// writeRequestHead renders r's head for a backend at backendAddr:
+// hop-by-hop fields dropped, X-Forwarded-* set for the client at remote,
+// framing regenerated. Both engines use it.
+func writeRequestHead(w *writer, r *request, remote netip.Addr, tls bool, backendAddr string) {
 	w.Write(r.method)
 	w.WriteString(" ")
 	w.Write(r.uri)
@@ -339,7 +344,7 @@ func (u *upExchange) writeHead() {
 		// on as HTTP/1.1, which requires one (RFC 9112 §3.2): name the
 		// backend, as net/http's ReverseProxy does.
 		w.WriteString("Host: ")
-		w.WriteString(u.pool.addr)
+		w.WriteString(backendAddr)
 		w.WriteString("\r\n")
 	}
 	xffAt := -1
@@ -378,9 +383,9 @@ func (u *upExchange) writeHead() {
 		}
 	}
 	if w.reserve(64) {
-		w.n += len(c.remote.Addr().AppendTo(w.buf[w.n:w.n]))
+		w.n += len(remote.AppendTo(w.buf[w.n:w.n]))
 	}
-	if c.srv.opts.Load().TLS {
+	if tls {
 		w.WriteString("\r\nX-Forwarded-Proto: https\r\n")
 	} else {
 		w.WriteString("\r\nX-Forwarded-Proto: http\r\n")

@@ -22,6 +22,7 @@ test:
 	$(GO) vet $(PKGS)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) test -race -timeout 10m $(PKGS)
+	HELIOS_TEST_ENGINE=goroutine $(GO) test -race -timeout 10m ./internal/server/
 
 ## test-short: the tests without the race detector
 test-short:

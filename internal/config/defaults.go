@@ -37,6 +37,7 @@ func SetDefaults(c *Config) {
 		setDefault(m, p+".read_header_timeout", &l.ReadHeaderTimeout, seconds(10))
 		setDefault(m, p+".idle_timeout", &l.IdleTimeout, seconds(60))
 		setDefault(m, p+".max_header_bytes", &l.MaxHeaderBytes, 65536)
+		setString(&l.Engine, EngineLoop)
 		setDefault(m, p+".write_timeout", &l.WriteTimeout, seconds(60))
 		// ReadTimeout defaults to 0, no limit.
 	}

@@ -94,7 +94,18 @@ type Listener struct {
 	// MaxHeaderBytes caps the size of a request's headers, 1024-1048576.
 	// Default 65536.
 	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// Engine is the HTTP/1.1 engine serving the listener: "loop" (event
+	// loops, one per CPU, with connections needing blocking work handed
+	// to goroutines) or "goroutine" (a goroutine per connection
+	// throughout). Default "loop".
+	Engine string `yaml:"engine"`
 }
+
+// The Listener.Engine values.
+const (
+	EngineLoop      = "loop"
+	EngineGoroutine = "goroutine"
+)
 
 // Route maps matching requests to exactly one action: Upstream, Respond or
 // Static. Action reports which.

@@ -150,6 +150,9 @@ func (v *validator) listeners(ls []Listener) {
 		v.nonNegative(p+".write_timeout", l.WriteTimeout)
 		v.nonNegative(p+".idle_timeout", l.IdleTimeout)
 		v.intRange(p+".max_header_bytes", l.MaxHeaderBytes, 1024, 1<<20)
+		if l.Engine != EngineLoop && l.Engine != EngineGoroutine {
+			v.addf(p+".engine", "%q is not an engine (%s, %s)", l.Engine, EngineLoop, EngineGoroutine)
+		}
 	}
 }
 

@@ -34,7 +34,12 @@ type body struct {
 	remaining int64
 	// needCRLF: a chunk's data has been read and its CRLF has not.
 	needCRLF bool
-	done     bool
+	// inTrailer: the last chunk has been read and the trailer section is
+	// being read; seen counts its bytes. Kept here, not in locals, so a
+	// non-blocking source can stop and resume anywhere.
+	inTrailer bool
+	seen      int
+	done      bool
 	// read counts decoded bytes handed out so far.
 	read int64
 	// trailer holds the raw trailer lines ("name: value\r\n") of a chunked
@@ -136,38 +141,41 @@ func (b *body) nextChunk() error {
 	if b.touch != nil {
 		b.touch()
 	}
-	if b.needCRLF {
-		line, err := b.src.readLine(2)
+	if !b.inTrailer {
+		if b.needCRLF {
+			line, err := b.src.readLine(2)
+			if err != nil {
+				if err == errLineTooLong {
+					// Data ran past the chunk size.
+					return errMalformedChunk
+				}
+				return eofUnexpected(err)
+			}
+			if len(line) != 0 {
+				return errMalformedChunk
+			}
+			b.needCRLF = false
+		}
+		line, err := b.src.readLine(4096)
 		if err != nil {
 			if err == errLineTooLong {
-				// Data ran past the chunk size.
 				return errMalformedChunk
 			}
 			return eofUnexpected(err)
 		}
-		if len(line) != 0 {
+		size, ok := parseChunkSize(line)
+		if !ok {
 			return errMalformedChunk
 		}
-		b.needCRLF = false
-	}
-	line, err := b.src.readLine(4096)
-	if err != nil {
-		if err == errLineTooLong {
-			return errMalformedChunk
+		if size > 0 {
+			b.remaining = size
+			return nil
 		}
-		return eofUnexpected(err)
-	}
-	size, ok := parseChunkSize(line)
-	if !ok {
-		return errMalformedChunk
-	}
-	if size > 0 {
-		b.remaining = size
-		return nil
+		b.inTrailer = true
+		b.seen = 0
 	}
 	// seen counts every trailer byte, dropped fields included, so an
 	// endless trailer of ignored fields is refused like a large one.
-	seen := 0
 	for {
 		line, err := b.src.readLine(maxTrailerBytes)
 		if err != nil {
@@ -184,8 +192,8 @@ func (b *body) nextChunk() error {
 		if colon <= 0 || !isToken(line[:colon]) || !validValue(trimOWS(line[colon+1:])) {
 			return errMalformedChunk
 		}
-		seen += len(line) + 2
-		if seen > maxTrailerBytes {
+		b.seen += len(line) + 2
+		if b.seen > maxTrailerBytes {
 			return errTrailerTooLarge
 		}
 		// Framing fields in a trailer are ignored rather than forwarded

@@ -66,6 +66,14 @@ func (b *reader) fill() error {
 	}
 	n, err := b.src.Read(b.buf[b.w:])
 	b.w += n
+	if err == errWouldBlock {
+		// A non-blocking source with nothing more yet (the event-loop
+		// engine): not an error to remember; try again when readable.
+		if n > 0 {
+			return nil
+		}
+		return err
+	}
 	if err != nil {
 		if n > 0 {
 			// Keep the bytes; report the error on the next fill.

@@ -141,12 +141,23 @@ func (s *Server) OpenConns() int {
 
 // ServeConn serves nc until the client closes it, an error occurs or the
 // server drains. It closes nc before returning.
-func (s *Server) ServeConn(nc net.Conn) {
+func (s *Server) ServeConn(nc net.Conn) { s.ServeConnBuffered(nc, nil) }
+
+// ServeConnBuffered is ServeConn for a connection whose first bytes were
+// already read from it (pending): they are served before anything read
+// from nc. The event-loop engine hands connections over this way.
+func (s *Server) ServeConnBuffered(nc net.Conn, pending []byte) {
 	c, _ := s.conPool.Get().(*conn)
 	if c == nil {
 		c = &conn{srv: s}
 	}
 	c.init(nc)
+	if len(pending) > 0 {
+		if len(pending) > len(c.rd.buf) {
+			c.rd.grow(len(pending) + readBufSize)
+		}
+		c.rd.w = copy(c.rd.buf, pending)
+	}
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()

@@ -119,6 +119,44 @@ func (p *Pool) SetBacklog(n int) error {
 	return nil
 }
 
+// FDs returns the descriptors of the pool's listening sockets, for an
+// engine that accepts on them itself (the event loops). The pool still
+// owns and closes them; such an engine admits each connection with Admit
+// and ends it with Release.
+func (p *Pool) FDs() ([]int, error) {
+	var fds []int
+	for _, ln := range p.lns {
+		sc, ok := ln.(syscall.Conn)
+		if !ok {
+			return nil, fmt.Errorf("listener %s: socket does not expose its descriptor", p.name)
+		}
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return nil, err
+		}
+		if err := rc.Control(func(fd uintptr) { fds = append(fds, int(fd)) }); err != nil {
+			return nil, err
+		}
+	}
+	return fds, nil
+}
+
+// Admit counts a connection accepted by an engine on the pool's sockets
+// and reports whether it may be served; false means the pool is at
+// max_connections and the connection must be closed at once.
+func (p *Pool) Admit() bool {
+	if p.open.Add(1) > p.maxConns.Load() {
+		p.open.Add(-1)
+		p.refused.Add(1)
+		return false
+	}
+	p.accepted.Add(1)
+	return true
+}
+
+// Release ends a connection admitted with Admit.
+func (p *Pool) Release() { p.open.Add(-1) }
+
 // OpenConnections returns the number of connections being served.
 func (p *Pool) OpenConnections() int64 { return p.open.Load() }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,10 @@ func yamlConfig(t *testing.T, tmpl string, bs []*testBackend) *config.Config {
 	}
 	for i := range cfg.Listeners {
 		cfg.Listeners[i].Address = "127.0.0.1:0"
+		// `make test` runs these tests once per engine.
+		if e := os.Getenv("HELIOS_TEST_ENGINE"); e != "" {
+			cfg.Listeners[i].Engine = e
+		}
 	}
 	if cfg.Admin.Enabled() {
 		cfg.Admin.Address = "127.0.0.1:0"

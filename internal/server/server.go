@@ -55,6 +55,7 @@ type Server struct {
 	cur        atomic.Pointer[generation] // the generation being served
 
 	mu        sync.Mutex // serialises Start, Reload and Shutdown
+	loops     *h1.Engine // the event loops, made when a listener needs them
 	gen       *generation
 	listeners map[string]*boundListener // by address
 	admin     *admin.Server
@@ -62,11 +63,35 @@ type Server struct {
 	stopped   bool
 }
 
-// boundListener is a socket pool and the engine serving its connections.
+// boundListener is a socket pool and the engines serving its
+// connections: the event loops (when the listener's engine is "loop"),
+// and the goroutine engine, which serves every connection in goroutine
+// mode and the connections the loops hand over in loop mode.
 type boundListener struct {
 	cfg    config.Listener
 	pool   *listener.Pool
 	engine *h1.Server
+	loop   *h1.LoopListener // nil in goroutine mode, and before start
+}
+
+// stop stops accepting and closes the listener's sockets.
+func (bl *boundListener) stop() {
+	if bl.loop != nil {
+		bl.loop.Stop()
+	}
+	bl.pool.Close()
+}
+
+// drain waits for the listener's connections to finish (closing idle
+// ones), up to ctx.
+func (bl *boundListener) drain(ctx context.Context) error {
+	var lerr error
+	if bl.loop != nil {
+		lerr = bl.loop.Shutdown(ctx)
+	}
+	err := bl.engine.Shutdown(ctx)
+	bl.pool.Wait()
+	return errors.Join(lerr, err)
 }
 
 // New builds the object graph for cfg and binds its listeners. Nothing is
@@ -172,7 +197,10 @@ func (s *Server) Start() {
 		s.log.Info("admin listening", zap.String("address", s.admin.Addr().String()))
 	}
 	for _, bl := range s.listeners {
-		bl.pool.Start()
+		if err := s.startListener(bl); err != nil {
+			s.log.Error("listener cannot serve on event loops; serving it with goroutines", zap.String("listener", bl.cfg.Name), zap.Error(err))
+			bl.pool.Start()
+		}
 		s.log.Info("listening", zap.String("listener", bl.cfg.Name), zap.String("address", bl.pool.Addr().String()),
 			zap.Int("sockets", bl.pool.Sockets()))
 	}
@@ -268,7 +296,10 @@ func (s *Server) Reload(cfg *config.Config) error {
 	for a, bl := range fresh {
 		s.listeners[a] = bl
 		if s.started {
-			bl.pool.Start()
+			if err := s.startListener(bl); err != nil {
+				s.log.Error("listener cannot serve on event loops; serving it with goroutines", zap.String("listener", bl.cfg.Name), zap.Error(err))
+				bl.pool.Start()
+			}
 			s.log.Info("listening", zap.String("listener", bl.cfg.Name), zap.String("address", bl.pool.Addr().String()))
 		}
 	}
@@ -276,6 +307,33 @@ func (s *Server) Reload(cfg *config.Config) error {
 	// the old generation closes once requests started on it are done.
 	go s.retire(old, retired)
 	s.log.Info("configuration reloaded", zap.String("file", cfg.File), zap.String("serving", g.describe()))
+	return nil
+}
+
+// startListener begins accepting: on the event loops in loop mode, with
+// an accept goroutine per socket in goroutine mode.
+func (s *Server) startListener(bl *boundListener) error {
+	if bl.cfg.Engine != config.EngineLoop {
+		bl.pool.Start()
+		return nil
+	}
+	if s.loops == nil {
+		eng, err := h1.NewEngine(s.pipeline, 0)
+		if err != nil {
+			return err
+		}
+		eng.SetErrorLog(func(msg string, err error) { s.log.Warn(msg, zap.Error(err)) })
+		s.loops = eng
+	}
+	fds, err := bl.pool.FDs()
+	if err != nil {
+		return err
+	}
+	ll, err := s.loops.Attach(bl.cfg.Name, fds, engineOptions(bl.cfg), bl.engine, bl.pool.Admit, bl.pool.Release)
+	if err != nil {
+		return err
+	}
+	bl.loop = ll
 	return nil
 }
 
@@ -299,7 +357,15 @@ func (s *Server) findListener(addr string) *boundListener {
 // kept listener never loses a socket: the backlog is changed in place, and
 // a different socket count waits for a restart (and says so).
 func (s *Server) updateListener(bl *boundListener, lc config.Listener) {
+	if lc.Engine != bl.cfg.Engine {
+		s.log.Warn("listeners[].engine changes need a restart; keeping the running engine",
+			zap.String("listener", lc.Name), zap.String("running", bl.cfg.Engine), zap.String("configured", lc.Engine))
+		lc.Engine = bl.cfg.Engine
+	}
 	bl.engine.SetOptions(engineOptions(lc))
+	if bl.loop != nil {
+		bl.loop.SetOptions(engineOptions(lc))
+	}
 	bl.pool.SetMaxConnections(lc.MaxConnections)
 	if lc.Backlog != bl.cfg.Backlog {
 		if err := bl.pool.SetBacklog(lc.Backlog); err != nil {
@@ -321,15 +387,14 @@ func (s *Server) updateListener(bl *boundListener, lc config.Listener) {
 // pooling once closed, so the wait is bounded rather than exact.
 func (s *Server) retire(old *generation, listeners []*boundListener) {
 	for _, bl := range listeners {
-		bl.pool.Close()
+		bl.stop()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), retireGrace)
 	defer cancel()
 	for _, bl := range listeners {
-		if err := bl.engine.Shutdown(ctx); err != nil {
+		if err := bl.drain(ctx); err != nil {
 			s.log.Warn("retired listener did not drain in time", zap.String("listener", bl.cfg.Name), zap.Error(err))
 		}
-		bl.pool.Wait()
 	}
 	// Give requests that picked up the old graph just before the swap
 	// time to finish before its pools stop taking connections back.
@@ -362,7 +427,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 
 	for _, bl := range listeners {
-		bl.pool.Close()
+		bl.stop()
 	}
 	var (
 		wg   sync.WaitGroup
@@ -372,11 +437,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = bl.engine.Shutdown(ctx)
-			bl.pool.Wait()
+			errs[i] = bl.drain(ctx)
 		}()
 	}
 	wg.Wait()
+	if s.loops != nil {
+		s.loops.Close()
+	}
 	g.close()
 	if s.admin != nil {
 		actx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -391,7 +458,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 func (s *Server) closeListeners() {
 	for _, bl := range s.listeners {
-		bl.pool.Close()
+		bl.stop()
 	}
 }
 

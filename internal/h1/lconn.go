@@ -1,0 +1,791 @@
+package h1
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/helios-lb/helios/internal/upstream"
+	"github.com/helios-lb/helios/internal/wire"
+)
+
+// lstate is where a loop connection is in its exchange.
+type lstate uint8
+
+const (
+	lsIdle    lstate = iota // waiting for (the rest of) a request head
+	lsBody                  // head read; waiting for the rest of a small body
+	lsForward               // waiting on a backend: connect, send, response head
+	lsSend                  // streaming an answer
+	lsFlush                 // answer done; output still pending
+	lsClosed
+)
+
+// Deadline kinds: what a connection is waiting for when its deadline
+// passes.
+const (
+	dlNone uint8 = iota
+	dlIdle       // a keep-alive connection between requests
+	dlHead       // the rest of a request head
+	dlBody       // the rest of a request body
+	dlConnect    // a backend connection being set up
+	dlUpHead     // a backend's response head
+	dlUpBody     // a backend's response body
+	dlWrite      // the client to take pending output
+)
+
+// maxLoopBody is the largest request body the loop waits for and
+// forwards itself; larger ones go to the goroutine engine, which streams
+// them.
+const maxLoopBody = 64 << 10
+
+// highWater is how much answer may wait for a slow client before the loop
+// stops reading from the backend (backpressure).
+const highWater = 256 << 10
+
+// lconn is a client connection served by a loop. It implements
+// wire.Exchange.
+type lconn struct {
+	l    *loop
+	ll   *LoopListener
+	opts *Options
+	fd   int
+
+	remote netip.AddrPort
+	fr     fdReader
+	rd     reader
+	fw     fdWriter
+	wr     writer
+	wbuf   []byte
+
+	req     request
+	reqBody body
+	flow    wire.Flow
+	state   lstate
+	scanned int // how far the current head has been scanned
+	headOff int // where the current request's head starts in rd.buf
+
+	deadline int64
+	dkind    uint8
+	// headDeadline: a partial head's deadline is set once, when its first
+	// bytes arrive, not moved by later ones.
+	headDeadline bool
+	prev, next   *lconn
+
+	// The exchange in progress.
+	start       int64
+	respStarted bool
+	respStatus  int
+	respBytes   int64
+	closeAfter  bool
+	broken      bool
+	bodySent    bool
+	readPending bool // input arrived while busy
+	serving     bool // inside serveInput (no re-entry)
+	handOverDue bool // hand over once pending output is out
+
+	// Forwarding.
+	tr       *Transport
+	be       *upstream.Backend
+	up       *lupconn
+	tries    int
+	replay   bool
+	chunkOut bool
+}
+
+func (l *loop) newConn(ll *LoopListener, fd int, remote netip.AddrPort) *lconn {
+	var c *lconn
+	if n := len(l.freeConns); n > 0 {
+		c = l.freeConns[n-1]
+		l.freeConns = l.freeConns[:n-1]
+	} else {
+		c = &lconn{l: l}
+		c.flow = l.eng.stepper.NewFlow()
+	}
+	c.ll = ll
+	c.fd = fd
+	c.remote = remote
+	c.fr = fdReader{fd: fd}
+	c.fw = fdWriter{fd: fd, pending: c.fw.pending[:0]}
+	c.state = lsIdle
+	c.scanned = 0
+	c.headDeadline = false
+	c.readPending = false
+	c.handOverDue = false
+	l.conns.add(c)
+	l.nconns.Add(1)
+	return c
+}
+
+func (l *loop) freeConn(c *lconn) {
+	c.ll = nil
+	c.up = nil
+	c.tr, c.be = nil, nil
+	if cap(c.fw.pending) > 64<<10 {
+		c.fw.pending = nil
+	}
+	if len(l.freeConns) < 1024 {
+		l.freeConns = append(l.freeConns, c)
+	}
+}
+
+func (c *lconn) setDeadline(kind uint8, d time.Duration) {
+	c.dkind = kind
+	if d <= 0 {
+		c.deadline = 0
+		return
+	}
+	c.deadline = c.l.now + int64(d)
+}
+
+// event handles readiness of the client socket.
+func (c *lconn) event(ev uint32) {
+	if ev&(evErr|evHup) != 0 && ev&evIn == 0 {
+		c.gone(errors.New("connection reset"))
+		return
+	}
+	if ev&evRdHup != 0 {
+		c.fr.rdhup = true
+	}
+	if ev&evOut != 0 && len(c.fw.pending) > 0 {
+		c.writable()
+		if c.state == lsClosed {
+			return
+		}
+	}
+	if ev&(evIn|evRdHup|evHup|evErr) != 0 {
+		c.fr.drained = false
+		c.readable()
+	}
+}
+
+func (c *lconn) readable() {
+	switch c.state {
+	case lsIdle, lsBody:
+		c.serveInput()
+	case lsForward:
+		if c.fr.rdhup {
+			// The client shut its side while its request is with a
+			// backend: it has gone (nginx aborts such requests too).
+			if c.clientClosed() {
+				c.gone(errors.New("client closed the connection"))
+				return
+			}
+		}
+		c.readPending = true
+	case lsSend, lsFlush:
+		c.readPending = true
+	}
+}
+
+// clientClosed peeks at the socket: true when the client has closed its
+// side and sent nothing more (pipelined bytes are not a close).
+func (c *lconn) clientClosed() bool {
+	if len(c.rd.buffered()) > 0 {
+		return false
+	}
+	var b [1]byte
+	n, _, err := syscall.Recvfrom(c.fd, b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	return err == nil && n == 0 || err != nil && err != syscall.EAGAIN
+}
+
+// writable runs when the client can take more output.
+func (c *lconn) writable() {
+	done, err := c.fw.flushPending()
+	if err != nil {
+		c.gone(err)
+		return
+	}
+	if !done {
+		c.setDeadline(dlWrite, c.opts.WriteTimeout)
+		return
+	}
+	switch c.state {
+	case lsSend:
+		c.pump()
+	case lsFlush:
+		if c.handOverDue {
+			c.handOver()
+			return
+		}
+		if c.closeAfter || c.broken {
+			c.close()
+			return
+		}
+		c.state = lsIdle
+		c.releaseWriter()
+		c.serveInput()
+	}
+}
+
+// serveInput reads and serves requests until one has to wait.
+func (c *lconn) serveInput() {
+	if c.serving {
+		return
+	}
+	c.serving = true
+	defer func() { c.serving = false }()
+	for c.state == lsIdle || c.state == lsBody {
+		if c.rd.buf == nil {
+			c.rd.reset(&c.fr, c.l.getReadBuf())
+		}
+		if c.state == lsIdle {
+			c.opts = c.ll.opts.Load()
+			if !c.readHead() {
+				return
+			}
+			if c.state != lsBody {
+				continue // answered (an error) or handed over
+			}
+		}
+		if !c.readBody() {
+			return
+		}
+		c.begin()
+	}
+}
+
+// readHead gathers and parses a request head; false when it has to wait.
+// On success the state is lsBody (with the body, if any, still to come).
+func (c *lconn) readHead() bool {
+	for {
+		b := c.rd.buffered()
+		if c.scanned == 0 {
+			for len(b) > 0 && (b[0] == '\r' || b[0] == '\n') {
+				c.rd.discard(1)
+				b = b[1:]
+			}
+		}
+		if len(b) > 0 {
+			end, sc := findHeadEnd(b, c.scanned)
+			if end > 0 && end > c.opts.MaxHeaderBytes {
+				c.refuse(&statusError{431, "request header too large"})
+				return false
+			}
+			if end > 0 {
+				c.scanned = 0
+				c.headDeadline = false
+				c.rd.pinHead(end)
+				c.headOff = c.rd.pin - end
+				head := c.rd.buf[c.headOff:c.rd.pin]
+				if err := parseRequest(head, &c.req); err != nil {
+					c.refuse(err)
+					return false
+				}
+				c.state = lsBody
+				return true
+			}
+			c.scanned = sc
+			if len(b) > c.opts.MaxHeaderBytes {
+				c.refuse(&statusError{431, "request header too large"})
+				return false
+			}
+			if !c.headDeadline {
+				c.headDeadline = true
+				c.setDeadline(dlHead, c.opts.ReadHeaderTimeout)
+			}
+		}
+		err := c.rd.fill()
+		switch {
+		case err == nil:
+		case err == errWouldBlock:
+			if len(c.rd.buffered()) == 0 {
+				// Idle keep-alive connection: it holds no buffer.
+				c.l.putReadBuf(c.rd.buf)
+				c.rd.reset(&c.fr, nil)
+				c.rd.buf = nil
+				c.setDeadline(dlIdle, c.opts.IdleTimeout)
+			}
+			return false
+		case err == errBufferFull:
+			if len(c.rd.buf) >= c.opts.MaxHeaderBytes+readBufSize {
+				c.refuse(&statusError{431, "request header too large"})
+				return false
+			}
+			c.rd.grow(min(2*len(c.rd.buf), c.opts.MaxHeaderBytes+readBufSize))
+		default:
+			// EOF or reset: a client leaving between requests is normal;
+			// one leaving mid-head gets nothing.
+			c.close()
+			return false
+		}
+	}
+}
+
+// readBody makes sure a request's body is in the buffer, or hands the
+// connection over when the body is one the loop does not carry itself.
+func (c *lconn) readBody() bool {
+	r := &c.req
+	if r.upgrade || r.chunked || (r.expect100 && r.hasBody()) || r.contentLength > maxLoopBody {
+		c.handOver()
+		return false
+	}
+	if r.contentLength <= 0 {
+		return true
+	}
+	need := c.rd.pin + int(r.contentLength)
+	if len(c.rd.buf) < need {
+		c.rd.grow(need)
+	}
+	for len(c.rd.buffered()) < int(r.contentLength) {
+		err := c.rd.fill()
+		switch {
+		case err == nil:
+		case err == errWouldBlock:
+			c.setDeadline(dlBody, c.opts.IdleTimeout)
+			return false
+		default:
+			c.close()
+			return false
+		}
+	}
+	return true
+}
+
+// refuse answers a request that could not be read, and closes.
+func (c *lconn) refuse(err error) {
+	var se *statusError
+	if !errors.As(err, &se) {
+		se = &statusError{400, "bad request"}
+	}
+	c.req.keepAlive = false
+	c.req.method = nil
+	c.closeAfter = true
+	c.start = c.l.now
+	c.respStarted = false
+	c.respondText(se.status, se.msg)
+	c.endOutput()
+}
+
+// begin starts the exchange for a complete request.
+func (c *lconn) begin() {
+	c.state = lsForward
+	c.start = c.l.now
+	c.respStarted = false
+	c.respStatus = 0
+	c.respBytes = 0
+	c.closeAfter = false
+	c.broken = false
+	c.bodySent = false
+	c.replay = false
+	c.tries = 0
+	c.deadline, c.dkind = 0, dlNone
+	if c.req.contentLength > 0 {
+		c.reqBody.reset(&c.rd, bodyFixed, c.req.contentLength)
+	} else {
+		c.reqBody.reset(&c.rd, bodyNone, 0)
+	}
+	c.act(c.flow.Begin(c))
+}
+
+// act carries out what the pipeline asked for.
+func (c *lconn) act(a wire.Action) {
+	switch a {
+	case wire.ActRespond:
+		status, header, body := c.flow.Answer()
+		err := c.Respond(status, header, body)
+		c.flow.Sent(status, int64(len(body)), err)
+		c.finish()
+	case wire.ActServeHTTP:
+		// Files and other blocking work: the goroutine engine takes the
+		// connection and serves this request afresh.
+		c.handOver()
+	case wire.ActForward:
+		tr, b := c.flow.Target()
+		t, ok := tr.(*Transport)
+		if !ok {
+			c.forwarded(0, fmt.Errorf("%w: the event loop forwards only through h1.Transport", wire.ErrBadRequest))
+			return
+		}
+		c.tr, c.be, c.tries = t, b, 0
+		c.flushOut() // earlier pipelined answers go before we wait
+		c.attempt()
+	case wire.ActSend:
+		c.startSend()
+	case wire.ActClose:
+		c.dropUp(false)
+		c.flow.Finish()
+		c.close()
+	}
+}
+
+// forwarded reports an attempt's result to the pipeline and acts on it.
+func (c *lconn) forwarded(status int, err error) {
+	a := c.flow.Forwarded(status, err)
+	if a != wire.ActSend {
+		c.dropUp(true)
+	}
+	c.act(a)
+}
+
+// startSend writes the backend's response head and starts its body.
+func (c *lconn) startSend() {
+	u := c.up
+	r := &u.resp
+	c.state = lsSend
+	c.respStarted = true
+	c.respStatus = r.status
+	c.ensureWriter()
+	bodyOut, chunkOut, closeAfter := framing(&c.req, r)
+	if closeAfter {
+		c.closeAfter = true
+	}
+	c.chunkOut = chunkOut
+	writeResponseHead(&c.wr, r, chunkOut)
+	c.writeConnectionHeader()
+	c.wr.WriteString("\r\n")
+	// The head has been copied out: its bytes need not stay pinned.
+	u.rd.unpin()
+	if !bodyOut {
+		u.body.done = true
+		c.sendDone(nil)
+		return
+	}
+	c.pump()
+}
+
+// pump moves response body from the backend to the client until one of
+// them has to wait.
+func (c *lconn) pump() {
+	u := c.up
+	w := &c.wr
+	for {
+		if len(c.fw.pending) > highWater {
+			c.setDeadline(dlWrite, c.opts.WriteTimeout)
+			return // writable() resumes
+		}
+		p, err := u.body.next()
+		if len(p) > 0 {
+			c.respBytes += int64(len(p))
+			if c.chunkOut {
+				w.writeHex(int64(len(p)))
+				w.WriteString("\r\n")
+			}
+			w.Write(p)
+			if c.chunkOut {
+				w.WriteString("\r\n")
+			}
+			if w.err != nil {
+				c.sendDone(fmt.Errorf("%w: %w", wire.ErrClientGone, w.err))
+				return
+			}
+		}
+		switch {
+		case err == nil:
+		case err == io.EOF:
+			if c.chunkOut {
+				w.WriteString("0\r\n")
+				w.Write(u.body.trailer)
+				w.WriteString("\r\n")
+			}
+			c.sendDone(nil)
+			return
+		case err == errWouldBlock:
+			// Send what there is while the backend is quiet.
+			c.flushOut()
+			if c.state == lsClosed {
+				return
+			}
+			c.setDeadline(dlUpBody, c.tr.opts.ReadTimeout)
+			return
+		default:
+			c.sendDone(fmt.Errorf("%w: reading response body: %w", wire.ErrBackend, err))
+			return
+		}
+	}
+}
+
+// sendDone ends an answer streamed from a backend.
+func (c *lconn) sendDone(err error) {
+	u := c.up
+	c.up = nil
+	if err == nil && c.wr.err != nil {
+		err = fmt.Errorf("%w: %w", wire.ErrClientGone, c.wr.err)
+	}
+	if u != nil {
+		u.release(err == nil && u.resp.keepAlive && u.body.done)
+	}
+	if err != nil {
+		c.broken = true
+	}
+	c.flow.Sent(c.respStatus, c.respBytes, err)
+	c.finish()
+}
+
+// finish ends the exchange and goes on to the next request when the
+// connection allows it.
+func (c *lconn) finish() {
+	c.flow.Finish()
+	if c.broken {
+		c.flushOut()
+		c.close()
+		return
+	}
+	if !c.reqBody.done {
+		// An unforwarded body (a fixed answer): it is in the buffer.
+		if p, ok := c.reqBody.fullyBuffered(); ok && p != nil {
+			c.reqBody.consumeBuffered()
+		}
+	}
+	c.rd.unpin()
+	c.endOutput()
+}
+
+// endOutput flushes the answer and moves to the next request, or closes.
+func (c *lconn) endOutput() {
+	closing := c.closing()
+	c.flushOut()
+	if c.state == lsClosed {
+		return
+	}
+	if len(c.fw.pending) > 0 {
+		c.closeAfter = closing
+		c.state = lsFlush
+		c.setDeadline(dlWrite, c.opts.WriteTimeout)
+		return
+	}
+	if closing {
+		c.close()
+		return
+	}
+	c.releaseWriter()
+	c.state = lsIdle
+	c.deadline, c.dkind = 0, dlNone
+	if !c.serving && (c.readPending || len(c.rd.buffered()) > 0) {
+		c.readPending = false
+		c.serveInput()
+		return
+	}
+	if c.readPending {
+		c.readPending = false
+	}
+	if len(c.rd.buffered()) == 0 {
+		if c.rd.buf != nil {
+			c.l.putReadBuf(c.rd.buf)
+			c.rd.buf = nil
+			c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
+		}
+		c.setDeadline(dlIdle, c.opts.IdleTimeout)
+	}
+}
+
+// flushOut hands buffered output to the socket (what it does not take
+// waits in fw.pending).
+func (c *lconn) flushOut() {
+	if c.wr.buf == nil || c.wr.n == 0 {
+		return
+	}
+	if err := c.wr.flush(); err != nil {
+		c.broken = true
+		if c.state != lsSend && c.state != lsForward {
+			c.close()
+		}
+	}
+}
+
+func (c *lconn) closing() bool {
+	return !c.req.keepAlive || c.closeAfter || c.l.eng.draining.Load() || c.ll.draining.Load()
+}
+
+func (c *lconn) writeConnectionHeader() {
+	if c.closing() {
+		c.closeAfter = true
+		c.wr.WriteString("Connection: close\r\n")
+	} else if c.req.minor == 0 {
+		c.wr.WriteString("Connection: keep-alive\r\n")
+	}
+}
+
+func (c *lconn) ensureWriter() {
+	if c.wr.buf == nil {
+		c.wbuf = c.l.getWriteBuf()
+		c.wr.reset(&c.fw, c.wbuf)
+	}
+}
+
+func (c *lconn) releaseWriter() {
+	if c.wr.buf != nil && c.wr.n == 0 {
+		c.l.putWriteBuf(c.wbuf)
+		c.wbuf = nil
+		c.wr.reset(nil, nil)
+	}
+}
+
+// handOver gives the connection to the goroutine engine, starting with
+// the current request, once earlier answers are out.
+func (c *lconn) handOver() {
+	c.flushOut()
+	if len(c.fw.pending) > 0 {
+		c.handOverDue = true
+		c.state = lsFlush
+		c.setDeadline(dlWrite, c.opts.WriteTimeout)
+		return
+	}
+	var pending []byte
+	if c.rd.buf != nil {
+		// From the start of the current request (its head is pinned).
+		start := c.rd.r
+		if c.state != lsIdle {
+			start = c.headOff
+		}
+		pending = c.rd.buf[start:c.rd.w]
+	}
+	c.releaseWriter()
+	rbuf := c.rd.buf
+	c.rd.buf = nil
+	c.state = lsClosed
+	c.l.handOver(c, pending)
+	if rbuf != nil {
+		c.l.putReadBuf(rbuf)
+	}
+}
+
+// gone ends the connection because the client left or broke it.
+func (c *lconn) gone(err error) {
+	cerr := fmt.Errorf("%w: %w", wire.ErrClientGone, err)
+	switch c.state {
+	case lsForward:
+		c.dropUp(false)
+		a := c.flow.Forwarded(0, cerr)
+		c.act(a)
+		if c.state != lsClosed {
+			c.close()
+		}
+	case lsSend:
+		c.broken = true
+		c.sendDone(cerr)
+	default:
+		c.close()
+	}
+}
+
+// timeout acts on a passed deadline.
+func (c *lconn) timeout() {
+	switch c.dkind {
+	case dlIdle:
+		c.close()
+	case dlHead, dlBody:
+		if c.state == lsIdle && len(c.rd.buffered()) == 0 {
+			c.close()
+			return
+		}
+		c.refuse(&statusError{408, "request timeout"})
+	case dlConnect:
+		c.upFailed(fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, c.be.Addr, os.ErrDeadlineExceeded), false)
+	case dlUpHead:
+		c.dropUp(false)
+		c.forwarded(0, fmt.Errorf("%w: %s: no response head in time: %w", wire.ErrTimeout, c.be.Addr, os.ErrDeadlineExceeded))
+	case dlUpBody:
+		c.sendDone(fmt.Errorf("%w: %s: reading response body: %w", wire.ErrTimeout, c.be.Addr, os.ErrDeadlineExceeded))
+	case dlWrite:
+		c.gone(errors.New("write timeout"))
+	default:
+		c.deadline = 0
+	}
+}
+
+// close releases the connection.
+func (c *lconn) close() {
+	if c.state == lsClosed {
+		return
+	}
+	c.state = lsClosed
+	c.dropUp(false)
+	c.l.forget(c.fd, false)
+	syscall.Close(c.fd)
+	c.fd = -1
+	c.l.conns.remove(c)
+	c.l.nconns.Add(-1)
+	c.ll.release()
+	if c.rd.buf != nil {
+		c.l.putReadBuf(c.rd.buf)
+		c.rd.buf = nil
+	}
+	if c.wbuf != nil {
+		c.l.putWriteBuf(c.wbuf)
+		c.wbuf = nil
+	}
+	c.wr.reset(nil, nil)
+	c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
+	c.l.freeConn(c)
+}
+
+// --- wire.Exchange ---
+
+func (c *lconn) Method() []byte         { return c.req.method }
+func (c *lconn) Host() []byte           { return c.req.host }
+func (c *lconn) Path() []byte           { return c.req.path }
+func (c *lconn) ClientAddr() netip.Addr { return c.remote.Addr() }
+func (c *lconn) HasBody() bool          { return c.req.hasBody() }
+func (c *lconn) BodyStarted() bool      { return c.bodySent }
+
+// Respond sends a complete answer with a fixed body.
+func (c *lconn) Respond(status int, header []byte, body []byte) error {
+	if c.respStarted {
+		return errors.New("h1: response already started")
+	}
+	c.respStarted = true
+	c.respStatus = status
+	c.ensureWriter()
+	w := &c.wr
+	w.Write(c.l.eng.status.line(status))
+	w.Write(c.l.eng.date.line(time.Unix(0, c.l.now)))
+	w.Write(header)
+	noBody := status < 200 || status == 204 || status == 304
+	if !noBody {
+		w.WriteString("Content-Length: ")
+		w.writeInt(int64(len(body)))
+		w.WriteString("\r\n")
+	}
+	c.writeConnectionHeader()
+	w.WriteString("\r\n")
+	if !noBody && !equalFold(c.req.method, "head") {
+		w.Write(body)
+		c.respBytes = int64(len(body))
+	}
+	if w.err != nil {
+		c.broken = true
+		return wrapClientErr(w.err)
+	}
+	return nil
+}
+
+func (c *lconn) respondText(status int, msg string) {
+	c.Respond(status, textPlain, []byte(msg+"\n"))
+}
+
+// ServeHTTP is not used by the loop: the pipeline's ActServeHTTP hands
+// the connection to the goroutine engine instead.
+func (c *lconn) ServeHTTP(http.Handler) (int, int64) {
+	c.respondText(502, "bad gateway")
+	return 502, 0
+}
+
+// lconnList is an intrusive list of a loop's client connections.
+type lconnList struct{ head *lconn }
+
+func (s *lconnList) add(c *lconn) {
+	c.prev = nil
+	c.next = s.head
+	if s.head != nil {
+		s.head.prev = c
+	}
+	s.head = c
+}
+
+func (s *lconnList) remove(c *lconn) {
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else if s.head == c {
+		s.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	}
+	c.prev, c.next = nil, nil
+}

@@ -1,0 +1,450 @@
+package h1
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
+
+	"github.com/helios-lb/helios/internal/wire"
+)
+
+// lpool is one loop's idle keep-alive connections to one backend. Pools
+// are per loop, so taking and returning a connection needs no lock.
+type lpool struct {
+	l      *loop
+	addr   string
+	sa     syscall.Sockaddr
+	family int
+	err    error // resolving addr failed
+	idle   []*lupconn
+	opts   TransportOptions
+}
+
+// pool returns the loop's pool for a backend address with the
+// transport's current options.
+func (l *loop) pool(addr string, t *Transport) *lpool {
+	p := l.pools[addr]
+	if p == nil {
+		p = &lpool{l: l, addr: addr}
+		p.resolve()
+		l.pools[addr] = p
+	}
+	p.opts = t.opts
+	return p
+}
+
+// resolve turns the address into a socket address once. Backends are
+// normally IP addresses; a host name is looked up here, the one blocking
+// step, when the loop first forwards to it.
+func (p *lpool) resolve() {
+	ta, err := net.ResolveTCPAddr("tcp", p.addr)
+	if err != nil {
+		p.err = err
+		return
+	}
+	if ip4 := ta.IP.To4(); ip4 != nil {
+		sa := &syscall.SockaddrInet4{Port: ta.Port}
+		copy(sa.Addr[:], ip4)
+		p.sa, p.family = sa, syscall.AF_INET
+		return
+	}
+	sa := &syscall.SockaddrInet6{Port: ta.Port}
+	copy(sa.Addr[:], ta.IP.To16())
+	p.sa, p.family = sa, syscall.AF_INET6
+}
+
+// get returns an idle connection, most recently used first.
+func (p *lpool) get() *lupconn {
+	for n := len(p.idle); n > 0; n = len(p.idle) {
+		u := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		if p.opts.IdleTimeout > 0 && p.l.now-u.idleSince > int64(p.opts.IdleTimeout) {
+			u.close()
+			continue
+		}
+		return u
+	}
+	return nil
+}
+
+// put keeps a connection for reuse, or closes it when the pool is full.
+func (p *lpool) put(u *lupconn) {
+	if len(p.idle) >= p.opts.MaxIdlePerBackend || p.l.eng.stopped.Load() {
+		u.close()
+		return
+	}
+	u.state = upIdle
+	u.client = nil
+	u.used = true
+	u.idleSince = p.l.now
+	if u.rd.buf != nil {
+		p.l.putReadBuf(u.rd.buf)
+		u.rd.buf = nil
+		u.rd.r, u.rd.w, u.rd.pin = 0, 0, 0
+	}
+	p.idle = append(p.idle, u)
+}
+
+// reap closes connections idle past the timeout (the oldest are first).
+func (p *lpool) reap(now int64) {
+	if p.opts.IdleTimeout <= 0 {
+		return
+	}
+	i := 0
+	for i < len(p.idle) && now-p.idle[i].idleSince > int64(p.opts.IdleTimeout) {
+		i++
+	}
+	if i == 0 {
+		return
+	}
+	for _, u := range p.idle[:i] {
+		u.closeFD()
+	}
+	n := copy(p.idle, p.idle[i:])
+	clear(p.idle[n:])
+	p.idle = p.idle[:n]
+}
+
+func (p *lpool) remove(u *lupconn) {
+	for i, x := range p.idle {
+		if x == u {
+			copy(p.idle[i:], p.idle[i+1:])
+			p.idle[len(p.idle)-1] = nil
+			p.idle = p.idle[:len(p.idle)-1]
+			return
+		}
+	}
+}
+
+func (p *lpool) closeIdle() {
+	for _, u := range p.idle {
+		u.closeFD()
+	}
+	clear(p.idle)
+	p.idle = p.idle[:0]
+}
+
+type upState uint8
+
+const (
+	upIdle upState = iota
+	upConnecting
+	upSending
+	upWaitHead
+	upBody
+	upClosed
+)
+
+// lupconn is a loop's connection to a backend.
+type lupconn struct {
+	l         *loop
+	pool      *lpool
+	fd        int
+	fr        fdReader
+	rd        reader
+	fw        fdWriter
+	state     upState
+	client    *lconn
+	used      bool
+	wrote     bool
+	idleSince int64
+	resp      response
+	body      body
+}
+
+// dial starts a non-blocking connect to the pool's backend.
+func (l *loop) dial(p *lpool) (*lupconn, error) {
+	if p.err != nil {
+		return nil, fmt.Errorf("%w: resolving %s: %w", wire.ErrConnect, p.addr, p.err)
+	}
+	fd, err := syscall.Socket(p.family, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, syscall.IPPROTO_TCP)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, os.NewSyscallError("socket", err))
+	}
+	syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1)
+	err = syscall.Connect(fd, p.sa)
+	if err != nil && err != syscall.EINPROGRESS && err != syscall.EINTR {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, os.NewSyscallError("connect", err))
+	}
+	u := &lupconn{l: l, pool: p, fd: fd, state: upConnecting}
+	u.fr = fdReader{fd: fd}
+	u.fw = fdWriter{fd: fd}
+	if err == nil {
+		u.state = upSending
+	}
+	if err := l.register(fd, u); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, err)
+	}
+	return u, nil
+}
+
+// attempt sends the request to the chosen backend: a pooled connection,
+// or a new one.
+func (c *lconn) attempt() {
+	p := c.l.pool(c.be.Addr, c.tr)
+	var u *lupconn
+	if c.tries == 0 {
+		u = p.get()
+	}
+	if u == nil {
+		var err error
+		if u, err = c.l.dial(p); err != nil {
+			c.forwarded(0, err)
+			return
+		}
+	}
+	u.client = c
+	u.wrote = false
+	c.up = u
+	c.state = lsForward
+	if u.state == upConnecting {
+		c.setDeadline(dlConnect, c.tr.opts.DialTimeout)
+		return // event() continues once connected
+	}
+	c.sendRequest()
+}
+
+// sendRequest writes the request head and its buffered body.
+func (c *lconn) sendRequest() {
+	u := c.up
+	u.state = upSending
+	if u.rd.buf == nil {
+		u.rd.reset(&u.fr, c.l.getReadBuf())
+	}
+	wbuf := c.l.getWriteBuf()
+	var w writer
+	w.reset(&u.fw, wbuf)
+	writeRequestHead(&w, &c.req, c.remote.Addr(), c.opts.TLS, c.be.Addr)
+	if p, ok := c.reqBody.fullyBuffered(); ok && len(p) > 0 {
+		w.Write(p)
+		c.replay = true
+	}
+	err := w.flush()
+	c.l.putWriteBuf(wbuf)
+	u.wrote = u.fw.sent > 0
+	if err != nil {
+		c.upFailed(err, true)
+		return
+	}
+	if len(u.fw.pending) > 0 {
+		c.setDeadline(dlUpHead, c.tr.opts.ResponseHeaderTimeout)
+		return // event() finishes the write
+	}
+	c.waitHead()
+}
+
+func (c *lconn) waitHead() {
+	c.up.state = upWaitHead
+	c.setDeadline(dlUpHead, c.tr.opts.ResponseHeaderTimeout)
+	// The answer may be in already (an edge seen while sending).
+	c.readUpHead()
+}
+
+// event handles readiness of a backend socket.
+func (u *lupconn) event(ev uint32) {
+	if ev&evRdHup != 0 {
+		u.fr.rdhup = true
+	}
+	switch u.state {
+	case upIdle:
+		// An idle connection that becomes readable was closed by the
+		// backend (or it sent something unasked): it is not reusable.
+		if ev&(evIn|evRdHup|evHup|evErr) != 0 {
+			u.pool.remove(u)
+			u.close()
+		}
+		return
+	case upConnecting:
+		if ev&(evOut|evErr|evHup) == 0 {
+			return
+		}
+		c := u.client
+		soerr, err := syscall.GetsockoptInt(u.fd, syscall.SOL_SOCKET, syscall.SO_ERROR)
+		if err == nil && soerr != 0 {
+			err = syscall.Errno(soerr)
+		}
+		if err != nil {
+			c.upFailed(fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, u.pool.addr, os.NewSyscallError("connect", err)), false)
+			return
+		}
+		c.sendRequest()
+		return
+	case upSending:
+		if ev&evOut != 0 && len(u.fw.pending) > 0 {
+			done, err := u.fw.flushPending()
+			if err != nil {
+				u.client.upFailed(err, true)
+				return
+			}
+			if done {
+				u.client.waitHead()
+			}
+		}
+		if ev&(evErr|evHup) != 0 && u.state == upSending {
+			u.client.upFailed(io.ErrUnexpectedEOF, true)
+		}
+		return
+	case upWaitHead:
+		if ev&(evIn|evRdHup|evHup|evErr) != 0 {
+			u.fr.drained = false
+			u.client.readUpHead()
+		}
+	case upBody:
+		if ev&(evIn|evRdHup|evHup|evErr) != 0 {
+			u.fr.drained = false
+			c := u.client
+			if len(c.fw.pending) <= highWater {
+				c.pump()
+			}
+		}
+	}
+}
+
+// readUpHead reads the backend's response head.
+func (c *lconn) readUpHead() {
+	u := c.up
+	head := equalFold(c.req.method, "head")
+	for {
+		b := u.rd.buffered()
+		if end, _ := findHeadEnd(b, 0); end > 0 {
+			if err := parseResponse(b[:end], &u.resp, head); err != nil {
+				c.upFailed(fmt.Errorf("%w: %w", wire.ErrBackend, err), true)
+				return
+			}
+			if u.resp.status < 200 && u.resp.status != 101 {
+				u.rd.discard(end) // interim answers are not relayed
+				continue
+			}
+			if u.resp.status == 101 {
+				// Upgrades go to the goroutine engine before they get here.
+				c.upFailed(fmt.Errorf("%w: 101 Switching Protocols to a request without Upgrade", wire.ErrBackend), true)
+				return
+			}
+			u.rd.pinHead(end)
+			c.gotHead()
+			return
+		}
+		if len(b) > maxResponseHead {
+			c.upFailed(fmt.Errorf("%w: response head too large", wire.ErrBackend), true)
+			return
+		}
+		err := u.rd.fill()
+		switch {
+		case err == nil:
+		case err == errWouldBlock:
+			return
+		case err == errBufferFull:
+			u.rd.grow(min(2*len(u.rd.buf), maxResponseHead+readBufSize))
+		default:
+			if err == io.EOF && len(b) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			c.upFailed(err, true)
+			return
+		}
+	}
+}
+
+// gotHead hands a response head to the pipeline.
+func (c *lconn) gotHead() {
+	u := c.up
+	u.state = upBody
+	if c.replay {
+		c.reqBody.consumeBuffered()
+		c.bodySent = true
+		c.replay = false
+	}
+	switch {
+	case u.resp.chunked:
+		u.body.reset(&u.rd, bodyChunked, 0)
+	case u.resp.untilClose:
+		u.body.reset(&u.rd, bodyUntilClose, 0)
+	default:
+		u.body.reset(&u.rd, bodyFixed, max(u.resp.contentLength, 0))
+	}
+	c.deadline, c.dkind = 0, dlNone
+	c.forwarded(u.resp.status, nil)
+}
+
+// upFailed handles an attempt that failed before a response head. A
+// pooled connection that turns out closed is replaced once, transparently,
+// when nothing can have been processed twice.
+func (c *lconn) upFailed(err error, sent bool) {
+	u := c.up
+	c.up = nil
+	wrote := false
+	used := false
+	if u != nil {
+		wrote, used = u.wrote, u.used
+		u.close()
+	}
+	stale := used && c.tries == 0 && isStale(err) && !c.bodySent &&
+		(!wrote || idempotent(c.req.method))
+	if stale {
+		c.tries++
+		c.attempt()
+		return
+	}
+	c.forwarded(0, classifyErr(err, c.be.Addr))
+}
+
+// dropUp ends the use of the current backend connection: kept when its
+// answer is complete (or can be read out now), closed otherwise.
+func (c *lconn) dropUp(reuse bool) {
+	u := c.up
+	if u == nil {
+		return
+	}
+	c.up = nil
+	if reuse && u.state == upBody && u.resp.keepAlive {
+		// A retry drops an answer: keep the connection if the rest of a
+		// small body is already here.
+		for !u.body.done {
+			if u.body.kind != bodyFixed || u.body.remaining > 16<<10 {
+				break
+			}
+			if _, err := u.body.next(); err != nil {
+				break
+			}
+		}
+		u.release(u.body.done)
+		return
+	}
+	u.close()
+}
+
+// release returns a connection to its pool when reusable, closes it
+// otherwise.
+func (u *lupconn) release(reusable bool) {
+	if reusable && u.state == upBody && len(u.rd.buffered()) == 0 && len(u.fw.pending) == 0 {
+		u.rd.unpin()
+		u.pool.put(u)
+		return
+	}
+	u.close()
+}
+
+// close closes the connection and frees its buffers.
+func (u *lupconn) close() {
+	if u.state == upClosed {
+		return
+	}
+	u.closeFD()
+}
+
+func (u *lupconn) closeFD() {
+	u.state = upClosed
+	u.l.forget(u.fd, false)
+	syscall.Close(u.fd)
+	u.fd = -1
+	if u.rd.buf != nil {
+		u.l.putReadBuf(u.rd.buf)
+		u.rd.buf = nil
+	}
+	u.client = nil
+}

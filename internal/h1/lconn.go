@@ -29,14 +29,14 @@ const (
 // Deadline kinds: what a connection is waiting for when its deadline
 // passes.
 const (
-	dlNone uint8 = iota
-	dlIdle       // a keep-alive connection between requests
-	dlHead       // the rest of a request head
-	dlBody       // the rest of a request body
-	dlConnect    // a backend connection being set up
-	dlUpHead     // a backend's response head
-	dlUpBody     // a backend's response body
-	dlWrite      // the client to take pending output
+	dlNone    uint8 = iota
+	dlIdle          // a keep-alive connection between requests
+	dlHead          // the rest of a request head
+	dlBody          // the rest of a request body
+	dlConnect       // a backend connection being set up
+	dlUpHead        // a backend's response head
+	dlUpBody        // a backend's response body
+	dlWrite         // the client to take pending output
 )
 
 // maxLoopBody is the largest request body the loop waits for and

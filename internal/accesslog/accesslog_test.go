@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"go.uber.org/zap/zapcore"
 
 	"github.com/helios-lb/helios/internal/config"
 	"github.com/helios-lb/helios/internal/logging"
@@ -66,13 +65,15 @@ func record() proxy.Record {
 
 func TestRecordWritesEveryField(t *testing.T) {
 	var buf syncBuffer
-	enc := zapcore.NewJSONEncoder(zapcore.EncoderConfig{MessageKey: "msg", TimeKey: "time", EncodeTime: zapcore.ISO8601TimeEncoder, EncodeDuration: zapcore.SecondsDurationEncoder})
-	l := New(zapcore.NewCore(enc, &buf, zapcore.InfoLevel))
+	l := New(&buf, JSON)
 	r := record()
 	l.Record(exchange{}, r)
 	r.Err = errors.New("backend timed out")
 	r.Status = 504
 	l.Record(exchange{}, r)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 	lines := strings.Split(strings.TrimSpace(buf.b.String()), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("got %d lines, want 2:\n%s", len(lines), buf.b.String())
@@ -105,10 +106,50 @@ func BenchmarkRecord(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sink.Close()
-	l := New(sink.Core)
+	l := New(sink.W, JSON)
+	defer l.Close()
 	r := record()
 	b.ReportAllocs()
 	for b.Loop() {
 		l.Record(exchange{}, r)
+	}
+}
+
+func TestEscapingAndConsole(t *testing.T) {
+	var buf syncBuffer
+	l := New(&buf, Console)
+	r := record()
+	l.Record(hostile{}, r)
+	l.Close()
+	line := buf.b.String()
+	fields := strings.SplitN(strings.TrimSpace(line), "\t", 4)
+	if len(fields) != 4 || fields[1] != "INFO" || fields[2] != "request" {
+		t.Fatalf("got %q, want time, INFO, request and the fields, tab-separated", line)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(fields[3]), &got); err != nil {
+		t.Fatalf("fields are not JSON: %v\n%s", err, fields[3])
+	}
+	if want := "/a\"b\\c\n\x01\ufffd"; got["path"] != want {
+		t.Errorf("got path %q, want %q", got["path"], want)
+	}
+	if _, err := time.Parse("2006-01-02T15:04:05.000Z", fields[0]); err != nil {
+		t.Errorf("time %q: %v", fields[0], err)
+	}
+}
+
+type hostile struct{ exchange }
+
+var hostilePath = []byte("/a\"b\\c\n\x01\xff")
+
+func (hostile) Path() []byte { return hostilePath }
+
+func TestRecordAllocatesNothing(t *testing.T) {
+	l := New(io.Discard, JSON)
+	defer l.Close()
+	r := record()
+	allocs := testing.AllocsPerRun(1000, func() { l.Record(exchange{}, r) })
+	if allocs != 0 {
+		t.Errorf("got %v allocations per line, want 0", allocs)
 	}
 }

@@ -45,18 +45,22 @@ SIGINT exits at once.`,
 				return err
 			}
 			defer log.Sync()
-			var recs proxy.Recorders
+			var rec proxy.Recorder
 			access, err := logging.OpenAccess(cfg.Logging, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			if access != nil {
-				defer access.Close()
-				recs = append(recs, accesslog.New(access.Core))
-			}
-			var rec proxy.Recorder
-			if len(recs) > 0 {
-				rec = recs
+				format := accesslog.JSON
+				if access.Format == "console" {
+					format = accesslog.Console
+				}
+				al := accesslog.New(access.W, format)
+				defer func() {
+					al.Close()
+					access.Close()
+				}()
+				rec = al
 			}
 			srv, err := server.New(cfg, server.Options{Logger: log, Recorder: rec, ConfigPath: path})
 			if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -47,51 +46,37 @@ func encoder(format string, dur zapcore.DurationEncoder) (zapcore.Encoder, error
 	return nil, fmt.Errorf("logging.format: %q is not a format (json, console)", format)
 }
 
-// AccessSink is where access log lines go: a zap core and how to flush and
-// close it.
+// AccessSink is where access log lines go: a writer, the format named in
+// the config, and how to close it.
 type AccessSink struct {
-	Core  zapcore.Core
-	Close func() error
+	W      io.Writer
+	Format string
+	Close  func() error
 }
 
 // OpenAccess opens the access log destination named by cfg.AccessLog:
-// "stdout", "stderr" or a file path (appended to, created 0640). Lines are
-// buffered and flushed at least once a second and on Close, so logging
-// every request costs no write(2) per request. It returns nil when the
-// access log is off.
+// "stdout", "stderr" or a file path (appended to, created 0640). It
+// returns nil when the access log is off. The caller buffers (package
+// accesslog does).
 func OpenAccess(cfg config.Logging, stdout, stderr io.Writer) (*AccessSink, error) {
-	var (
-		w      io.Writer
-		closer func() error
-	)
+	sink := &AccessSink{Format: cfg.Format, Close: func() error { return nil }}
 	switch cfg.AccessLog {
 	case "", config.AccessLogOff:
 		return nil, nil
 	case config.AccessLogStdout:
-		w = stdout
+		sink.W = stdout
 	case config.AccessLogStderr:
-		w = stderr
+		sink.W = stderr
 	default:
 		f, err := os.OpenFile(cfg.AccessLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
 		if err != nil {
 			return nil, fmt.Errorf("logging.access_log: %w", err)
 		}
-		w = f
-		closer = f.Close
+		sink.W = f
+		sink.Close = f.Close
 	}
-	enc, err := encoder(cfg.Format, zapcore.SecondsDurationEncoder)
-	if err != nil {
-		return nil, err
+	if sink.Format != "" && sink.Format != "json" && sink.Format != "console" {
+		return nil, fmt.Errorf("logging.format: %q is not a format (json, console)", sink.Format)
 	}
-	buf := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(w), Size: 256 << 10, FlushInterval: time.Second}
-	core := zapcore.NewCore(enc, buf, zapcore.InfoLevel)
-	return &AccessSink{Core: core, Close: func() error {
-		err := buf.Stop()
-		if closer != nil {
-			if cerr := closer(); err == nil {
-				err = cerr
-			}
-		}
-		return err
-	}}, nil
+	return sink, nil
 }

@@ -1,0 +1,151 @@
+package h1
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/wire"
+)
+
+// Cases only an event loop has: edges, batches, hand-offs between
+// states, and the bookkeeping of connections the loop owns.
+
+// postOf returns a POST with a body that is size bytes in all.
+func postOf(size int) string {
+	for n := size; ; n-- {
+		h := fmt.Sprintf("POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", n)
+		if len(h)+n == size {
+			return h + strings.Repeat("b", n)
+		}
+	}
+}
+
+// parseCL returns the Content-Length of a raw request head (0 if none).
+func parseCL(head string) int64 {
+	f := headFields(head)
+	if v := f["content-length"]; len(v) == 1 {
+		n, _ := parseContentLength([]byte(v[0]))
+		return n
+	}
+	return 0
+}
+
+// slowBackend answers each request when release is closed; reached
+// receives each request head; closed is told when a connection ends
+// before its answer.
+type slowBackend struct {
+	*rawBackend
+	reached chan string
+	closed  chan struct{}
+	release chan struct{}
+}
+
+func startSlowBackend(t *testing.T) *slowBackend {
+	s := &slowBackend{reached: make(chan string, 16), closed: make(chan struct{}, 16), release: make(chan struct{})}
+	s.rawBackend = startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
+		for h := readReqHead(br); h != ""; h = readReqHead(br) {
+			s.reached <- h
+			eof := make(chan struct{})
+			go func() {
+				// The proxy sends nothing more on this connection until
+				// the answer, so a read returns only when it closes.
+				var b [1]byte
+				nc.Read(b[:])
+				close(eof)
+			}()
+			select {
+			case <-s.release:
+				io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nslow")
+				return // one request per connection
+			case <-eof:
+				s.closed <- struct{}{}
+				return
+			}
+		}
+	})
+	t.Cleanup(func() {
+		select {
+		case <-s.release:
+		default:
+			close(s.release)
+		}
+	})
+	return s
+}
+
+func (s *slowBackend) waitReached(t *testing.T) {
+	t.Helper()
+	select {
+	case <-s.reached:
+	case <-time.After(testTimeout):
+		t.Fatal("the request did not reach the backend")
+	}
+}
+
+// TestLoopClientGoneAtBackend has the client leave while its request is
+// at a slow backend: the request ends as 499 (not the backend's fault)
+// and the backend connection, whose answer is still to come, is closed
+// rather than pooled.
+func TestLoopClientGoneAtBackend(t *testing.T) {
+	tests := []struct {
+		name  string
+		leave func(c *rawClient)
+	}{
+		{"close", func(c *rawClient) { c.nc.Close() }},
+		{"reset", func(c *rawClient) { c.tcp().SetLinger(0); c.nc.Close() }},
+		{"half close", func(c *rawClient) { c.tcp().CloseWrite() }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			be := startSlowBackend(t)
+			p := startLoopProxy(t, loopTo(be.addr))
+			c := dialRaw(t, p.addr)
+			c.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+			be.waitReached(t)
+			tt.leave(c)
+			rec := p.nextRec(t)
+			if rec.Status != proxy.StatusClientClosed || !errors.Is(rec.Err, wire.ErrClientGone) {
+				t.Errorf("got (%v, %v), want (%v, %v)", rec.Status, rec.Err, proxy.StatusClientClosed, wire.ErrClientGone)
+			}
+			select {
+			case <-be.closed:
+			case <-time.After(testTimeout):
+				t.Fatal("the backend connection was not closed")
+			}
+			if got := p.guard.outcomes(); len(got) != 1 || got[0] != proxy.Ignored {
+				t.Errorf("got outcomes %v, want [Ignored]", got)
+			}
+			if n := p.idleBackendConns(); n != 0 {
+				t.Errorf("got %d idle backend connections, want 0", n)
+			}
+		})
+	}
+}
+
+// TestLoopMaxConnections checks admit's refusal closes a connection at
+// once, and that a released slot is used again.
+func TestLoopMaxConnections(t *testing.T) {
+	p := startLoopProxy(t, loopConfig{maxConns: 1})
+	c1 := dialRaw(t, p.addr)
+	c1.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
+	c1.read("GET")
+	c2 := dialRaw(t, p.addr)
+	c2.expectClosed(time.Second)
+	if n := p.refused.Load(); n != 1 {
+		t.Errorf("got %d refused, want 1", n)
+	}
+	c1.nc.Close()
+	waitFor(t, "the slot to be released", func() bool { return p.admitted.Load() == p.released.Load() })
+	c3 := dialRaw(t, p.addr)
+	c3.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := c3.read("GET"); r.body != "fixed" {
+		t.Errorf("got %q, want %q", r.body, "fixed")
+	}
+}

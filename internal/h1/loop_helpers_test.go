@@ -1,0 +1,403 @@
+package h1
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/helios-lb/helios/internal/balancer"
+	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/route"
+	"github.com/helios-lb/helios/internal/upstream"
+	"github.com/helios-lb/helios/internal/wire"
+)
+
+// The loop engine's tests run the real pipeline (internal/proxy: routes,
+// a round-robin picker, retries) in front of an Engine with one
+// LoopListener on a loopback socket, and a goroutine Server for the
+// connections the loops hand over, as internal/server wires them.
+
+// loopConfig describes a loopProxy. The zero value serves the routes
+// below with no upstream backend and no timeouts.
+type loopConfig struct {
+	// backends are the upstream's backend addresses; several may repeat
+	// one address (the loops pool by address).
+	backends []string
+	to       TransportOptions
+	opts     Options
+	retry    proxy.RetryPolicy
+	// fixed adds exact-path routes with fixed answers.
+	fixed map[string]proxy.Fixed
+	// loops is the number of event loops (0: 1).
+	loops int
+	// maxConns caps the admitted connections (0: no cap).
+	maxConns int32
+	// bare leaves out the counting guard and the recorder, which
+	// allocate, for allocation counts and benchmarks.
+	bare bool
+}
+
+// Routes every loopProxy has besides cfg.fixed; everything else goes to
+// the upstream.
+var (
+	fixedBody  = []byte("fixed")
+	fixedRoute = proxy.Fixed{Status: 200, Header: []byte("X-Test: 1\r\n"), Body: fixedBody}
+	// bigFixed is larger than socket buffers take at once.
+	bigFixed = proxy.Fixed{Status: 200, Body: []byte(strings.Repeat("B", 1<<20))}
+)
+
+// loopProxy is an Engine serving the pipeline on a loopback listener.
+type loopProxy struct {
+	t        testing.TB
+	eng      *Engine
+	ll       *LoopListener
+	srv      *Server // the fallback for handed-over connections
+	pipe     *proxy.Pipeline
+	up       *proxy.Upstream
+	tr       *Transport
+	guard    *countingGuard
+	addr     string
+	fd       int
+	admitted atomic.Int32
+	released atomic.Int32
+	refused  atomic.Int32
+	maxConns int32
+	recs     chan proxy.Record
+	logs     chan string
+}
+
+// startLoopProxy starts a loopProxy that is shut down, checked and closed
+// when the test ends.
+func startLoopProxy(t testing.TB, cfg loopConfig) *loopProxy {
+	t.Helper()
+	p := &loopProxy{t: t, recs: make(chan proxy.Record, 4096), logs: make(chan string, 100), maxConns: cfg.maxConns}
+	p.guard = &countingGuard{}
+	var backends []*upstream.Backend
+	for i, a := range cfg.backends {
+		backends = append(backends, &upstream.Backend{State: upstream.NewState(nil), Addr: a, Weight: 1, Index: i})
+	}
+	picker, err := balancer.New(balancer.RoundRobin, backends, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.tr = NewTransport(cfg.to, cfg.backends, nil)
+	p.up = &proxy.Upstream{Name: "up", Strategy: balancer.RoundRobin, Backends: backends, Picker: picker,
+		Transport: p.tr, Retry: cfg.retry, Guard: p.guard, Stats: &proxy.UpstreamStats{}}
+	var rec proxy.Recorder = p
+	if cfg.bare {
+		p.up.Guard, rec = nil, nil
+	}
+	var entries []route.Entry[*proxy.Route]
+	for path, f := range cfg.fixed {
+		f := f
+		entries = append(entries, route.Entry[*proxy.Route]{Name: path, Path: path, Value: &proxy.Route{Name: path, Respond: &f}})
+	}
+	entries = append(entries,
+		route.Entry[*proxy.Route]{Name: "fixed", PathPrefix: "/fixed/", Value: &proxy.Route{Name: "fixed", Respond: &fixedRoute}},
+		route.Entry[*proxy.Route]{Name: "big", Path: "/big-fixed", Value: &proxy.Route{Name: "big", Respond: &bigFixed}},
+		route.Entry[*proxy.Route]{Name: "static", PathPrefix: "/static/", Value: &proxy.Route{Name: "static", Static: staticHandler()}},
+		route.Entry[*proxy.Route]{Name: "up", Value: &proxy.Route{Name: "up", Upstream: p.up}},
+	)
+	table, err := route.New(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.pipe = proxy.New(&proxy.Graph{Routes: table, Upstreams: []*proxy.Upstream{p.up}, Recorder: rec})
+	p.eng, err = NewEngine(p.pipe, max(cfg.loops, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.eng.SetErrorLog(func(msg string, err error) { p.log(msg + ": " + err.Error()) })
+	p.srv = NewServer(p.pipe, cfg.opts)
+	p.fd, p.addr = listenLoopback(t)
+	p.ll, err = p.eng.Attach("test", []int{p.fd}, cfg.opts, p.srv, p.admit, p.release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *loopProxy) admit() bool {
+	if p.maxConns > 0 && p.admitted.Load()-p.released.Load() >= p.maxConns {
+		p.refused.Add(1)
+		return false
+	}
+	p.admitted.Add(1)
+	return true
+}
+
+func (p *loopProxy) release() { p.released.Add(1) }
+
+func (p *loopProxy) log(s string) {
+	select {
+	case p.logs <- s:
+	default:
+	}
+}
+
+// Record implements proxy.Recorder.
+func (p *loopProxy) Record(_ wire.Exchange, r proxy.Record) {
+	select {
+	case p.recs <- r:
+	default:
+		p.t.Errorf("record dropped: %+v", r)
+	}
+}
+
+// nextRec returns the next finished request's record.
+func (p *loopProxy) nextRec(t testing.TB) proxy.Record {
+	t.Helper()
+	select {
+	case r := <-p.recs:
+		return r
+	case <-time.After(testTimeout):
+		t.Fatal("no request recorded")
+		return proxy.Record{}
+	}
+}
+
+// noRec checks no request was recorded within d.
+func (p *loopProxy) noRec(t testing.TB, d time.Duration) {
+	t.Helper()
+	select {
+	case r := <-p.recs:
+		t.Errorf("got record %+v, want none", r)
+	case <-time.After(d):
+	}
+}
+
+// stop shuts the proxy down and checks nothing leaked: every admitted
+// connection released, every admitted attempt finished exactly once, no
+// request left in flight at a backend, and the loops' state consistent.
+func (p *loopProxy) stop() {
+	t := p.t
+	p.checkInvariants()
+	p.ll.Stop()
+	p.closeListener()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if err := p.ll.Shutdown(ctx); err != nil {
+		t.Errorf("loop listener shutdown: got %v, want nil", err)
+	}
+	if err := p.srv.Shutdown(ctx); err != nil {
+		t.Errorf("fallback shutdown: got %v, want nil", err)
+	}
+	p.checkInvariants()
+	p.eng.Close()
+	p.tr.Close()
+	waitFor(t, "connections to be released", func() bool { return p.admitted.Load() == p.released.Load() })
+	if n := p.guard.open.Load(); n != 0 {
+		t.Errorf("got %d attempts not finished, want 0", n)
+	}
+	if n := p.guard.doubled.Load(); n != 0 {
+		t.Errorf("got %d attempts finished twice, want 0", n)
+	}
+	for _, b := range p.up.Backends {
+		if n := b.Inflight(); n != 0 {
+			t.Errorf("backend %s: got %d requests in flight, want 0", b.Addr, n)
+		}
+	}
+}
+
+// closeListener closes the listening socket (once; after Stop).
+func (p *loopProxy) closeListener() {
+	if p.fd >= 0 {
+		syscall.Close(p.fd)
+		p.fd = -1
+	}
+}
+
+// checkInvariants checks, on each loop, that the loop's bookkeeping is
+// consistent: live connections registered under their fd, pooled backend
+// connections idle and registered, and no buffer both free and in use
+// (or free twice), which would let two connections write into one.
+func (p *loopProxy) checkInvariants() {
+	t := p.t
+	t.Helper()
+	for _, l := range p.eng.loops {
+		var errs []string
+		l.do(func() { errs = l.invariantErrors() })
+		for _, e := range errs {
+			t.Errorf("loop %d: %s", l.id, e)
+		}
+	}
+}
+
+func (l *loop) invariantErrors() []string {
+	var errs []string
+	bufs := map[*byte]string{}
+	own := func(b []byte, who string) {
+		if cap(b) == 0 {
+			return
+		}
+		p := &b[:1][0]
+		if prev, ok := bufs[p]; ok {
+			errs = append(errs, fmt.Sprintf("buffer held by %s and %s", prev, who))
+		}
+		bufs[p] = who
+	}
+	n := 0
+	for c := l.conns.head; c != nil; c = c.next {
+		n++
+		who := fmt.Sprintf("conn fd %d", c.fd)
+		if c.state == lsClosed || c.fd < 0 {
+			errs = append(errs, who+": closed but listed")
+			continue
+		}
+		if c.fd >= len(l.targets) || l.targets[c.fd] != target(c) {
+			errs = append(errs, who+": not registered")
+		}
+		own(c.rd.buf, who+" read buffer")
+		own(c.wbuf, who+" write buffer")
+		if c.up != nil {
+			own(c.up.rd.buf, who+" backend read buffer")
+			if c.up.client != c {
+				errs = append(errs, who+": its backend connection serves another client")
+			}
+		}
+	}
+	if int64(n) != l.nconns.Load() {
+		errs = append(errs, fmt.Sprintf("%d connections listed, %d counted", n, l.nconns.Load()))
+	}
+	for _, c := range l.freeConns {
+		if c.state != lsClosed || c.prev != nil || c.next != nil || l.conns.head == c {
+			errs = append(errs, "a free connection is live")
+		}
+	}
+	for addr, pl := range l.pools {
+		seen := map[*lupconn]bool{}
+		for _, u := range pl.idle {
+			who := "idle backend connection to " + addr
+			if seen[u] {
+				errs = append(errs, who+": pooled twice")
+			}
+			seen[u] = true
+			if u.state != upIdle || u.client != nil || u.fd < 0 {
+				errs = append(errs, fmt.Sprintf("%s: state %d, client %v, fd %d", who, u.state, u.client != nil, u.fd))
+			} else if u.fd >= len(l.targets) || l.targets[u.fd] != target(u) {
+				errs = append(errs, who+": not registered")
+			}
+			own(u.rd.buf, who)
+		}
+	}
+	for i, b := range l.readBufs {
+		own(b, fmt.Sprintf("read free list [%d]", i))
+	}
+	for i, b := range l.writeBufs {
+		own(b, fmt.Sprintf("write free list [%d]", i))
+	}
+	return errs
+}
+
+// idleBackendConns counts the loops' idle connections to the first
+// backend's address.
+func (p *loopProxy) idleBackendConns() int { return p.eng.IdleBackendConns(p.up.Backends[0].Addr) }
+
+// listenLoopback opens a non-blocking listening socket on 127.0.0.1, as
+// internal/listener does, and returns it with its address.
+func listenLoopback(t testing.TB) (int, string) {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+	syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, 0xf /* SO_REUSEPORT */, 1)
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		syscall.Close(fd)
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 1024); err != nil {
+		syscall.Close(fd)
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		syscall.Close(fd)
+		t.Fatal(err)
+	}
+	return fd, fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+}
+
+// staticHandler stands in for a static file route: it answers with the
+// path, streaming, so the hand-over to the goroutine engine shows.
+func staticHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Static", "1")
+		io.WriteString(w, "static:")
+		w.(http.Flusher).Flush()
+		io.WriteString(w, r.URL.Path)
+	})
+}
+
+// countingGuard admits every attempt and counts the ones not yet done,
+// so a test can see each attempt finished exactly once.
+type countingGuard struct {
+	open    atomic.Int64
+	doubled atomic.Int64
+	mu      sync.Mutex
+	out     []proxy.Outcome
+}
+
+func (g *countingGuard) Admit(b *upstream.Backend) (func(error), bool) {
+	g.open.Add(1)
+	var done atomic.Bool
+	return func(error) {
+		if done.Swap(true) {
+			g.doubled.Add(1)
+		}
+	}, true
+}
+
+func (g *countingGuard) Done(b *upstream.Backend, ticket func(error), o proxy.Outcome) {
+	ticket(nil)
+	g.open.Add(-1)
+	g.mu.Lock()
+	g.out = append(g.out, o)
+	g.mu.Unlock()
+}
+
+// outcomes returns the outcomes reported so far.
+func (g *countingGuard) outcomes() []proxy.Outcome {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]proxy.Outcome(nil), g.out...)
+}
+
+// blockLoop keeps loop i busy until the returned function is called, so
+// that what the test does meanwhile reaches the loop as one batch of
+// events, in the order it happened.
+func (p *loopProxy) blockLoop(i int) (unblock func()) {
+	l := p.eng.loops[i]
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	l.post(func() {
+		close(entered)
+		<-release
+	})
+	<-entered
+	var once sync.Once
+	unblock = func() { once.Do(func() { close(release) }) }
+	p.t.Cleanup(unblock)
+	return unblock
+}
+
+// settle waits until the loops have handled what is queued (a round
+// trip through each loop's queue).
+func (p *loopProxy) settle() {
+	for _, l := range p.eng.loops {
+		l.do(func() {})
+	}
+}
+
+// tcpConn returns the *net.TCPConn under a rawClient.
+func (c *rawClient) tcp() *net.TCPConn { return c.nc.(*net.TCPConn) }

@@ -525,6 +525,16 @@ func TestLoopProxyResponseFraming(t *testing.T) {
 			client: "GET / HTTP/1.1\r\nHost: a\r\n", wantBody: strings.Repeat("b", 5000), wantStatus: 200,
 		},
 		{
+			// The final head is parsed behind an interim one and fills
+			// the buffer: making room for the body must not move the
+			// bytes the parsed fields point to.
+			name: "large head behind an interim one",
+			resp: "HTTP/1.1 103 Early Hints\r\nLink: </style.css>\r\n\r\n" +
+				"HTTP/1.1 200 Fine\r\nX-First: first-value\r\nX-Pad: " + strings.Repeat("p", 3300) + "\r\nX-Last: last-value\r\nContent-Length: 4\r\n\r\nbody",
+			client: "GET / HTTP/1.1\r\nHost: a\r\n", wantBody: "body", wantStatus: 200,
+			want: map[string][]string{"x-first": {"first-value"}, "x-last": {"last-value"}, "x-pad": {strings.Repeat("p", 3300)}},
+		},
+		{
 			name: "large response head", resp: "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("v", 20000) + "\r\nContent-Length: 2\r\n\r\nok",
 			client: "GET / HTTP/1.1\r\nHost: a\r\n", wantBody: "ok", wantStatus: 200,
 		},

@@ -312,12 +312,15 @@ func (c *lconn) readUpHead() {
 	for {
 		b := u.rd.buffered()
 		if end, _ := findHeadEnd(b, 0); end > 0 {
-			if err := parseResponse(b[:end], &u.resp, head); err != nil {
+			// Pin first: pinning may move the bytes (to make room for the
+			// body), and the parsed fields point into them.
+			u.rd.pinHead(end)
+			if err := parseResponse(u.rd.buf[u.rd.pin-end:u.rd.pin], &u.resp, head); err != nil {
 				c.upFailed(fmt.Errorf("%w: %w", wire.ErrBackend, err), true)
 				return
 			}
 			if u.resp.status < 200 && u.resp.status != 101 {
-				u.rd.discard(end) // interim answers are not relayed
+				u.rd.pin = 0 // interim answers are not relayed, nor kept
 				continue
 			}
 			if u.resp.status == 101 {
@@ -325,7 +328,6 @@ func (c *lconn) readUpHead() {
 				c.upFailed(fmt.Errorf("%w: 101 Switching Protocols to a request without Upgrade", wire.ErrBackend), true)
 				return
 			}
-			u.rd.pinHead(end)
 			c.gotHead()
 			return
 		}

@@ -556,7 +556,11 @@ func (c *lconn) endOutput() {
 	c.releaseWriter()
 	c.state = lsIdle
 	c.deadline, c.dkind = 0, dlNone
-	if !c.serving && (c.readPending || len(c.rd.buffered()) > 0) {
+	// Read on when input is waiting: buffered, announced by an edge
+	// while busy, or possibly left in the socket because the last read
+	// filled the buffer (edge-triggered: no new edge comes for bytes
+	// that are already there).
+	if !c.serving && (c.readPending || len(c.rd.buffered()) > 0 || !c.fr.drained) {
 		c.readPending = false
 		c.serveInput()
 		return

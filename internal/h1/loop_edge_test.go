@@ -17,6 +17,53 @@ import (
 // Cases only an event loop has: edges, batches, hand-offs between
 // states, and the bookkeeping of connections the loop owns.
 
+// TestLoopPipelinedAtBufferEnd sends a proxied request that ends exactly
+// where the first read ends, with another request behind it still in
+// the socket: the loop must read on after the answer, although no new
+// edge will come for bytes that were already there.
+func TestLoopPipelinedAtBufferEnd(t *testing.T) {
+	pad := func(head string, size int) string {
+		// head ends in "X-Pad: "; pad so the request is size bytes.
+		return head + strings.Repeat("p", size-len(head)-4) + "\r\n\r\n"
+	}
+	tests := []struct {
+		name string
+		reqs []string
+	}{
+		{"one request fills the buffer", []string{pad("GET /a HTTP/1.1\r\nHost: x\r\nX-Pad: ", readBufSize)}},
+		{"the second ends at the buffer end", []string{
+			pad("GET /fixed/a HTTP/1.1\r\nHost: x\r\nX-Pad: ", readBufSize/2),
+			pad("GET /b HTTP/1.1\r\nHost: x\r\nX-Pad: ", readBufSize/2),
+		}},
+		{"a body ends at the buffer end", []string{postOf(readBufSize)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
+				for h := readReqHead(br); h != ""; h = readReqHead(br) {
+					if strings.HasPrefix(h, "POST") {
+						br.Discard(int(parseCL(h)))
+					}
+					io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				}
+			})
+			p := startLoopProxy(t, loopTo(be.addr))
+			c := dialRaw(t, p.addr)
+			all := strings.Join(tt.reqs, "")
+			if len(all) != readBufSize {
+				t.Fatalf("requests take %d bytes, want %d", len(all), readBufSize)
+			}
+			c.send(all + "GET /fixed/last HTTP/1.1\r\nHost: x\r\n\r\n")
+			c.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+			for i := range len(tt.reqs) + 1 {
+				if r, err := c.tryRead("GET"); err != nil || r.status != 200 {
+					t.Fatalf("response %d: got (%v, %v), want 200", i, r.status, err)
+				}
+			}
+		})
+	}
+}
+
 // postOf returns a POST with a body that is size bytes in all.
 func postOf(size int) string {
 	for n := size; ; n-- {

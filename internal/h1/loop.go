@@ -2,6 +2,7 @@ package h1
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"os"
@@ -101,7 +102,7 @@ func (e *Engine) Attach(name string, fds []int, o Options, fallback *Server, adm
 	ll.SetOptions(o)
 	for i, fd := range fds {
 		l := e.loops[i%len(e.loops)]
-		var err error
+		err := errEngineClosed
 		l.do(func() { err = l.addListener(ll, fd) })
 		if err != nil {
 			ll.Stop()
@@ -192,15 +193,15 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	}
 }
 
-// Close stops the loops and closes every connection they hold.
+// Close stops the loops and closes every connection they hold. The
+// listening sockets stay open (their owner closes them).
 func (e *Engine) Close() {
 	if e.stopped.Swap(true) {
 		return
 	}
 	for _, l := range e.loops {
 		if l != nil {
-			l.do(l.closeAll)
-			l.post(nil) // nil: stop
+			l.post(nil) // nil: close everything and stop
 		}
 	}
 	e.wg.Wait()
@@ -235,6 +236,9 @@ func (e *Engine) IdleBackendConns(addr string) int {
 	return n
 }
 
+// errEngineClosed is returned by Attach after Close.
+var errEngineClosed = errors.New("h1: event loops closed")
+
 // Epoll event bits (syscall has them as signed constants for some).
 const (
 	evIn    = uint32(syscall.EPOLLIN)
@@ -262,6 +266,8 @@ type loop struct {
 
 	mu    sync.Mutex
 	queue []func()
+	// stopping: the stop has been posted; nothing more is taken.
+	stopping bool
 
 	targets   []target // by fd
 	listeners map[int]*LoopListener
@@ -297,24 +303,30 @@ func newLoop(e *Engine, id int) (*loop, error) {
 	return l, nil
 }
 
-// post queues f to run on the loop and wakes it. A nil f stops the loop.
-func (l *loop) post(f func()) {
+// post queues f to run on the loop and wakes it. A nil f stops the loop
+// (after closing what it holds); post reports false, and drops f, once
+// the stop has been posted.
+func (l *loop) post(f func()) bool {
 	l.mu.Lock()
+	if l.stopping {
+		l.mu.Unlock()
+		return false
+	}
+	l.stopping = f == nil
 	l.queue = append(l.queue, f)
 	l.mu.Unlock()
 	var one = [8]byte{1}
 	syscall.Write(l.wake, one[:])
+	return true
 }
 
-// do runs f on the loop and waits for it.
+// do runs f on the loop and waits for it; it does nothing once the loop
+// is stopping.
 func (l *loop) do(f func()) {
-	if l.eng.stopped.Load() && f != nil {
-		// The loops are gone; nothing runs there any more.
-		return
-	}
 	done := make(chan struct{})
-	l.post(func() { f(); close(done) })
-	<-done
+	if l.post(func() { f(); close(done) }) {
+		<-done
+	}
 }
 
 func (l *loop) run() {
@@ -338,6 +350,7 @@ func (l *loop) run() {
 			fd := int(ev.Fd)
 			if fd == l.wake {
 				if !l.runQueue() {
+					l.closeAll()
 					return
 				}
 				continue
@@ -447,7 +460,7 @@ func (l *loop) accept(ll *LoopListener, lfd int) {
 			l.logf("accept failed", errno)
 			return
 		}
-		if ll.stopped.Load() || l.eng.draining.Load() || !ll.admit() {
+		if ll.stopped.Load() || l.eng.draining.Load() || l.eng.stopped.Load() || !ll.admit() {
 			syscall.Close(fd)
 			continue
 		}

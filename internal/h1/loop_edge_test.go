@@ -84,6 +84,22 @@ func parseCL(head string) int64 {
 	return 0
 }
 
+// TestLoopEngineClose checks Close ends the connections the loops hold.
+func TestLoopEngineClose(t *testing.T) {
+	p := startLoopProxy(t, loopConfig{})
+	c := dialRaw(t, p.addr)
+	c.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
+	c.read("GET")
+	p.eng.Close()
+	c.expectClosed(time.Second)
+	if n := p.eng.OpenConns(); n != 0 {
+		t.Errorf("got %d open connections, want 0", n)
+	}
+	if _, err := p.eng.Attach("late", []int{p.fd}, Options{}, p.srv, p.admit, p.release); !errors.Is(err, errEngineClosed) {
+		t.Errorf("Attach after Close: got %v, want %v", err, errEngineClosed)
+	}
+}
+
 // slowBackend answers each request when release is closed; reached
 // receives each request head; closed is told when a connection ends
 // before its answer.

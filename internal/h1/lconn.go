@@ -668,6 +668,21 @@ func (c *lconn) gone(err error) {
 	}
 }
 
+// errAborted ends the exchanges of connections closed before their time
+// (a shutdown that ran out of time, Engine.Close).
+var errAborted = errors.New("connection closed by the server")
+
+// abort closes the connection now. An exchange in progress is ended
+// first, as if the client had gone, so that the pipeline hears of it:
+// its attempt is reported (the breaker's admission returned, the
+// backend's in-flight count ended) and the request recorded.
+func (c *lconn) abort() {
+	if c.state == lsForward || c.state == lsSend {
+		c.gone(errAborted)
+	}
+	c.close()
+}
+
 // timeout acts on a passed deadline.
 func (c *lconn) timeout() {
 	switch c.dkind {

@@ -542,7 +542,7 @@ func (l *loop) closeListenerConns(ll *LoopListener) {
 	for c := l.conns.head; c != nil; {
 		next := c.next
 		if c.ll == ll {
-			c.close()
+			c.abort()
 		}
 		c = next
 	}
@@ -551,7 +551,7 @@ func (l *loop) closeListenerConns(ll *LoopListener) {
 func (l *loop) closeAll() {
 	for c := l.conns.head; c != nil; {
 		next := c.next
-		c.close()
+		c.abort()
 		c = next
 	}
 	for _, p := range l.pools {

@@ -2,6 +2,7 @@ package h1
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -187,6 +188,47 @@ func TestLoopClientGoneAtBackend(t *testing.T) {
 			}
 			if n := p.idleBackendConns(); n != 0 {
 				t.Errorf("got %d idle backend connections, want 0", n)
+			}
+		})
+	}
+}
+
+// TestLoopShutdownForced closes connections while a request is at a
+// backend (Shutdown's deadline passes, or the engine is closed): the
+// connection is closed and the request still finishes (recorded, its
+// attempt reported, the backend's in-flight count back).
+func TestLoopShutdownForced(t *testing.T) {
+	tests := []struct {
+		name  string
+		close func(t *testing.T, p *loopProxy)
+	}{
+		{"shutdown deadline", func(t *testing.T, p *loopProxy) {
+			p.ll.Stop()
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			if err := p.ll.Shutdown(ctx); err != context.DeadlineExceeded {
+				t.Errorf("got %v, want %v", err, context.DeadlineExceeded)
+			}
+		}},
+		{"engine closed", func(t *testing.T, p *loopProxy) { p.eng.Close() }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			be := startSlowBackend(t)
+			p := startLoopProxy(t, loopTo(be.addr))
+			c := dialRaw(t, p.addr)
+			c.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+			be.waitReached(t)
+			tt.close(t, p)
+			c.expectClosed(time.Second)
+			if rec := p.nextRec(t); rec.Status != proxy.StatusClientClosed {
+				t.Errorf("got status %v, want %v", rec.Status, proxy.StatusClientClosed)
+			}
+			if n := p.guard.open.Load(); n != 0 {
+				t.Errorf("got %d attempts open, want 0", n)
+			}
+			if n := p.up.Backends[0].Inflight(); n != 0 {
+				t.Errorf("got %d in flight, want 0", n)
 			}
 		})
 	}

@@ -55,7 +55,8 @@ func (r *fdReader) Read(p []byte) (int, error) {
 type fdWriter struct {
 	fd      int
 	pending []byte
-	// sent counts bytes handed to the kernel.
+	// sent counts bytes handed to the kernel (since its owner last
+	// zeroed it).
 	sent int64
 }
 

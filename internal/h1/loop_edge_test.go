@@ -254,3 +254,36 @@ func TestLoopMaxConnections(t *testing.T) {
 		t.Errorf("got %q, want %q", r.body, "fixed")
 	}
 }
+
+// TestLoopStalePooledPost has a pooled connection reset by the backend
+// just as a POST arrives (both in one batch of events, the POST first):
+// nothing of the POST reached the backend, so it goes again on a new
+// connection instead of failing.
+func TestLoopStalePooledPost(t *testing.T) {
+	conns := make(chan net.Conn, 4)
+	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
+		conns <- nc
+		for h := readReqHead(br); h != ""; h = readReqHead(br) {
+			br.Discard(int(parseCL(h)))
+			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	p := startLoopProxy(t, loopTo(be.addr))
+	c := dialRaw(t, p.addr)
+	c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	c.read("GET")
+	first := <-conns
+	unblock := p.blockLoop(0)
+	c.send("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi")
+	time.Sleep(20 * time.Millisecond)
+	first.(*net.TCPConn).SetLinger(0)
+	first.Close()
+	time.Sleep(20 * time.Millisecond)
+	unblock()
+	if r := c.read("POST"); r.status != 200 || r.body != "ok" {
+		t.Errorf("got (%v, %q), want (200, ok)", r.status, r.body)
+	}
+	if n := be.accepts.Load(); n != 2 {
+		t.Errorf("got %d backend connections, want 2", n)
+	}
+}

@@ -149,7 +149,6 @@ type lupconn struct {
 	state     upState
 	client    *lconn
 	used      bool
-	wrote     bool
 	idleSince int64
 	resp      response
 	body      body
@@ -199,7 +198,6 @@ func (c *lconn) attempt() {
 		}
 	}
 	u.client = c
-	u.wrote = false
 	c.up = u
 	c.state = lsForward
 	if u.state == upConnecting {
@@ -216,6 +214,9 @@ func (c *lconn) sendRequest() {
 	if u.rd.buf == nil {
 		u.rd.reset(&u.fr, c.l.getReadBuf())
 	}
+	// sent counts this request's bytes, so that a failure can tell
+	// whether any of them reached the backend.
+	u.fw.sent = 0
 	wbuf := c.l.getWriteBuf()
 	var w writer
 	w.reset(&u.fw, wbuf)
@@ -226,7 +227,6 @@ func (c *lconn) sendRequest() {
 	}
 	err := w.flush()
 	c.l.putWriteBuf(wbuf)
-	u.wrote = u.fw.sent > 0
 	if err != nil {
 		c.upFailed(err, true)
 		return
@@ -382,7 +382,7 @@ func (c *lconn) upFailed(err error, sent bool) {
 	wrote := false
 	used := false
 	if u != nil {
-		wrote, used = u.wrote, u.used
+		wrote, used = u.fw.sent > 0, u.used
 		u.close()
 	}
 	stale := used && c.tries == 0 && isStale(err) && !c.bodySent &&

@@ -287,3 +287,37 @@ func TestLoopStalePooledPost(t *testing.T) {
 		t.Errorf("got %d backend connections, want 2", n)
 	}
 }
+
+// TestLoopBackendClosesAfterAnswer has a backend answer (keep-alive by
+// its headers) and close at once, the close arriving with the answer:
+// the connection must not be pooled, or the next request, a POST that
+// cannot be sent twice, fails on it.
+func TestLoopBackendClosesAfterAnswer(t *testing.T) {
+	answer := make(chan struct{})
+	reached := make(chan struct{}, 4)
+	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
+		h := readReqHead(br)
+		br.Discard(int(parseCL(h)))
+		if strings.HasPrefix(h, "GET") {
+			reached <- struct{}{}
+			<-answer
+		}
+		io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		// Then close: one request per connection.
+	})
+	p := startLoopProxy(t, loopTo(be.addr))
+	c := dialRaw(t, p.addr)
+	c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-reached
+	unblock := p.blockLoop(0)
+	close(answer)
+	time.Sleep(50 * time.Millisecond) // answer and close are in
+	unblock()
+	if r := c.read("GET"); r.status != 200 {
+		t.Fatalf("got %v, want 200", r.status)
+	}
+	c.send("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi")
+	if r := c.read("POST"); r.status != 200 || r.body != "ok" {
+		t.Errorf("got (%v, %q), want (200, ok)", r.status, r.body)
+	}
+}

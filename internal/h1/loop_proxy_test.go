@@ -592,6 +592,53 @@ func TestLoopProxyResponseFraming(t *testing.T) {
 // bodyBadGateway is the pipeline's 502 body.
 var bodyBadGateway = []byte("502 Bad Gateway: the backend could not be reached or failed\n")
 
+// TestLoopProxyStaleConnection checks a pooled connection the backend
+// closed while it was idle is not used: the loop sees the close.
+func TestLoopProxyStaleConnection(t *testing.T) {
+	tests := []struct {
+		name       string
+		idle       time.Duration
+		req        string
+		wantStatus int
+		wantConns  int32
+	}{
+		{"get retried", 20 * time.Millisecond, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 200, 2},
+		{"get after a long idle", 1100 * time.Millisecond, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 200, 2},
+		{"post", 20 * time.Millisecond, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi", 200, 2},
+		{"streamed upload", 20 * time.Millisecond, "PUT / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n", 200, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
+				h := readReqHead(br)
+				if strings.Contains(h, "chunked") {
+					for l, _ := br.ReadString('\n'); l != "0\r\n"; l, _ = br.ReadString('\n') {
+					}
+					br.ReadString('\n')
+				} else if strings.Contains(h, "Content-Length: 2") {
+					br.Discard(2)
+				}
+				io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			})
+			p := startLoopProxy(t, loopTo(be.addr))
+			c := dialRaw(t, p.addr)
+			c.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+			if r := c.read("GET"); r.status != 200 {
+				t.Fatalf("first: got %v, want 200", r.status)
+			}
+			time.Sleep(tt.idle)
+			c.send(tt.req)
+			if r := c.read("GET"); r.status != tt.wantStatus {
+				t.Errorf("got %v, want %v", r.status, tt.wantStatus)
+			}
+			if got := be.accepts.Load(); got != tt.wantConns {
+				t.Errorf("got %v backend connections, want %v", got, tt.wantConns)
+			}
+		})
+	}
+}
+
 // TestLoopProxyEarlyAnswer has the backend answer a large (handed over)
 // upload before it read it.
 func TestLoopProxyEarlyAnswer(t *testing.T) {

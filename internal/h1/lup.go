@@ -421,9 +421,12 @@ func (c *lconn) dropUp(reuse bool) {
 }
 
 // release returns a connection to its pool when reusable, closes it
-// otherwise.
+// otherwise. A connection whose backend has shut its side (seen with
+// the answer's last bytes, so no event comes for it once idle) is not
+// reusable: the next request on it would fail, and one that cannot be
+// sent twice with a 502.
 func (u *lupconn) release(reusable bool) {
-	if reusable && u.state == upBody && len(u.rd.buffered()) == 0 && len(u.fw.pending) == 0 {
+	if reusable && u.state == upBody && !u.fr.rdhup && len(u.rd.buffered()) == 0 && len(u.fw.pending) == 0 {
 		u.rd.unpin()
 		u.pool.put(u)
 		return

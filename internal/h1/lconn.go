@@ -75,7 +75,10 @@ type lconn struct {
 	// headDeadline: a partial head's deadline is set once, when its first
 	// bytes arrive, not moved by later ones.
 	headDeadline bool
-	prev, next   *lconn
+	// reqDeadline caps the waits for a request's body when
+	// Options.ReadTimeout is set (unix nanoseconds; 0: no cap).
+	reqDeadline int64
+	prev, next  *lconn
 
 	// The exchange in progress.
 	start       int64
@@ -277,6 +280,10 @@ func (c *lconn) readHead() bool {
 					c.refuse(err)
 					return false
 				}
+				c.reqDeadline = 0
+				if rt := c.opts.ReadTimeout; rt > 0 {
+					c.reqDeadline = c.l.now + int64(rt)
+				}
 				c.state = lsBody
 				return true
 			}
@@ -287,7 +294,19 @@ func (c *lconn) readHead() bool {
 			}
 			if !c.headDeadline {
 				c.headDeadline = true
-				c.setDeadline(dlHead, c.opts.ReadHeaderTimeout)
+				// ReadTimeout bounds the whole request, so the head too.
+				rht := c.opts.ReadHeaderTimeout
+				if rt := c.opts.ReadTimeout; rt > 0 && (rht <= 0 || rt < rht) {
+					rht = rt
+				}
+				if rht > 0 {
+					c.setDeadline(dlHead, rht)
+				} else {
+					// No head timeout: the idle wait the first bytes
+					// came in still bounds the head, as with the
+					// goroutine engine, and its end is a 408.
+					c.dkind = dlHead
+				}
 			}
 		}
 		err := c.rd.fill()
@@ -337,7 +356,12 @@ func (c *lconn) readBody() bool {
 		switch {
 		case err == nil:
 		case err == errWouldBlock:
+			// IdleTimeout bounds each wait for body bytes, ReadTimeout
+			// the whole request.
 			c.setDeadline(dlBody, c.opts.IdleTimeout)
+			if c.reqDeadline != 0 && (c.deadline == 0 || c.reqDeadline < c.deadline) {
+				c.deadline = c.reqDeadline
+			}
 			return false
 		default:
 			c.close()

@@ -220,6 +220,24 @@ func TestLoopTimeouts(t *testing.T) {
 		}
 		c.expectClosed(time.Second)
 	})
+	t.Run("read timeout bounds the head too", func(t *testing.T) {
+		p := startLoopProxy(t, loopConfig{opts: Options{ReadTimeout: 100 * time.Millisecond}})
+		c := dialRaw(t, p.addr)
+		c.send("GET / HTTP/1.1\r\nHost:")
+		c.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if r, err := c.tryRead("GET"); err != nil || r.status != 408 {
+			t.Errorf("got (%v, %v), want 408", r.status, err)
+		}
+	})
+	t.Run("idle timeout bounds a stalled head without a header timeout", func(t *testing.T) {
+		p := startLoopProxy(t, loopConfig{opts: Options{IdleTimeout: 100 * time.Millisecond}})
+		c := dialRaw(t, p.addr)
+		c.send("GET / HTTP/1.1\r\nHost:")
+		c.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if r, err := c.tryRead("GET"); err != nil || r.status != 408 {
+			t.Errorf("got (%v, %v), want 408", r.status, err)
+		}
+	})
 	t.Run("idle connection closed silently", func(t *testing.T) {
 		p := startLoopProxy(t, loopConfig{opts: Options{IdleTimeout: 150 * time.Millisecond}})
 		c := dialRaw(t, p.addr)
@@ -290,6 +308,27 @@ func TestLoopTimeouts(t *testing.T) {
 			t.Errorf("got %v, want 408", r.status)
 		}
 		c.expectClosed(2 * time.Second)
+	})
+	t.Run("read timeout bounds a trickled body", func(t *testing.T) {
+		p := startLoopProxy(t, loopConfig{opts: Options{ReadTimeout: 200 * time.Millisecond, IdleTimeout: 5 * time.Second}})
+		c := dialRaw(t, p.addr)
+		start := time.Now()
+		c.send("POST /fixed/ HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := 0; i < 50 && time.Since(start) < 2*time.Second; i++ {
+				if _, err := c.nc.Write([]byte("x")); err != nil {
+					return
+				}
+				time.Sleep(40 * time.Millisecond)
+			}
+		}()
+		r := c.read("POST")
+		<-done
+		if r.status != 408 || time.Since(start) > time.Second {
+			t.Errorf("got %v after %v, want 408 after the read timeout", r.status, time.Since(start))
+		}
 	})
 }
 

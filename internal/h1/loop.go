@@ -269,7 +269,13 @@ type loop struct {
 	// stopping: the stop has been posted; nothing more is taken.
 	stopping bool
 
-	targets   []target // by fd
+	targets []target // by fd
+	// tags, by fd, tell registrations of one fd number apart: an fd
+	// closed while handling a batch of events may be reused (sockets
+	// get the lowest free number) before the batch reaches an event
+	// the old socket had, which must not go to the new one.
+	tags      []int32
+	lastTag   int32
 	listeners map[int]*LoopListener
 	conns     lconnList // client connections, for deadline sweeps
 	nconns    atomic.Int64
@@ -345,29 +351,38 @@ func (l *loop) run() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		for i := 0; i < n; i++ {
-			ev := &l.events[i]
-			fd := int(ev.Fd)
-			if fd == l.wake {
-				if !l.runQueue() {
-					l.closeAll()
-					return
-				}
-				continue
-			}
-			if ll := l.listeners[fd]; ll != nil {
-				l.accept(ll, fd)
-				continue
-			}
-			if fd < len(l.targets) && l.targets[fd] != nil {
-				l.targets[fd].event(ev.Events)
-			}
+		if !l.dispatch(l.events[:n]) {
+			l.closeAll()
+			return
 		}
 		if l.now-l.lastSweep >= int64(sweepEvery) {
 			l.lastSweep = l.now
 			l.sweep()
 		}
 	}
+}
+
+// dispatch handles a batch of events; it reports false when the loop
+// must stop.
+func (l *loop) dispatch(events []syscall.EpollEvent) bool {
+	for i := range events {
+		ev := &events[i]
+		fd := int(ev.Fd)
+		if fd == l.wake {
+			if !l.runQueue() {
+				return false
+			}
+			continue
+		}
+		if ll := l.listeners[fd]; ll != nil {
+			l.accept(ll, fd)
+			continue
+		}
+		if fd < len(l.targets) && l.targets[fd] != nil && l.tags[fd] == ev.Pad {
+			l.targets[fd].event(ev.Events)
+		}
+	}
+	return true
 }
 
 // runQueue runs posted work; it reports false when the loop must stop.
@@ -398,9 +413,13 @@ func (l *loop) logf(msg string, err error) {
 func (l *loop) register(fd int, t target) error {
 	for fd >= len(l.targets) {
 		l.targets = append(l.targets, make([]target, len(l.targets)+1024)...)
+		l.tags = append(l.tags, make([]int32, len(l.tags)+1024)...)
 	}
 	l.targets[fd] = t
-	err := syscall.EpollCtl(l.ep, syscall.EPOLL_CTL_ADD, fd, &syscall.EpollEvent{Events: evIn | evOut | evRdHup | evET, Fd: int32(fd)})
+	l.lastTag++
+	l.tags[fd] = l.lastTag
+	// The tag rides in the event's data next to the fd.
+	err := syscall.EpollCtl(l.ep, syscall.EPOLL_CTL_ADD, fd, &syscall.EpollEvent{Events: evIn | evOut | evRdHup | evET, Fd: int32(fd), Pad: l.lastTag})
 	if err != nil {
 		l.targets[fd] = nil
 		return os.NewSyscallError("epoll_ctl", err)

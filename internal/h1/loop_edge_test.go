@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -319,5 +320,60 @@ func TestLoopBackendClosesAfterAnswer(t *testing.T) {
 	c.send("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi")
 	if r := c.read("POST"); r.status != 200 || r.body != "ok" {
 		t.Errorf("got (%v, %q), want (200, ok)", r.status, r.body)
+	}
+}
+
+// TestLoopStaleEventAfterFDReuse has, in one batch of events, a pooled
+// backend connection fail and be closed, a new one take its fd number,
+// and then the old connection's event (a reset: in, hang-up, error,
+// peer shut down) come up: it must not reach the new connection, which
+// would take the old peer's shutdown for its own and never be pooled.
+func TestLoopStaleEventAfterFDReuse(t *testing.T) {
+	conns := make(chan net.Conn, 4)
+	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
+		conns <- nc
+		for h := readReqHead(br); h != ""; h = readReqHead(br) {
+			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	p := startLoopProxy(t, loopTo(be.addr))
+	c := dialRaw(t, p.addr)
+	c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	c.read("GET")
+	first := <-conns
+	// Fill every free fd number below the pooled connection's, so that
+	// the next socket opened gets its number once it is closed.
+	ufd := -1
+	l := p.eng.loops[0]
+	l.do(func() { ufd = l.pools[be.addr].idle[0].fd })
+	for {
+		fd, err := syscall.Dup(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Close(fd) })
+		if fd > ufd {
+			break
+		}
+	}
+	unblock := p.blockLoop(0)
+	c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(20 * time.Millisecond)
+	first.(*net.TCPConn).SetLinger(0)
+	first.Close()
+	time.Sleep(20 * time.Millisecond)
+	unblock()
+	if r := c.read("GET"); r.status != 200 {
+		t.Fatalf("got %v, want 200", r.status)
+	}
+	if n := p.idleBackendConns(); n != 1 {
+		t.Errorf("got %d idle backend connections, want 1", n)
+	}
+	c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := c.read("GET"); r.status != 200 {
+		t.Errorf("got %v, want 200", r.status)
+	}
+	if n := be.accepts.Load(); n != 2 {
+		t.Errorf("got %d backend connections, want 2", n)
 	}
 }

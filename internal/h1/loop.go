@@ -346,10 +346,13 @@ func (l *loop) run() {
 			n, err = syscall.EpollWait(l.ep, l.events, int(sweepEvery/time.Millisecond))
 		}
 		l.now = time.Now().UnixNano()
-		if err != nil && err != syscall.EINTR {
-			l.logf("epoll_wait failed", err)
-			time.Sleep(10 * time.Millisecond)
-			continue
+		if err != nil {
+			n = 0 // EpollWait reports -1 with its error
+			if err != syscall.EINTR {
+				l.logf("epoll_wait failed", err)
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
 		}
 		if !l.dispatch(l.events[:n]) {
 			l.closeAll()

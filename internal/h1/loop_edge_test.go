@@ -377,3 +377,20 @@ func TestLoopStaleEventAfterFDReuse(t *testing.T) {
 		t.Errorf("got %d backend connections, want 2", n)
 	}
 }
+
+// TestLoopInterruptedWait signals the process while the loop sleeps in
+// epoll_wait, which then fails with EINTR (and a count of -1).
+func TestLoopInterruptedWait(t *testing.T) {
+	p := startLoopProxy(t, loopConfig{})
+	for i := 0; i < 300; i++ {
+		// SIGURG: the Go runtime's own preemption signal, ignored by
+		// everything else.
+		syscall.Kill(syscall.Getpid(), syscall.SIGURG)
+		time.Sleep(time.Millisecond)
+	}
+	c := dialRaw(t, p.addr)
+	c.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := c.read("GET"); r.body != "fixed" {
+		t.Errorf("got %q, want %q", r.body, "fixed")
+	}
+}

@@ -46,6 +46,9 @@ type Engine struct {
 	stopped  atomic.Bool
 	errorLog func(msg string, err error)
 	wg       sync.WaitGroup
+	// dialControl, when set, is given each backend socket before it
+	// connects (tests shrink buffers with it).
+	dialControl func(fd int)
 }
 
 // NewEngine starts n event loops (n <= 0: GOMAXPROCS) serving requests

@@ -394,3 +394,79 @@ func TestLoopInterruptedWait(t *testing.T) {
 		t.Errorf("got %q, want %q", r.body, "fixed")
 	}
 }
+
+// TestLoopEarlyAnswerWhileSending has a backend answer a POST before it
+// took the whole request (the loop is still writing it): the answer goes
+// to the client at once, whether or not the backend reads the rest, and
+// even on a pooled connection whose last read drained it.
+func TestLoopEarlyAnswerWhileSending(t *testing.T) {
+	tests := []struct {
+		name     string
+		readRest bool
+	}{
+		{"backend never reads the rest", false},
+		{"backend reads the rest after answering", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Small socket buffers on both sides, so that the request
+			// cannot all be written while the backend does not read.
+			lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+				rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+				return nil
+			}}
+			ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := make(chan struct{})
+			served := make(chan struct{})
+			go func() {
+				defer close(served)
+				nc, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer nc.Close()
+				br := bufio.NewReader(nc)
+				for h := readReqHead(br); h != ""; h = readReqHead(br) {
+					if !strings.HasPrefix(h, "POST") {
+						io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+						continue
+					}
+					io.WriteString(nc, "HTTP/1.1 413 Too Large\r\nContent-Length: 3\r\n\r\nbig")
+					if tt.readRest {
+						io.CopyN(io.Discard, br, parseCL(h))
+					}
+					<-stop
+					return
+				}
+			}()
+			t.Cleanup(func() {
+				close(stop)
+				ln.Close()
+				<-served
+			})
+			cfg := loopTo(ln.Addr().String())
+			cfg.to.ResponseHeaderTimeout = 3 * time.Second
+			cfg.dialControl = func(fd int) { syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_SNDBUF, 4096) }
+			p := startLoopProxy(t, cfg)
+			c := dialRaw(t, p.addr)
+			c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+			c.read("GET")
+			start := time.Now()
+			c.send(postOf(maxLoopBody))
+			if r := c.read("POST"); r.status != 413 || r.body != "big" {
+				t.Errorf("got (%v, %q), want (413, big)", r.status, r.body)
+			}
+			if el := time.Since(start); el > time.Second {
+				t.Errorf("answered after %v, want at once", el)
+			}
+			// The client's connection is fine: its body was all read.
+			c.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
+			if r := c.read("GET"); r.body != "fixed" {
+				t.Errorf("next: got %q, want %q", r.body, "fixed")
+			}
+		})
+	}
+}

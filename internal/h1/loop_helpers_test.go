@@ -40,6 +40,8 @@ type loopConfig struct {
 	loops int
 	// maxConns caps the admitted connections (0: no cap).
 	maxConns int32
+	// dialControl is given each backend socket the loops dial.
+	dialControl func(fd int)
 	// bare leaves out the counting guard and the recorder, which
 	// allocate, for allocation counts and benchmarks.
 	bare bool
@@ -116,6 +118,7 @@ func startLoopProxy(t testing.TB, cfg loopConfig) *loopProxy {
 		t.Fatal(err)
 	}
 	p.eng.SetErrorLog(func(msg string, err error) { p.log(msg + ": " + err.Error()) })
+	p.eng.dialControl = cfg.dialControl
 	p.srv = NewServer(p.pipe, cfg.opts)
 	p.fd, p.addr = listenLoopback(t)
 	p.ll, err = p.eng.Attach("test", []int{p.fd}, cfg.opts, p.srv, p.admit, p.release)

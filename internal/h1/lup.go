@@ -140,15 +140,18 @@ const (
 
 // lupconn is a loop's connection to a backend.
 type lupconn struct {
-	l         *loop
-	pool      *lpool
-	fd        int
-	fr        fdReader
-	rd        reader
-	fw        fdWriter
-	state     upState
-	client    *lconn
-	used      bool
+	l      *loop
+	pool   *lpool
+	fd     int
+	fr     fdReader
+	rd     reader
+	fw     fdWriter
+	state  upState
+	client *lconn
+	used   bool
+	// wfailed: writing the request failed; the backend may still have
+	// answered.
+	wfailed   error
 	idleSince int64
 	resp      response
 	body      body
@@ -164,6 +167,9 @@ func (l *loop) dial(p *lpool) (*lupconn, error) {
 		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, os.NewSyscallError("socket", err))
 	}
 	syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1)
+	if l.eng.dialControl != nil {
+		l.eng.dialControl(fd)
+	}
 	err = syscall.Connect(fd, p.sa)
 	if err != nil && err != syscall.EINPROGRESS && err != syscall.EINTR {
 		syscall.Close(fd)
@@ -217,6 +223,7 @@ func (c *lconn) sendRequest() {
 	// sent counts this request's bytes, so that a failure can tell
 	// whether any of them reached the backend.
 	u.fw.sent = 0
+	u.wfailed = nil
 	wbuf := c.l.getWriteBuf()
 	var w writer
 	w.reset(&u.fw, wbuf)
@@ -250,15 +257,20 @@ func (u *lupconn) event(ev uint32) {
 	if ev&evRdHup != 0 {
 		u.fr.rdhup = true
 	}
+	readable := ev&(evIn|evRdHup|evHup|evErr) != 0
+	if readable {
+		// Whatever the state: a read skipped now must not be skipped
+		// later (edge-triggered: this edge will not come again).
+		u.fr.drained = false
+	}
 	switch u.state {
 	case upIdle:
 		// An idle connection that becomes readable was closed by the
 		// backend (or it sent something unasked): it is not reusable.
-		if ev&(evIn|evRdHup|evHup|evErr) != 0 {
+		if readable {
 			u.pool.remove(u)
 			u.close()
 		}
-		return
 	case upConnecting:
 		if ev&(evOut|evErr|evHup) == 0 {
 			return
@@ -273,30 +285,33 @@ func (u *lupconn) event(ev uint32) {
 			return
 		}
 		c.sendRequest()
-		return
 	case upSending:
 		if ev&evOut != 0 && len(u.fw.pending) > 0 {
 			done, err := u.fw.flushPending()
-			if err != nil {
-				u.client.upFailed(err, true)
+			if err == nil && done {
+				u.client.waitHead()
 				return
 			}
-			if done {
-				u.client.waitHead()
+			if err != nil {
+				// The backend stopped taking the request. It may
+				// have answered first (an early 413): look for the
+				// answer before blaming the write.
+				u.wfailed = err
+				readable = true
 			}
 		}
-		if ev&(evErr|evHup) != 0 && u.state == upSending {
-			u.client.upFailed(io.ErrUnexpectedEOF, true)
+		if readable {
+			// An answer while the request is still going out: take
+			// it (the connection is not reused: its request was cut
+			// short). A read error fails the attempt.
+			u.client.readUpHead()
 		}
-		return
 	case upWaitHead:
-		if ev&(evIn|evRdHup|evHup|evErr) != 0 {
-			u.fr.drained = false
+		if readable {
 			u.client.readUpHead()
 		}
 	case upBody:
-		if ev&(evIn|evRdHup|evHup|evErr) != 0 {
-			u.fr.drained = false
+		if readable {
 			c := u.client
 			if len(c.fw.pending) <= highWater {
 				c.pump()
@@ -339,6 +354,10 @@ func (c *lconn) readUpHead() {
 		switch {
 		case err == nil:
 		case err == errWouldBlock:
+			if u.wfailed != nil {
+				// Nothing to read and nothing more can be written.
+				c.upFailed(u.wfailed, true)
+			}
 			return
 		case err == errBufferFull:
 			u.rd.grow(min(2*len(u.rd.buf), maxResponseHead+readBufSize))

@@ -101,15 +101,20 @@ type lconn struct {
 	chunkOut bool
 }
 
-func (l *loop) newConn(ll *LoopListener, fd int, remote netip.AddrPort) *lconn {
-	var c *lconn
+// allocConn returns a connection from the free list, or a new one.
+func (l *loop) allocConn() *lconn {
 	if n := len(l.freeConns); n > 0 {
-		c = l.freeConns[n-1]
+		c := l.freeConns[n-1]
 		l.freeConns = l.freeConns[:n-1]
-	} else {
-		c = &lconn{l: l}
-		c.flow = l.eng.stepper.NewFlow()
+		return c
 	}
+	c := &lconn{l: l, state: lsClosed}
+	c.flow = l.eng.stepper.NewFlow()
+	return c
+}
+
+// startConn makes c serve a newly accepted fd (registered already).
+func (l *loop) startConn(c *lconn, ll *LoopListener, fd int, remote netip.AddrPort) {
 	c.ll = ll
 	c.fd = fd
 	c.remote = remote
@@ -122,7 +127,6 @@ func (l *loop) newConn(ll *LoopListener, fd int, remote netip.AddrPort) *lconn {
 	c.handOverDue = false
 	l.conns.add(c)
 	l.nconns.Add(1)
-	return c
 }
 
 func (l *loop) freeConn(c *lconn) {

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -286,6 +287,9 @@ type loop struct {
 	now       int64 // unix nanoseconds at the last wake-up
 	lastSweep int64
 	events    []syscall.EpollEvent
+	// acceptLater lists listening sockets with connections left queued
+	// for want of descriptors.
+	acceptLater []int
 
 	readBufs  [][]byte
 	writeBufs [][]byte
@@ -477,9 +481,13 @@ func (l *loop) accept(ll *LoopListener, lfd int) {
 		case syscall.EAGAIN:
 			return
 		case syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM:
-			// Out of descriptors: leave the rest queued; the next sweep
-			// or edge tries again.
+			// Out of descriptors: leave the rest queued. No new edge
+			// comes for connections already queued, so the sweeps try
+			// again until the queue is empty.
 			l.logf("accept failed", errno)
+			if !slices.Contains(l.acceptLater, lfd) {
+				l.acceptLater = append(l.acceptLater, lfd)
+			}
 			return
 		default:
 			l.logf("accept failed", errno)
@@ -490,14 +498,15 @@ func (l *loop) accept(ll *LoopListener, lfd int) {
 			continue
 		}
 		syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1)
-		c := l.newConn(ll, fd, sockaddrAddrPort(&rsa))
+		c := l.allocConn()
 		if err := l.register(fd, c); err != nil {
 			l.logf("registering a connection", err)
-			l.freeConn(c)
+			l.freeConns = append(l.freeConns, c)
 			syscall.Close(fd)
 			ll.release()
 			continue
 		}
+		l.startConn(c, ll, fd, sockaddrAddrPort(&rsa))
 		c.setDeadline(dlIdle, ll.opts.Load().IdleTimeout)
 	}
 }
@@ -520,6 +529,15 @@ func sockaddrAddrPort(rsa *syscall.RawSockaddrAny) netip.AddrPort {
 // sweep enforces deadlines and closes stale idle backend connections.
 func (l *loop) sweep() {
 	now := l.now
+	if len(l.acceptLater) > 0 {
+		fds := l.acceptLater
+		l.acceptLater = nil
+		for _, fd := range fds {
+			if ll := l.listeners[fd]; ll != nil {
+				l.accept(ll, fd)
+			}
+		}
+	}
 	for c := l.conns.head; c != nil; {
 		next := c.next
 		if c.deadline != 0 && now >= c.deadline {

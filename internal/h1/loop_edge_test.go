@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -468,5 +469,53 @@ func TestLoopEarlyAnswerWhileSending(t *testing.T) {
 				t.Errorf("next: got %q, want %q", r.body, "fixed")
 			}
 		})
+	}
+}
+
+// TestLoopAcceptOutOfDescriptors runs out of file descriptors with
+// connections queued on the listener: once descriptors are free again
+// the queued connections are served, although no new edge comes for
+// them.
+func TestLoopAcceptOutOfDescriptors(t *testing.T) {
+	p := startLoopProxy(t, loopConfig{})
+	unblock := p.blockLoop(0)
+	var cs []*rawClient
+	for i := 0; i < 3; i++ {
+		cs = append(cs, dialRaw(t, p.addr)) // queued: the loop is busy
+	}
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip(err)
+	}
+	// No room for another descriptor (ReadDir's own is closed again).
+	lim := old
+	lim.Cur = uint64(len(ents) - 1)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Skip(err)
+	}
+	restored := false
+	restore := func() {
+		if !restored {
+			restored = true
+			syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old)
+		}
+	}
+	t.Cleanup(restore)
+	unblock()
+	p.settle()
+	restore()
+	if n := p.admitted.Load(); n == 3 {
+		t.Skip("the descriptors did not run out")
+	}
+	for i, c := range cs {
+		c.nc.SetDeadline(time.Now().Add(2 * time.Second))
+		c.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
+		if r, err := c.tryRead("GET"); err != nil || r.body != "fixed" {
+			t.Errorf("client %d: got (%q, %v), want %q", i, r.body, err, "fixed")
+		}
 	}
 }

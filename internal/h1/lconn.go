@@ -99,6 +99,8 @@ type lconn struct {
 	tries    int
 	replay   bool
 	chunkOut bool
+	// resolving: the attempt waits for this pool's host name lookup.
+	resolving *lpool
 }
 
 // allocConn returns a connection from the free list, or a new one.
@@ -444,6 +446,7 @@ func (c *lconn) act(a wire.Action) {
 
 // forwarded reports an attempt's result to the pipeline and acts on it.
 func (c *lconn) forwarded(status int, err error) {
+	c.resolving = nil
 	a := c.flow.Forwarded(status, err)
 	if a != wire.ActSend {
 		c.dropUp(true)
@@ -683,6 +686,7 @@ func (c *lconn) gone(err error) {
 	switch c.state {
 	case lsForward:
 		c.dropUp(false)
+		c.resolving = nil
 		a := c.flow.Forwarded(0, cerr)
 		c.act(a)
 		if c.state != lsClosed {
@@ -743,6 +747,7 @@ func (c *lconn) close() {
 	}
 	c.state = lsClosed
 	c.dropUp(false)
+	c.resolving = nil
 	c.l.forget(c.fd, false)
 	syscall.Close(c.fd)
 	c.fd = -1

@@ -50,6 +50,14 @@ type Engine struct {
 	// dialControl, when set, is given each backend socket before it
 	// connects (tests shrink buffers with it).
 	dialControl func(fd int)
+	// lookup resolves backend host names, off the loops; ctx ends with
+	// the engine. resolveEvery and resolveRetry say when to look again
+	// (tests shorten them).
+	lookup       func(ctx context.Context, host string) ([]netip.Addr, error)
+	resolveEvery time.Duration
+	resolveRetry time.Duration
+	ctx          context.Context
+	cancel       context.CancelFunc
 }
 
 // NewEngine starts n event loops (n <= 0: GOMAXPROCS) serving requests
@@ -58,7 +66,8 @@ func NewEngine(s wire.Stepper, n int) (*Engine, error) {
 	if n <= 0 {
 		n = runtime.GOMAXPROCS(0)
 	}
-	e := &Engine{stepper: s, status: newStatusLines()}
+	e := &Engine{stepper: s, status: newStatusLines(), lookup: lookupHost, resolveEvery: resolveEvery, resolveRetry: resolveRetry}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
 	for i := 0; i < n; i++ {
 		l, err := newLoop(e, i)
 		if err != nil {
@@ -203,6 +212,7 @@ func (e *Engine) Close() {
 	if e.stopped.Swap(true) {
 		return
 	}
+	e.cancel() // host name lookups
 	for _, l := range e.loops {
 		if l != nil {
 			l.post(nil) // nil: close everything and stop

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,9 @@ type loopConfig struct {
 	maxConns int32
 	// dialControl is given each backend socket the loops dial.
 	dialControl func(fd int)
+	// lookup, when set, resolves backend host names, and they are
+	// looked up again after a failure at once.
+	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
 	// bare leaves out the counting guard and the recorder, which
 	// allocate, for allocation counts and benchmarks.
 	bare bool
@@ -119,6 +123,10 @@ func startLoopProxy(t testing.TB, cfg loopConfig) *loopProxy {
 	}
 	p.eng.SetErrorLog(func(msg string, err error) { p.log(msg + ": " + err.Error()) })
 	p.eng.dialControl = cfg.dialControl
+	if cfg.lookup != nil {
+		p.eng.lookup = cfg.lookup
+		p.eng.resolveRetry = 0
+	}
 	p.srv = NewServer(p.pipe, cfg.opts)
 	p.fd, p.addr = listenLoopback(t)
 	p.ll, err = p.eng.Attach("test", []int{p.fd}, cfg.opts, p.srv, p.admit, p.release)

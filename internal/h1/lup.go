@@ -1,11 +1,14 @@
 package h1
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -13,13 +16,24 @@ import (
 // lpool is one loop's idle keep-alive connections to one backend. Pools
 // are per loop, so taking and returning a connection needs no lock.
 type lpool struct {
-	l      *loop
-	addr   string
-	sa     syscall.Sockaddr
-	family int
-	err    error // resolving addr failed
-	idle   []*lupconn
-	opts   TransportOptions
+	l    *loop
+	addr string
+	idle []*lupconn
+	opts TransportOptions
+
+	// The backend's socket address. An IP address is taken as it is; a
+	// host name is looked up on another goroutine (a loop must not
+	// block on DNS), again every resolveEvery, and connections wait
+	// for the first answer (waiters).
+	host       string
+	port       int
+	literal    bool
+	sa         syscall.Sockaddr
+	family     int
+	err        error // the last lookup failed and there is no address
+	resolvedAt int64 // when the last lookup ended (unix nanoseconds)
+	resolving  bool
+	waiters    []*lconn
 }
 
 // pool returns the loop's pool for a backend address with the
@@ -28,31 +42,136 @@ func (l *loop) pool(addr string, t *Transport) *lpool {
 	p := l.pools[addr]
 	if p == nil {
 		p = &lpool{l: l, addr: addr}
-		p.resolve()
+		p.parse()
 		l.pools[addr] = p
 	}
 	p.opts = t.opts
 	return p
 }
 
-// resolve turns the address into a socket address once. Backends are
-// normally IP addresses; a host name is looked up here, the one blocking
-// step, when the loop first forwards to it.
-func (p *lpool) resolve() {
-	ta, err := net.ResolveTCPAddr("tcp", p.addr)
+// parse splits the address; an IP address (or none: the local system)
+// is the socket address for good.
+func (p *lpool) parse() {
+	host, port, err := net.SplitHostPort(p.addr)
+	if err == nil {
+		p.port, err = net.LookupPort("tcp", port)
+	}
 	if err != nil {
+		p.literal, p.err = true, err
+		return
+	}
+	p.host = host
+	if host == "" {
+		p.literal = true
+		p.setAddr(netip.IPv4Unspecified())
+		return
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		p.literal = true
+		p.setAddr(a)
+	}
+}
+
+func (p *lpool) setAddr(a netip.Addr) {
+	a = a.Unmap()
+	if a.Is4() {
+		p.sa, p.family = &syscall.SockaddrInet4{Port: p.port, Addr: a.As4()}, syscall.AF_INET
+	} else {
+		p.sa, p.family = &syscall.SockaddrInet6{Port: p.port, Addr: a.As16()}, syscall.AF_INET6
+	}
+	p.err = nil
+}
+
+// How often a backend's host name is looked up again, and how soon
+// after a failed lookup that left no address (Engine fields override
+// them in tests).
+const (
+	resolveEvery   = 30 * time.Second
+	resolveRetry   = time.Second
+	resolveTimeout = 10 * time.Second
+)
+
+// ready reports whether c can go on to dial: the address is known, or
+// known to be unknown for now (the dial then fails with the lookup's
+// error). Otherwise c waits for the lookup under way, its dial timeout
+// running, and resumes in resolved.
+func (p *lpool) ready(c *lconn) bool {
+	if p.literal {
+		return true
+	}
+	e := p.l.eng
+	age := p.l.now - p.resolvedAt
+	switch {
+	case p.sa != nil:
+		// Known: use it, and look again in the background when due.
+		if age >= int64(e.resolveEvery) && !p.resolving {
+			p.resolve()
+		}
+		return true
+	case p.err != nil && age < int64(e.resolveRetry):
+		return true
+	}
+	if !p.resolving {
+		p.resolve()
+	}
+	p.waiters = append(p.waiters, c)
+	c.resolving = p
+	c.setDeadline(dlConnect, c.tr.opts.DialTimeout)
+	return false
+}
+
+// resolve looks the host name up on another goroutine.
+func (p *lpool) resolve() {
+	p.resolving = true
+	e := p.l.eng
+	host := p.host
+	go func() {
+		ctx, cancel := context.WithTimeout(e.ctx, resolveTimeout)
+		addrs, err := e.lookup(ctx, host)
+		cancel()
+		p.l.post(func() { p.resolved(addrs, err) })
+	}()
+}
+
+// resolved takes a lookup's result (on the loop) and resumes the
+// connections waiting for it.
+func (p *lpool) resolved(addrs []netip.Addr, err error) {
+	p.resolving = false
+	p.resolvedAt = p.l.now
+	if err == nil && len(addrs) == 0 {
+		err = fmt.Errorf("no address for %s", p.host)
+	}
+	if err == nil {
+		a := addrs[0]
+		for _, x := range addrs {
+			if x.Unmap().Is4() { // as Go's dialer prefers, absent happy eyeballs
+				a = x
+				break
+			}
+		}
+		p.setAddr(a)
+	} else if p.sa == nil {
 		p.err = err
-		return
+	} else {
+		// Keep the address that worked; look again soon.
+		p.resolvedAt = p.l.now - int64(p.l.eng.resolveEvery) + int64(p.l.eng.resolveRetry)
 	}
-	if ip4 := ta.IP.To4(); ip4 != nil {
-		sa := &syscall.SockaddrInet4{Port: ta.Port}
-		copy(sa.Addr[:], ip4)
-		p.sa, p.family = sa, syscall.AF_INET
-		return
+	ws := p.waiters
+	p.waiters = nil
+	for _, c := range ws {
+		// A connection that stopped waiting (timed out, gone, or
+		// closed and reused) is not resumed.
+		if c.resolving == p && c.state == lsForward {
+			c.resolving = nil
+			c.connect(p)
+		}
 	}
-	sa := &syscall.SockaddrInet6{Port: ta.Port}
-	copy(sa.Addr[:], ta.IP.To16())
-	p.sa, p.family = sa, syscall.AF_INET6
+	clear(ws)
+}
+
+// lookupHost is the default Engine.lookup.
+func lookupHost(ctx context.Context, host string) ([]netip.Addr, error) {
+	return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 }
 
 // get returns an idle connection, most recently used first.
@@ -159,7 +278,7 @@ type lupconn struct {
 
 // dial starts a non-blocking connect to the pool's backend.
 func (l *loop) dial(p *lpool) (*lupconn, error) {
-	if p.err != nil {
+	if p.sa == nil {
 		return nil, fmt.Errorf("%w: resolving %s: %w", wire.ErrConnect, p.addr, p.err)
 	}
 	fd, err := syscall.Socket(p.family, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, syscall.IPPROTO_TCP)
@@ -192,6 +311,16 @@ func (l *loop) dial(p *lpool) (*lupconn, error) {
 // or a new one.
 func (c *lconn) attempt() {
 	p := c.l.pool(c.be.Addr, c.tr)
+	c.state = lsForward
+	if !p.ready(c) {
+		return // resolved() resumes
+	}
+	c.connect(p)
+}
+
+// connect goes on with an attempt once the backend's address is known
+// (or known to be unknown).
+func (c *lconn) connect(p *lpool) {
 	var u *lupconn
 	if c.tries == 0 {
 		u = p.get()

@@ -305,13 +305,18 @@ func (c *lconn) readHead() bool {
 				if rt := c.opts.ReadTimeout; rt > 0 && (rht <= 0 || rt < rht) {
 					rht = rt
 				}
-				if rht > 0 {
+				switch {
+				case rht > 0:
 					c.setDeadline(dlHead, rht)
-				} else {
+				case c.dkind == dlIdle:
 					// No head timeout: the idle wait the first bytes
 					// came in still bounds the head, as with the
 					// goroutine engine, and its end is a 408.
 					c.dkind = dlHead
+				default:
+					// A head that came right behind the last answer
+					// (pipelined): no idle wait is running; start one.
+					c.setDeadline(dlHead, c.opts.IdleTimeout)
 				}
 			}
 		}

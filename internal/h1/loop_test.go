@@ -238,6 +238,22 @@ func TestLoopTimeouts(t *testing.T) {
 			t.Errorf("got (%v, %v), want 408", r.status, err)
 		}
 	})
+	t.Run("idle timeout bounds a stalled pipelined head", func(t *testing.T) {
+		for _, first := range []string{"GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n", "GET /up HTTP/1.1\r\nHost: x\r\n\r\n"} {
+			be := okBackend(t, nil)
+			cfg := loopTo(be.addr)
+			cfg.opts.IdleTimeout = 100 * time.Millisecond
+			p := startLoopProxy(t, cfg)
+			c := dialRaw(t, p.addr)
+			// An answer, then the start of a head that never ends.
+			c.send(first + "GET / HTTP/1.1\r\nHost:")
+			c.read("GET")
+			c.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+			if r, err := c.tryRead("GET"); err != nil || r.status != 408 {
+				t.Errorf("after %q: got (%v, %v), want 408", first, r.status, err)
+			}
+		}
+	})
 	t.Run("idle connection closed silently", func(t *testing.T) {
 		p := startLoopProxy(t, loopConfig{opts: Options{IdleTimeout: 150 * time.Millisecond}})
 		c := dialRaw(t, p.addr)

@@ -135,7 +135,7 @@ func (l *loop) freeConn(c *lconn) {
 	c.ll = nil
 	c.up = nil
 	c.tr, c.be = nil, nil
-	if cap(c.fw.pending) > 64<<10 {
+	if cap(c.fw.pending) > maxIdlePending {
 		c.fw.pending = nil
 	}
 	if len(l.freeConns) < 1024 {
@@ -648,11 +648,21 @@ func (c *lconn) ensureWriter() {
 	}
 }
 
+// maxIdlePending is the most room for pending output a connection keeps
+// between answers; a slow client's large download grows it to about
+// highWater, which thousands of idle keep-alive connections must not
+// each hold on to.
+const maxIdlePending = 16 << 10
+
+// releaseWriter gives back the output buffers of a connection going idle.
 func (c *lconn) releaseWriter() {
 	if c.wr.buf != nil && c.wr.n == 0 {
 		c.l.putWriteBuf(c.wbuf)
 		c.wbuf = nil
 		c.wr.reset(nil, nil)
+	}
+	if len(c.fw.pending) == 0 && cap(c.fw.pending) > maxIdlePending {
+		c.fw.pending = nil
 	}
 }
 

@@ -806,4 +806,20 @@ func TestLoopProxySlowReader(t *testing.T) {
 	if rec := p.nextRec(t); rec.Status != 200 || rec.Err != nil || rec.Bytes != size {
 		t.Errorf("record: got (%v, %v, %d bytes), want (200, nil, %d)", rec.Status, rec.Err, rec.Bytes, size)
 	}
+	// Idle again, the connection does not hold on to the room its
+	// pending output took.
+	l := p.eng.loops[0]
+	held := -1
+	waitFor(t, "the connection to go idle", func() bool {
+		idle := false
+		l.do(func() {
+			if c := l.conns.head; c != nil && c.state == lsIdle {
+				idle, held = true, cap(c.fw.pending)
+			}
+		})
+		return idle
+	})
+	if held > maxIdlePending {
+		t.Errorf("idle connection holds %d bytes of output room, want at most %d", held, maxIdlePending)
+	}
 }

@@ -579,6 +579,12 @@ func (c *lconn) endOutput() {
 	if c.state == lsClosed {
 		return
 	}
+	if c.broken {
+		// The client went away as its answer went out: serve it no
+		// more (its pipelined requests least of all).
+		c.close()
+		return
+	}
 	if len(c.fw.pending) > 0 {
 		c.closeAfter = closing
 		c.state = lsFlush

@@ -631,3 +631,24 @@ func TestLoopBackendHostNameWaits(t *testing.T) {
 		}
 	})
 }
+
+// TestLoopClientGoneAtFlush has a client reset its connection with
+// pipelined requests sent: the first answer finds the client gone, and
+// the rest are not served.
+func TestLoopClientGoneAtFlush(t *testing.T) {
+	p := startLoopProxy(t, loopConfig{})
+	c := dialRaw(t, p.addr)
+	c.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
+	c.read("GET")
+	p.nextRec(t)
+	unblock := p.blockLoop(0)
+	c.send(strings.Repeat("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n", 3))
+	time.Sleep(20 * time.Millisecond)
+	c.tcp().SetLinger(0)
+	c.nc.Close() // a reset
+	time.Sleep(20 * time.Millisecond)
+	unblock()
+	p.nextRec(t) // the answer that found the client gone
+	p.noRec(t, 200*time.Millisecond)
+	waitFor(t, "the connection to close", func() bool { return p.eng.OpenConns() == 0 })
+}

@@ -75,9 +75,11 @@ type loopProxy struct {
 	admitted atomic.Int32
 	released atomic.Int32
 	refused  atomic.Int32
-	maxConns int32
-	recs     chan proxy.Record
-	logs     chan string
+	// busyFlows counts requests begun and not finished.
+	busyFlows atomic.Int32
+	maxConns  int32
+	recs      chan proxy.Record
+	logs      chan string
 }
 
 // startLoopProxy starts a loopProxy that is shut down, checked and closed
@@ -117,7 +119,11 @@ func startLoopProxy(t testing.TB, cfg loopConfig) *loopProxy {
 		t.Fatal(err)
 	}
 	p.pipe = proxy.New(&proxy.Graph{Routes: table, Upstreams: []*proxy.Upstream{p.up}, Recorder: rec})
-	p.eng, err = NewEngine(p.pipe, max(cfg.loops, 1))
+	var stepper wire.Stepper = p.pipe
+	if !cfg.bare {
+		stepper = &checkedStepper{p: p, s: p.pipe}
+	}
+	p.eng, err = NewEngine(stepper, max(cfg.loops, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,6 +214,9 @@ func (p *loopProxy) stop() {
 	waitFor(t, "connections to be released", func() bool { return p.admitted.Load() == p.released.Load() })
 	if n := p.guard.open.Load(); n != 0 {
 		t.Errorf("got %d attempts not finished, want 0", n)
+	}
+	if n := p.busyFlows.Load(); n != 0 {
+		t.Errorf("got %d requests not finished, want 0", n)
 	}
 	if n := p.guard.doubled.Load(); n != 0 {
 		t.Errorf("got %d attempts finished twice, want 0", n)
@@ -348,6 +357,89 @@ func staticHandler() http.Handler {
 		w.(http.Flusher).Flush()
 		io.WriteString(w, r.URL.Path)
 	})
+}
+
+// checkedStepper wraps the pipeline's flows to check the engine drives
+// them as wire.Flow says: Begin, then the calls the actions ask for, then
+// Finish exactly once (a request handed over with ActServeHTTP is done
+// by the fallback's own flow), and nothing after Finish but Begin.
+type checkedStepper struct {
+	p *loopProxy
+	s wire.Stepper
+}
+
+func (s *checkedStepper) NewFlow() wire.Flow { return &checkedFlow{p: s.p, f: s.s.NewFlow()} }
+
+type checkedFlow struct {
+	p    *loopProxy
+	f    wire.Flow
+	busy bool        // between Begin and Finish
+	last wire.Action // the last action handed out
+	sent bool
+}
+
+func (f *checkedFlow) fail(format string, args ...any) {
+	f.p.t.Errorf("flow: "+format, args...)
+}
+
+func (f *checkedFlow) Begin(ex wire.Exchange) wire.Action {
+	if f.busy {
+		f.fail("Begin during a request (last action %d)", f.last)
+	}
+	f.busy, f.sent = true, false
+	f.last = f.f.Begin(ex)
+	if f.last == wire.ActServeHTTP {
+		f.busy = false // handed over
+	} else {
+		f.p.busyFlows.Add(1)
+	}
+	return f.last
+}
+
+func (f *checkedFlow) Answer() (int, []byte, []byte) {
+	if !f.busy || f.last != wire.ActRespond {
+		f.fail("Answer after action %d (busy %v)", f.last, f.busy)
+	}
+	return f.f.Answer()
+}
+
+func (f *checkedFlow) Handler() http.Handler { return f.f.Handler() }
+
+func (f *checkedFlow) Target() (wire.Transport, *upstream.Backend) {
+	if !f.busy || f.last != wire.ActForward {
+		f.fail("Target after action %d (busy %v)", f.last, f.busy)
+	}
+	return f.f.Target()
+}
+
+func (f *checkedFlow) Forwarded(status int, err error) wire.Action {
+	if !f.busy || f.last != wire.ActForward {
+		f.fail("Forwarded(%d, %v) after action %d (busy %v)", status, err, f.last, f.busy)
+	}
+	f.last = f.f.Forwarded(status, err)
+	return f.last
+}
+
+func (f *checkedFlow) Sent(status int, n int64, err error) {
+	if !f.busy || f.sent || (f.last != wire.ActRespond && f.last != wire.ActSend) {
+		f.fail("Sent(%d, %d, %v) after action %d (busy %v, sent %v)", status, n, err, f.last, f.busy, f.sent)
+	}
+	f.sent = true
+	f.f.Sent(status, n, err)
+}
+
+func (f *checkedFlow) Finish() {
+	if !f.busy {
+		f.fail("Finish with no request (last action %d)", f.last)
+	}
+	if !f.sent && f.last != wire.ActClose {
+		f.fail("Finish without Sent after action %d", f.last)
+	}
+	if f.busy {
+		f.p.busyFlows.Add(-1)
+	}
+	f.busy = false
+	f.f.Finish()
 }
 
 // countingGuard admits every attempt and counts the ones not yet done,

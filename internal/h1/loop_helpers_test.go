@@ -322,9 +322,12 @@ func (l *loop) invariantErrors() []string {
 // backend's address.
 func (p *loopProxy) idleBackendConns() int { return p.eng.IdleBackendConns(p.up.Backends[0].Addr) }
 
-// listenLoopback opens a non-blocking listening socket on 127.0.0.1, as
-// internal/listener does, and returns it with its address.
-func listenLoopback(t testing.TB) (int, string) {
+// listenLoopback opens a non-blocking SO_REUSEPORT listening socket on
+// 127.0.0.1, as internal/listener does, and returns it with its address.
+func listenLoopback(t testing.TB) (int, string) { return listenLoopbackAt(t, 0) }
+
+// listenLoopbackAt is listenLoopback on a given port (0: any).
+func listenLoopbackAt(t testing.TB, port int) (int, string) {
 	t.Helper()
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -332,7 +335,7 @@ func listenLoopback(t testing.TB) (int, string) {
 	}
 	syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
 	syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, 0xf /* SO_REUSEPORT */, 1)
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: port}); err != nil {
 		syscall.Close(fd)
 		t.Fatal(err)
 	}

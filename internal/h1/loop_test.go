@@ -537,3 +537,38 @@ func TestLoopShutdown(t *testing.T) {
 		nc.Close()
 	}
 }
+
+// TestLoopEngineShutdown drains the whole engine: idle connections close
+// at once, a busy one after its answer, which says so.
+func TestLoopEngineShutdown(t *testing.T) {
+	release := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		io.WriteString(w, "done")
+	})
+	hb, _ := newHTTPBackend(t, mux)
+	p := startLoopProxy(t, loopConfig{backends: []string{hb.Listener.Addr().String()}, to: defaultTransport, loops: 2})
+	idle := dialRaw(t, p.addr)
+	idle.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
+	idle.read("GET")
+	busy := dialRaw(t, p.addr)
+	busy.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	waitFor(t, "the request to reach the backend", func() bool { return p.up.Backends[0].Inflight() == 1 })
+	p.ll.Stop()
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		shut <- p.eng.Shutdown(ctx)
+	}()
+	idle.expectClosed(2 * time.Second)
+	close(release)
+	if r := busy.read("GET"); r.body != "done" || !r.close {
+		t.Errorf("got (%q, close %v), want (done, close)", r.body, r.close)
+	}
+	busy.expectClosed(time.Second)
+	if err := <-shut; err != nil {
+		t.Errorf("got %v, want nil", err)
+	}
+}

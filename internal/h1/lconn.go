@@ -177,17 +177,20 @@ func (c *lconn) readable() {
 	switch c.state {
 	case lsIdle, lsBody:
 		c.serveInput()
-	case lsForward:
+	case lsForward, lsSend:
 		if c.fr.rdhup {
 			// The client shut its side while its request is with a
-			// backend: it has gone (nginx aborts such requests too).
+			// backend, or its answer streams from one: it has gone
+			// (nginx aborts such requests too). Waiting for the
+			// backend's next bytes to find out could take for ever (a
+			// long poll, an event stream), holding the backend.
 			if c.clientClosed() {
 				c.gone(errors.New("client closed the connection"))
 				return
 			}
 		}
 		c.readPending = true
-	case lsSend, lsFlush:
+	case lsFlush:
 		c.readPending = true
 	}
 }
@@ -524,7 +527,8 @@ func (c *lconn) pump() {
 		case err == errWouldBlock:
 			// Send what there is while the backend is quiet.
 			c.flushOut()
-			if c.state == lsClosed {
+			if c.broken {
+				c.sendDone(nil) // the writer's error: the client is gone
 				return
 			}
 			c.setDeadline(dlUpBody, c.tr.opts.ReadTimeout)

@@ -652,3 +652,47 @@ func TestLoopClientGoneAtFlush(t *testing.T) {
 	p.noRec(t, 200*time.Millisecond)
 	waitFor(t, "the connection to close", func() bool { return p.eng.OpenConns() == 0 })
 }
+
+// TestLoopClientGoneMidStream has the client leave while its answer
+// streams from a backend that sends slowly (an event stream): the loop
+// notices at once, not at the backend's next bytes, and lets the backend
+// connection go.
+func TestLoopClientGoneMidStream(t *testing.T) {
+	tests := []struct {
+		name  string
+		leave func(c *rawClient)
+	}{
+		{"close", func(c *rawClient) { c.nc.Close() }},
+		{"reset", func(c *rawClient) { c.tcp().SetLinger(0); c.nc.Close() }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			closed := make(chan struct{}, 1)
+			be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
+				readReqHead(br)
+				io.WriteString(nc, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nevent1\r\n")
+				var b [1]byte
+				nc.SetReadDeadline(time.Now().Add(testTimeout))
+				if _, err := nc.Read(b[:]); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+					closed <- struct{}{}
+				}
+			})
+			p := startLoopProxy(t, loopTo(be.addr))
+			c := dialRaw(t, p.addr)
+			c.send("GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+			c.readHead()
+			if line, err := c.br.ReadString('\n'); err != nil || line != "6\r\n" {
+				t.Fatalf("got (%q, %v), want the first chunk", line, err)
+			}
+			tt.leave(c)
+			select {
+			case <-closed:
+			case <-time.After(2 * time.Second):
+				t.Fatal("the backend connection was not closed")
+			}
+			if rec := p.nextRec(t); rec.Status != proxy.StatusClientClosed || !errors.Is(rec.Err, wire.ErrClientGone) {
+				t.Errorf("got (%v, %v), want (%v, %v)", rec.Status, rec.Err, proxy.StatusClientClosed, wire.ErrClientGone)
+			}
+		})
+	}
+}

@@ -572,3 +572,26 @@ func TestLoopEngineShutdown(t *testing.T) {
 		t.Errorf("got %v, want nil", err)
 	}
 }
+
+// TestLoopListenerStop checks a stopped listener's socket can be closed
+// at once, new connections are then refused, and connections already
+// accepted go on being served.
+func TestLoopListenerStop(t *testing.T) {
+	p := startLoopProxy(t, loopConfig{})
+	c := dialRaw(t, p.addr)
+	c.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
+	c.read("GET")
+	p.ll.Stop()
+	p.closeListener()
+	if nc, err := net.DialTimeout("tcp", p.addr, time.Second); err == nil {
+		nc.Close()
+		t.Errorf("dial after Stop: got a connection, want it refused")
+	}
+	for i := 0; i < 2; i++ {
+		c.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
+		if r := c.read("GET"); r.body != "fixed" || r.close {
+			t.Errorf("got (%q, close %v), want (fixed, keep-alive)", r.body, r.close)
+		}
+	}
+	p.ll.Stop() // again: nothing happens
+}

@@ -221,7 +221,7 @@ func (e *Engine) Close() {
 	e.wg.Wait()
 	for _, l := range e.loops {
 		if l != nil {
-			syscall.Close(l.ep)
+			l.epFile.Close()
 			syscall.Close(l.wake)
 		}
 	}
@@ -278,6 +278,13 @@ type loop struct {
 	ep   int
 	wake int // eventfd: other goroutines post work and wake the loop
 
+	// The epoll descriptor as Go's netpoller sees it, to park on.
+	epFile  *os.File
+	epRaw   syscall.RawConn
+	waitFn  func(uintptr) bool
+	waitN   int
+	waitErr error
+
 	mu    sync.Mutex
 	queue []func()
 	// stopping: the stop has been posted; nothing more is taken.
@@ -318,6 +325,30 @@ func newLoop(e *Engine, id int) (*loop, error) {
 	}
 	l := &loop{eng: e, id: id, ep: ep, wake: int(wfd), listeners: map[int]*LoopListener{},
 		pools: map[string]*lpool{}, events: make([]syscall.EpollEvent, 256)}
+	// The loop's epoll instance is itself registered with Go's netpoller
+	// (an epoll descriptor is readable when events are ready), so an idle
+	// loop parks its goroutine like any other, and its processor runs
+	// other goroutines at once. A blocking epoll_wait would hold the
+	// processor until sysmon took it back (20 µs to 10 ms), stalling the
+	// goroutines that serve handed-over connections, health checks and
+	// the admin API.
+	if err := syscall.SetNonblock(ep, true); err != nil {
+		syscall.Close(ep)
+		syscall.Close(int(wfd))
+		return nil, os.NewSyscallError("fcntl", err)
+	}
+	l.epFile = os.NewFile(uintptr(ep), "epoll")
+	rc, err := l.epFile.SyscallConn()
+	if err != nil {
+		l.epFile.Close()
+		syscall.Close(int(wfd))
+		return nil, err
+	}
+	l.epRaw = rc
+	l.waitFn = func(uintptr) bool {
+		l.waitN, l.waitErr = epollWaitRaw(l.ep, l.events)
+		return l.waitN != 0 || l.waitErr != nil
+	}
 	if err := syscall.EpollCtl(ep, syscall.EPOLL_CTL_ADD, l.wake, &syscall.EpollEvent{Events: evIn, Fd: int32(l.wake)}); err != nil {
 		syscall.Close(ep)
 		syscall.Close(l.wake)
@@ -356,11 +387,10 @@ func (l *loop) run() {
 	defer l.eng.wg.Done()
 	for {
 		// Busy: events are usually waiting, so look without a blocking
-		// call first; only an empty look blocks (and lets the scheduler
-		// hand this P to others while the loop sleeps).
+		// call first; only an empty look waits, parked in Go's netpoller.
 		n, err := epollWaitRaw(l.ep, l.events)
 		if n == 0 && err == nil {
-			n, err = syscall.EpollWait(l.ep, l.events, int(sweepEvery/time.Millisecond))
+			n, err = l.wait()
 		}
 		l.now = time.Now().UnixNano()
 		if err != nil {
@@ -669,6 +699,17 @@ func (l *loop) handOver(c *lconn, pending []byte) {
 		defer ll.release()
 		ll.fallback.ServeConnBuffered(nc, buf)
 	}()
+}
+
+// wait parks until the loop's epoll has events, or until the next sweep
+// is due.
+func (l *loop) wait() (int, error) {
+	l.waitN, l.waitErr = 0, nil
+	l.epFile.SetReadDeadline(time.Now().Add(sweepEvery))
+	if err := l.epRaw.Read(l.waitFn); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return 0, err
+	}
+	return l.waitN, l.waitErr
 }
 
 // epollWaitRaw polls without blocking and without the scheduler's

@@ -149,3 +149,9 @@ func rawWrite(fd int, p []byte) (int, error) {
 	}
 	return int(r), nil
 }
+
+// rawClose closes a socket descriptor (no linger is set, so it cannot
+// block) without the scheduler's bookkeeping.
+func rawClose(fd int) {
+	syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0)
+}

@@ -92,6 +92,8 @@ type lconn struct {
 	serving     bool // inside serveInput (no re-entry)
 	handOverDue bool // hand over once pending output is out
 
+	nodelay bool // TCP_NODELAY is set
+
 	// Forwarding.
 	tr       *Transport
 	be       *upstream.Backend
@@ -125,6 +127,7 @@ func (l *loop) startConn(c *lconn, ll *LoopListener, fd int, remote netip.AddrPo
 	c.state = lsIdle
 	c.scanned = 0
 	c.headDeadline = false
+	c.nodelay = false
 	c.readPending = false
 	c.handOverDue = false
 	l.conns.add(c)
@@ -526,6 +529,7 @@ func (c *lconn) pump() {
 			return
 		case err == errWouldBlock:
 			// Send what there is while the backend is quiet.
+			c.ensureNoDelay()
 			c.flushOut()
 			if c.broken {
 				c.sendDone(nil) // the writer's error: the client is gone
@@ -599,6 +603,7 @@ func (c *lconn) endOutput() {
 		c.close()
 		return
 	}
+	c.ensureNoDelay()
 	c.releaseWriter()
 	c.state = lsIdle
 	c.deadline, c.dkind = 0, dlNone
@@ -621,6 +626,19 @@ func (c *lconn) endOutput() {
 			c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
 		}
 		c.setDeadline(dlIdle, c.opts.IdleTimeout)
+	}
+}
+
+// ensureNoDelay turns Nagle's algorithm off once a connection will carry
+// more than one write of answers: a kept-alive connection, or an answer
+// that goes out in parts. Like nginx, a connection that closes after one
+// answer written at once never pays for the setsockopt; with pipelined
+// requests or streamed answers, Nagle would hold a small write back
+// until the client's (delayed) acknowledgement of the previous one.
+func (c *lconn) ensureNoDelay() {
+	if !c.nodelay {
+		c.nodelay = true
+		syscall.SetsockoptInt(c.fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1)
 	}
 }
 
@@ -774,7 +792,7 @@ func (c *lconn) close() {
 	c.dropUp(false)
 	c.resolving = nil
 	c.l.forget(c.fd, false)
-	syscall.Close(c.fd)
+	rawClose(c.fd)
 	c.fd = -1
 	c.l.conns.remove(c)
 	c.l.nconns.Add(-1)
@@ -789,6 +807,7 @@ func (c *lconn) close() {
 	}
 	c.wr.reset(nil, nil)
 	c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
+	c.nodelay = false
 	c.l.freeConn(c)
 }
 

@@ -511,7 +511,7 @@ func (l *loop) accept(ll *LoopListener, lfd int) {
 	for {
 		var rsa syscall.RawSockaddrAny
 		n := uint32(syscall.SizeofSockaddrAny)
-		r, _, errno := syscall.Syscall6(syscall.SYS_ACCEPT4, uintptr(lfd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&n)),
+		r, _, errno := syscall.RawSyscall6(syscall.SYS_ACCEPT4, uintptr(lfd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&n)),
 			syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0, 0)
 		fd := int(r)
 		switch errno {
@@ -537,7 +537,6 @@ func (l *loop) accept(ll *LoopListener, lfd int) {
 			syscall.Close(fd)
 			continue
 		}
-		syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1)
 		c := l.allocConn()
 		if err := l.register(fd, c); err != nil {
 			l.logf("registering a connection", err)

@@ -593,7 +593,7 @@ func (u *lupconn) close() {
 func (u *lupconn) closeFD() {
 	u.state = upClosed
 	u.l.forget(u.fd, false)
-	syscall.Close(u.fd)
+	rawClose(u.fd)
 	u.fd = -1
 	if u.rd.buf != nil {
 		u.l.putReadBuf(u.rd.buf)

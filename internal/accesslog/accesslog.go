@@ -2,9 +2,10 @@
 // host, path, status, bytes, duration, route, upstream, backend, attempts,
 // and the error when there was one. Every request is logged (no sampling).
 //
-// Lines have the shape of the process log's (zap's JSON or console
-// encoding, same keys and time format) but are encoded here, into a
-// buffer, with no allocation: zap's general-purpose encoder cost 1.7 µs
+// Lines use the process log's time format and encodings (JSON, or
+// zap's console shape), without its level and message, which say nothing
+// in an access log and cost a seventh of every line on disk. They are
+// encoded here, into a buffer, with no allocation: zap's general-purpose encoder cost 1.7 µs
 // and five allocations per request, a seventh of the proxy's whole
 // per-request budget. Lines are buffered and written at least once a
 // second, when 64 KiB have gathered, and on Close.
@@ -26,7 +27,7 @@ type Format int
 
 // The formats, named like logging.format.
 const (
-	JSON    Format = iota // {"level":"info","time":...,"msg":"request",...}
+	JSON    Format = iota // {"time":...,"client":...,...}: one object per line
 	Console               // time<TAB>INFO<TAB>request<TAB>{...}
 )
 
@@ -171,10 +172,10 @@ func (l *Logger) appendPrefix(b []byte, t time.Time) []byte {
 		b = append(b, "Z\tINFO\trequest\t{"...)
 		return b
 	}
-	b = append(b, `{"level":"info","time":"`...)
+	b = append(b, `{"time":"`...)
 	b = append(b, l.timeFmt...)
 	b = append3(b, ms)
-	b = append(b, `Z","msg":"request",`...)
+	b = append(b, `Z",`...)
 	return b
 }
 

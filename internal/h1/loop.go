@@ -284,6 +284,8 @@ type loop struct {
 	waitFn  func(uintptr) bool
 	waitN   int
 	waitErr error
+	// lastBusy is when the loop last found events after waiting.
+	lastBusy int64
 
 	mu    sync.Mutex
 	queue []func()
@@ -702,14 +704,46 @@ func (l *loop) handOver(c *lconn, pending []byte) {
 
 // wait parks until the loop's epoll has events, or until the next sweep
 // is due.
+//
+// Under load the next event is microseconds away, so the loop first
+// yields and polls a few times before parking. And a busy loop parks with
+// a short deadline: Go's scheduler polls its netpoller when a thread
+// runs out of work, and with every processor busy running loops that can
+// be as late as sysmon's next look (10 ms or more), which showed as
+// stalls of tens of milliseconds at the 99th percentile. The deadline
+// bounds that wait; an idle loop sleeps until the next sweep.
 func (l *loop) wait() (int, error) {
+	for i := 0; i < spinPolls; i++ {
+		runtime.Gosched()
+		if n, err := epollWaitRaw(l.ep, l.events); n != 0 || err != nil {
+			l.lastBusy = l.now
+			return n, err
+		}
+	}
 	l.waitN, l.waitErr = 0, nil
-	l.epFile.SetReadDeadline(time.Now().Add(sweepEvery))
+	d := sweepEvery
+	if l.now-l.lastBusy < int64(busyFor) {
+		d = busyWait
+	}
+	l.epFile.SetReadDeadline(time.Now().Add(d))
 	if err := l.epRaw.Read(l.waitFn); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 		return 0, err
 	}
+	if l.waitN > 0 {
+		l.lastBusy = l.now
+	}
 	return l.waitN, l.waitErr
 }
+
+const (
+	// spinPolls is how many times an empty loop yields and polls again
+	// before it parks (a few microseconds each).
+	spinPolls = 8
+	// busyWait bounds a park shortly after events, busyFor says how
+	// recent "shortly" is.
+	busyWait = 2 * time.Millisecond
+	busyFor  = 200 * time.Millisecond
+)
 
 // epollWaitRaw polls without blocking and without the scheduler's
 // syscall bookkeeping.

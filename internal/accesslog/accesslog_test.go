@@ -153,3 +153,62 @@ func TestRecordAllocatesNothing(t *testing.T) {
 		t.Errorf("got %v allocations per line, want 0", allocs)
 	}
 }
+
+// TestConcurrentRecordsKeepEveryLineWhole logs from several goroutines
+// through many buffer swaps: every line must reach the writer exactly
+// once and whole, the last ones on Close.
+func TestConcurrentRecordsKeepEveryLineWhole(t *testing.T) {
+	var out syncBuffer
+	l := New(&out, JSON)
+	const workers, each = 4, 3000 // about 10 buffers of 64 KiB
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			r := record()
+			for i := 0; i < each; i++ {
+				r.Bytes = int64(w*each + i)
+				l.Record(exchange{}, r)
+			}
+		}(w)
+	}
+	wg.Wait()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seen := make(map[int64]bool, workers*each)
+	for _, line := range strings.Split(strings.TrimSuffix(out.b.String(), "\n"), "\n") {
+		var v struct{ Bytes int64 }
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("line %q is not whole JSON: %v", line, err)
+		}
+		if seen[v.Bytes] {
+			t.Fatalf("line %d written twice", v.Bytes)
+		}
+		seen[v.Bytes] = true
+	}
+	if len(seen) != workers*each {
+		t.Fatalf("got %d lines, want %d", len(seen), workers*each)
+	}
+}
+
+// TestLinesReachTheFileWithinSeconds checks the periodic flush: a line
+// is written without Close and without a full buffer.
+func TestLinesReachTheFileWithinSeconds(t *testing.T) {
+	var out syncBuffer
+	l := New(&out, JSON)
+	defer l.Close()
+	l.Record(exchange{}, record())
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		out.mu.Lock()
+		n := out.b.Len()
+		out.mu.Unlock()
+		if n > 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("the line was not written within 5s")
+}

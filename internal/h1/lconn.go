@@ -247,7 +247,7 @@ func (c *lconn) serveInput() {
 	defer func() { c.serving = false }()
 	for c.state == lsIdle || c.state == lsBody {
 		if c.rd.buf == nil {
-			c.rd.reset(&c.fr, c.l.getReadBuf())
+			c.rd.reset(&c.fr, c.l.getHeadBuf())
 		}
 		if c.state == lsIdle {
 			c.opts = c.ll.opts.Load()
@@ -332,7 +332,7 @@ func (c *lconn) readHead() bool {
 		case err == errWouldBlock:
 			if len(c.rd.buffered()) == 0 {
 				// Idle keep-alive connection: it holds no buffer.
-				c.l.putReadBuf(c.rd.buf)
+				c.l.putHeadBuf(c.rd.buf)
 				c.rd.reset(&c.fr, nil)
 				c.rd.buf = nil
 				c.setDeadline(dlIdle, c.opts.IdleTimeout)
@@ -621,7 +621,7 @@ func (c *lconn) endOutput() {
 	}
 	if len(c.rd.buffered()) == 0 {
 		if c.rd.buf != nil {
-			c.l.putReadBuf(c.rd.buf)
+			c.l.putHeadBuf(c.rd.buf)
 			c.rd.buf = nil
 			c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
 		}
@@ -719,7 +719,7 @@ func (c *lconn) handOver() {
 	c.state = lsClosed
 	c.l.handOver(c, pending)
 	if rbuf != nil {
-		c.l.putReadBuf(rbuf)
+		c.l.putHeadBuf(rbuf)
 	}
 }
 
@@ -798,7 +798,7 @@ func (c *lconn) close() {
 	c.l.nconns.Add(-1)
 	c.ll.release()
 	if c.rd.buf != nil {
-		c.l.putReadBuf(c.rd.buf)
+		c.l.putHeadBuf(c.rd.buf)
 		c.rd.buf = nil
 	}
 	if c.wbuf != nil {

@@ -311,6 +311,7 @@ type loop struct {
 	acceptLater []int
 
 	readBufs  [][]byte
+	headBufs  [][]byte
 	writeBufs [][]byte
 	freeConns []*lconn
 }
@@ -662,6 +663,25 @@ func (l *loop) getReadBuf() []byte {
 func (l *loop) putReadBuf(b []byte) {
 	if len(b) == readBufSize && len(l.readBufs) < 4096 {
 		l.readBufs = append(l.readBufs, b)
+	}
+}
+
+// A client connection starts with a smaller buffer than a backend one:
+// a request head is usually well under 2 KiB, and the buffer grows
+// (up to max_header_bytes, or for a buffered body) when it is not.
+// At c10k that is 2 KiB less per connection in flight.
+func (l *loop) getHeadBuf() []byte {
+	if n := len(l.headBufs); n > 0 {
+		b := l.headBufs[n-1]
+		l.headBufs = l.headBufs[:n-1]
+		return b
+	}
+	return make([]byte, headBufSize)
+}
+
+func (l *loop) putHeadBuf(b []byte) {
+	if len(b) == headBufSize && len(l.headBufs) < 4096 {
+		l.headBufs = append(l.headBufs, b)
 	}
 }
 

@@ -35,12 +35,12 @@ func TestLoopPipelinedAtBufferEnd(t *testing.T) {
 		name string
 		reqs []string
 	}{
-		{"one request fills the buffer", []string{pad("GET /a HTTP/1.1\r\nHost: x\r\nX-Pad: ", readBufSize)}},
+		{"one request fills the buffer", []string{pad("GET /a HTTP/1.1\r\nHost: x\r\nX-Pad: ", headBufSize)}},
 		{"the second ends at the buffer end", []string{
-			pad("GET /fixed/a HTTP/1.1\r\nHost: x\r\nX-Pad: ", readBufSize/2),
-			pad("GET /b HTTP/1.1\r\nHost: x\r\nX-Pad: ", readBufSize/2),
+			pad("GET /fixed/a HTTP/1.1\r\nHost: x\r\nX-Pad: ", headBufSize/2),
+			pad("GET /b HTTP/1.1\r\nHost: x\r\nX-Pad: ", headBufSize/2),
 		}},
-		{"a body ends at the buffer end", []string{postOf(readBufSize)}},
+		{"a body ends at the buffer end", []string{postOf(headBufSize)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,8 +55,8 @@ func TestLoopPipelinedAtBufferEnd(t *testing.T) {
 			p := startLoopProxy(t, loopTo(be.addr))
 			c := dialRaw(t, p.addr)
 			all := strings.Join(tt.reqs, "")
-			if len(all) != readBufSize {
-				t.Fatalf("requests take %d bytes, want %d", len(all), readBufSize)
+			if len(all) != headBufSize {
+				t.Fatalf("requests take %d bytes, want %d", len(all), headBufSize)
 			}
 			c.send(all + "GET /fixed/last HTTP/1.1\r\nHost: x\r\n\r\n")
 			c.nc.SetReadDeadline(time.Now().Add(2 * time.Second))

@@ -141,11 +141,12 @@ func TestLoopSplitHead(t *testing.T) {
 }
 
 // TestLoopHeadFillsBuffer sends heads whose end falls at or near the end
-// of the read buffer, followed by a body the loop buffers itself.
+// of the read buffer (a client connection starts with headBufSize and
+// grows), followed by a body the loop buffers itself.
 func TestLoopHeadFillsBuffer(t *testing.T) {
 	hb, _ := newHTTPBackend(t, httpMux())
 	p := startLoopProxy(t, loopConfig{backends: []string{hb.Listener.Addr().String()}, to: defaultTransport})
-	for _, size := range []int{readBufSize - 100, readBufSize - 1, readBufSize, readBufSize + 1, 2 * readBufSize} {
+	for _, size := range []int{headBufSize - 1, headBufSize, headBufSize + 1, readBufSize - 100, readBufSize - 1, readBufSize, readBufSize + 1, 2 * readBufSize} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			c := dialRaw(t, p.addr)
 			head := "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 20000\r\nX-Pad: "

@@ -66,6 +66,7 @@ type Options struct {
 const (
 	defaultMaxHeaderBytes = 64 << 10
 	readBufSize           = 4 << 10
+	headBufSize           = 2 << 10
 	writeBufSize          = 4 << 10
 	// maxDrainBody is how much unread request body Helios reads and drops
 	// to keep a connection alive; beyond it the connection is closed.

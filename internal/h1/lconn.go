@@ -247,7 +247,7 @@ func (c *lconn) serveInput() {
 	defer func() { c.serving = false }()
 	for c.state == lsIdle || c.state == lsBody {
 		if c.rd.buf == nil {
-			c.rd.reset(&c.fr, c.l.getHeadBuf())
+			c.rd.reset(&c.fr, c.l.headBufs.get())
 		}
 		if c.state == lsIdle {
 			c.opts = c.ll.opts.Load()
@@ -332,7 +332,7 @@ func (c *lconn) readHead() bool {
 		case err == errWouldBlock:
 			if len(c.rd.buffered()) == 0 {
 				// Idle keep-alive connection: it holds no buffer.
-				c.l.putHeadBuf(c.rd.buf)
+				c.l.headBufs.put(c.rd.buf)
 				c.rd.reset(&c.fr, nil)
 				c.rd.buf = nil
 				c.setDeadline(dlIdle, c.opts.IdleTimeout)
@@ -621,7 +621,7 @@ func (c *lconn) endOutput() {
 	}
 	if len(c.rd.buffered()) == 0 {
 		if c.rd.buf != nil {
-			c.l.putHeadBuf(c.rd.buf)
+			c.l.headBufs.put(c.rd.buf)
 			c.rd.buf = nil
 			c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
 		}
@@ -671,7 +671,7 @@ func (c *lconn) writeConnectionHeader() {
 
 func (c *lconn) ensureWriter() {
 	if c.wr.buf == nil {
-		c.wbuf = c.l.getWriteBuf()
+		c.wbuf = c.l.writeBufs.get()
 		c.wr.reset(&c.fw, c.wbuf)
 	}
 }
@@ -685,7 +685,7 @@ const maxIdlePending = 16 << 10
 // releaseWriter gives back the output buffers of a connection going idle.
 func (c *lconn) releaseWriter() {
 	if c.wr.buf != nil && c.wr.n == 0 {
-		c.l.putWriteBuf(c.wbuf)
+		c.l.writeBufs.put(c.wbuf)
 		c.wbuf = nil
 		c.wr.reset(nil, nil)
 	}
@@ -719,7 +719,7 @@ func (c *lconn) handOver() {
 	c.state = lsClosed
 	c.l.handOver(c, pending)
 	if rbuf != nil {
-		c.l.putHeadBuf(rbuf)
+		c.l.headBufs.put(rbuf)
 	}
 }
 
@@ -798,11 +798,11 @@ func (c *lconn) close() {
 	c.l.nconns.Add(-1)
 	c.ll.release()
 	if c.rd.buf != nil {
-		c.l.putHeadBuf(c.rd.buf)
+		c.l.headBufs.put(c.rd.buf)
 		c.rd.buf = nil
 	}
 	if c.wbuf != nil {
-		c.l.putWriteBuf(c.wbuf)
+		c.l.writeBufs.put(c.wbuf)
 		c.wbuf = nil
 	}
 	c.wr.reset(nil, nil)
@@ -829,21 +829,10 @@ func (c *lconn) Respond(status int, header []byte, body []byte) error {
 	c.respStatus = status
 	c.ensureWriter()
 	w := &c.wr
-	w.Write(c.l.eng.status.line(status))
-	w.Write(c.l.eng.date.line(time.Unix(0, c.l.now)))
-	w.Write(header)
-	noBody := status < 200 || status == 204 || status == 304
-	if !noBody {
-		w.WriteString("Content-Length: ")
-		w.writeInt(int64(len(body)))
-		w.WriteString("\r\n")
-	}
+	writeFixedHead(w, c.l.eng.status.line(status), c.l.eng.date.line(time.Unix(0, c.l.now)), header, status, len(body))
 	c.writeConnectionHeader()
 	w.WriteString("\r\n")
-	if !noBody && !equalFold(c.req.method, "head") {
-		w.Write(body)
-		c.respBytes = int64(len(body))
-	}
+	c.respBytes = writeFixedBody(w, status, c.req.method, body)
 	if w.err != nil {
 		c.broken = true
 		return wrapClientErr(w.err)

@@ -310,9 +310,14 @@ type loop struct {
 	// for want of descriptors.
 	acceptLater []int
 
-	readBufs  [][]byte
-	headBufs  [][]byte
-	writeBufs [][]byte
+	// Free lists: backend read buffers, client read buffers and write
+	// buffers. A client connection starts with a smaller buffer than a
+	// backend one: a request head is usually well under 2 KiB, and the
+	// buffer grows (up to max_header_bytes, or for a buffered body) when
+	// it is not. At c10k that is 2 KiB less per connection in flight.
+	readBufs  bufList
+	headBufs  bufList
+	writeBufs bufList
 	freeConns []*lconn
 }
 
@@ -327,7 +332,8 @@ func newLoop(e *Engine, id int) (*loop, error) {
 		return nil, os.NewSyscallError("eventfd2", errno)
 	}
 	l := &loop{eng: e, id: id, ep: ep, wake: int(wfd), listeners: map[int]*LoopListener{},
-		pools: map[string]*lpool{}, events: make([]syscall.EpollEvent, 256)}
+		pools: map[string]*lpool{}, events: make([]syscall.EpollEvent, 256),
+		readBufs: bufList{size: readBufSize}, headBufs: bufList{size: headBufSize}, writeBufs: bufList{size: writeBufSize}}
 	// The loop's epoll instance is itself registered with Go's netpoller
 	// (an epoll descriptor is readable when events are ready), so an idle
 	// loop parks its goroutine like any other, and its processor runs
@@ -649,55 +655,28 @@ func (l *loop) closeAll() {
 	}
 }
 
-// Buffers: each loop keeps its own free lists (no locking, no sync.Pool
-// churn); a connection holds a read buffer only while it has a request
-// in hand, so idle keep-alive connections cost no buffer.
-func (l *loop) getReadBuf() []byte {
-	if n := len(l.readBufs); n > 0 {
-		b := l.readBufs[n-1]
-		l.readBufs = l.readBufs[:n-1]
+// bufList is one of a loop's buffer free lists, all of one size: no
+// locking and no sync.Pool churn. A connection holds a read buffer only
+// while it has a request in hand, so idle keep-alive connections cost no
+// buffer.
+type bufList struct {
+	size int
+	bufs [][]byte
+}
+
+func (f *bufList) get() []byte {
+	if n := len(f.bufs); n > 0 {
+		b := f.bufs[n-1]
+		f.bufs = f.bufs[:n-1]
 		return b
 	}
-	return make([]byte, readBufSize)
+	return make([]byte, f.size)
 }
 
-func (l *loop) putReadBuf(b []byte) {
-	if len(b) == readBufSize && len(l.readBufs) < 4096 {
-		l.readBufs = append(l.readBufs, b)
-	}
-}
-
-// A client connection starts with a smaller buffer than a backend one:
-// a request head is usually well under 2 KiB, and the buffer grows
-// (up to max_header_bytes, or for a buffered body) when it is not.
-// At c10k that is 2 KiB less per connection in flight.
-func (l *loop) getHeadBuf() []byte {
-	if n := len(l.headBufs); n > 0 {
-		b := l.headBufs[n-1]
-		l.headBufs = l.headBufs[:n-1]
-		return b
-	}
-	return make([]byte, headBufSize)
-}
-
-func (l *loop) putHeadBuf(b []byte) {
-	if len(b) == headBufSize && len(l.headBufs) < 4096 {
-		l.headBufs = append(l.headBufs, b)
-	}
-}
-
-func (l *loop) getWriteBuf() []byte {
-	if n := len(l.writeBufs); n > 0 {
-		b := l.writeBufs[n-1]
-		l.writeBufs = l.writeBufs[:n-1]
-		return b
-	}
-	return make([]byte, writeBufSize)
-}
-
-func (l *loop) putWriteBuf(b []byte) {
-	if len(b) == writeBufSize && len(l.writeBufs) < 4096 {
-		l.writeBufs = append(l.writeBufs, b)
+// put keeps b for reuse unless it has grown or the list is long enough.
+func (f *bufList) put(b []byte) {
+	if len(b) == f.size && len(f.bufs) < 4096 {
+		f.bufs = append(f.bufs, b)
 	}
 }
 

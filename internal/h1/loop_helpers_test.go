@@ -309,10 +309,13 @@ func (l *loop) invariantErrors() []string {
 			own(u.rd.buf, who)
 		}
 	}
-	for i, b := range l.readBufs {
+	for i, b := range l.readBufs.bufs {
 		own(b, fmt.Sprintf("read free list [%d]", i))
 	}
-	for i, b := range l.writeBufs {
+	for i, b := range l.headBufs.bufs {
+		own(b, fmt.Sprintf("head free list [%d]", i))
+	}
+	for i, b := range l.writeBufs.bufs {
 		own(b, fmt.Sprintf("write free list [%d]", i))
 	}
 	return errs

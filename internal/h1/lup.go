@@ -200,7 +200,7 @@ func (p *lpool) put(u *lupconn) {
 	u.used = true
 	u.idleSince = p.l.now
 	if u.rd.buf != nil {
-		p.l.putReadBuf(u.rd.buf)
+		p.l.readBufs.put(u.rd.buf)
 		u.rd.buf = nil
 		u.rd.r, u.rd.w, u.rd.pin = 0, 0, 0
 	}
@@ -347,13 +347,13 @@ func (c *lconn) sendRequest() {
 	u := c.up
 	u.state = upSending
 	if u.rd.buf == nil {
-		u.rd.reset(&u.fr, c.l.getReadBuf())
+		u.rd.reset(&u.fr, c.l.readBufs.get())
 	}
 	// sent counts this request's bytes, so that a failure can tell
 	// whether any of them reached the backend.
 	u.fw.sent = 0
 	u.wfailed = nil
-	wbuf := c.l.getWriteBuf()
+	wbuf := c.l.writeBufs.get()
 	var w writer
 	w.reset(&u.fw, wbuf)
 	writeRequestHead(&w, &c.req, c.remote.Addr(), c.opts.TLS, c.be.Addr)
@@ -362,7 +362,7 @@ func (c *lconn) sendRequest() {
 		c.replay = true
 	}
 	err := w.flush()
-	c.l.putWriteBuf(wbuf)
+	c.l.writeBufs.put(wbuf)
 	if err != nil {
 		c.upFailed(err, true)
 		return
@@ -596,7 +596,7 @@ func (u *lupconn) closeFD() {
 	rawClose(u.fd)
 	u.fd = -1
 	if u.rd.buf != nil {
-		u.l.putReadBuf(u.rd.buf)
+		u.l.readBufs.put(u.rd.buf)
 		u.rd.buf = nil
 	}
 	u.client = nil

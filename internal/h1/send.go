@@ -356,3 +356,31 @@ func closeWrite(nc net.Conn) {
 	}
 	nc.Close()
 }
+
+// writeFixedHead renders the head of an answer with a fixed body: status
+// line, Date, the caller's header lines and Content-Length. RFC 9110
+// §8.6: no Content-Length in a 1xx or 204 answer; in a 304 it would
+// describe the representation, not this body. The caller adds its
+// Connection header and the blank line.
+func writeFixedHead(w *writer, statusLine, dateLine, header []byte, status, bodyLen int) {
+	w.Write(statusLine)
+	w.Write(dateLine)
+	w.Write(header)
+	if fixedBodyAllowed(status) {
+		w.WriteString("Content-Length: ")
+		w.writeInt(int64(bodyLen))
+		w.WriteString("\r\n")
+	}
+}
+
+// writeFixedBody writes body unless the status or a HEAD request has
+// none, and returns the bytes it wrote.
+func writeFixedBody(w *writer, status int, method, body []byte) int64 {
+	if !fixedBodyAllowed(status) || equalFold(method, "head") {
+		return 0
+	}
+	w.Write(body)
+	return int64(len(body))
+}
+
+func fixedBodyAllowed(status int) bool { return status >= 200 && status != 204 && status != 304 }

@@ -669,23 +669,10 @@ func (c *conn) Respond(status int, header []byte, body []byte) error {
 	// kept connection.
 	c.armWrite()
 	w := &c.wr
-	w.Write(c.srv.status.line(status))
-	w.Write(c.srv.date.line(c.start))
-	w.Write(header)
-	noBody := status < 200 || status == 204 || status == 304
-	if !noBody {
-		// RFC 9110 §8.6: no Content-Length in a 1xx or 204 response; in a
-		// 304 it would describe the representation, not this body.
-		w.WriteString("Content-Length: ")
-		w.writeInt(int64(len(body)))
-		w.WriteString("\r\n")
-	}
+	writeFixedHead(w, c.srv.status.line(status), c.srv.date.line(c.start), header, status, len(body))
 	c.writeConnectionHeader()
 	w.WriteString("\r\n")
-	if !noBody && !equalFold(c.req.method, "head") {
-		w.Write(body)
-		c.respBytes = int64(len(body))
-	}
+	c.respBytes = writeFixedBody(w, status, c.req.method, body)
 	if w.err != nil {
 		c.broken = true
 		return wrapClientErr(w.err)

@@ -3,9 +3,10 @@ GO      ?= go
 BIN     := bin/helios
 PKGS    := ./...
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/helios-lb/helios/internal/cli.Version=$(VERSION)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -s -w -X github.com/helios-lb/helios/internal/cli.Version=$(VERSION) -X github.com/helios-lb/helios/internal/cli.Revision=$(REVISION)
 
-.PHONY: all build run test test-short vet fmt bench bench-quick bench-deps clean
+.PHONY: all build image run test test-short fuzz vet fmt bench bench-quick bench-deps deploy-deps clean
 
 all: build
 
@@ -13,20 +14,35 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/helios
 
+## image: the container image helios:latest (FROM scratch, from bin/helios: no registry needed)
+image: build
+	docker build -f deploy/docker/Dockerfile -t helios:$(VERSION) -t helios:latest \
+		--build-arg VERSION=$(VERSION) \
+		--build-arg REVISION=$(or $(REVISION),unknown) \
+		--build-arg CREATED=$$(date -u +%Y-%m-%dT%H:%M:%SZ) .
+
 ## run: the demo — three built-in backends on :9001-9003 and Helios on :8080 (Ctrl-C stops all)
 run: build
 	@./scripts/demo.sh $(BIN) configs/helios.yaml
 
-## test: vet, then every test with the race detector
+## test: vet, a build for the systems without epoll, then every test with the race detector
 test:
 	$(GO) vet $(PKGS)
+	GOOS=darwin $(GO) build $(PKGS)
+	GOOS=freebsd $(GO) build $(PKGS)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) test -race -timeout 10m $(PKGS)
-	HELIOS_TEST_ENGINE=goroutine $(GO) test -race -timeout 10m ./internal/server/
+	HELIOS_TEST_ENGINE=portable $(GO) test -race -timeout 10m ./internal/server/
 
 ## test-short: the tests without the race detector
 test-short:
 	$(GO) test -timeout 10m $(PKGS)
+
+## fuzz: every Fuzz target in turn, FUZZTIME each on top of its seeds (FUZZFLAGS=-parallel=1: one CPU)
+FUZZTIME  ?= 10s
+FUZZFLAGS ?=
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZFLAGS='$(FUZZFLAGS)' scripts/fuzz.sh $(PKGS)
 
 vet:
 	$(GO) vet $(PKGS)
@@ -34,19 +50,27 @@ vet:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-## bench: the full `helios bench` suite against nginx (about 21 minutes on 2 CPUs; report in bench/results/DATE-HOST/)
+## bench: the full `helios bench` suite against every installed peer (about 42 minutes on 2 CPUs, `bin/helios bench --plan` says; report in bench/results/DATE-HOST/)
 bench: build
 	$(BIN) bench $(BENCHFLAGS)
 
-## bench-quick: proxy-ka at c100 and c1000, one 5s round (about a minute)
+## bench-quick: proxy-ka at c100 and c1000, one 5s round, every peer (about a minute)
 bench-quick: build
 	$(BIN) bench --quick $(BENCHFLAGS)
 
 ## bench-deps: install what `helios bench` drives (Debian packages)
 bench-deps:
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nginx haproxy nghttp2-client util-linux >/dev/null && \
-	{ $$SUDO systemctl disable --now nginx haproxy >/dev/null 2>&1 || $$SUDO service nginx stop >/dev/null 2>&1 || true; }
+	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nginx haproxy caddy nghttp2-client util-linux >/dev/null && \
+	{ $$SUDO systemctl disable --now nginx haproxy caddy >/dev/null 2>&1 || { $$SUDO service nginx stop; $$SUDO service haproxy stop; $$SUDO service caddy stop; } >/dev/null 2>&1 || true; }
+
+## deploy-deps: what the deployment tests use (Debian packages): systemd-analyze and
+## systemd-socket-activate (systemd), promtool (prometheus), docker-compose, logrotate
+deploy-deps:
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		systemd prometheus docker-compose logrotate >/dev/null && \
+	{ $$SUDO systemctl disable --now prometheus >/dev/null 2>&1 || $$SUDO service prometheus stop >/dev/null 2>&1 || true; }
 
 clean:
 	rm -rf bin

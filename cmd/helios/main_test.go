@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -37,14 +38,21 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// freePort returns a loopback address free now, with a port below the
+// kernel's ephemeral range (32768 and up by default), so that the
+// thousands of client connections a test makes cannot take it between
+// this check and the bind.
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for i := 0; i < 100; i++ {
+		addr := fmt.Sprintf("127.0.0.1:%d", 12000+rand.IntN(8000))
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			ln.Close()
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free port in 12000-19999")
+	return ""
 }
 
 func TestValidate(t *testing.T) {
@@ -271,11 +279,19 @@ func TestShippedConfigsValidate(t *testing.T) {
 	if len(files) < 2 {
 		t.Fatalf("found %d config files, want the demo and the examples", len(files))
 	}
+	// The demo's TLS listener serves the certificate make run makes.
+	tlsDir := t.TempDir()
+	if out, err := exec.Command(helios, "cert", "selfsigned", "--out", tlsDir).CombinedOutput(); err != nil {
+		t.Fatalf("cert selfsigned: %v: %s", err, out)
+	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			abs, _ := filepath.Abs(f)
 			cmd := exec.Command(helios, "validate", "--config", abs)
-			cmd.Dir = "../.." // static roots are relative to the working directory
+			cmd.Dir = "/" // static roots are relative to the config file, as under systemd
+			// The examples take the admin token from the environment, as
+			// a deployment would; an unset one is an error (issue 9).
+			cmd.Env = append(os.Environ(), "HELIOS_ADMIN_TOKEN=example-token", "HELIOS_DEMO_TLS_DIR="+tlsDir)
 			out, err := cmd.CombinedOutput()
 			if err != nil || strings.TrimSpace(string(out)) != "ok" {
 				t.Errorf("got %q (%v), want ok", out, err)

@@ -1,23 +1,37 @@
 // Package accesslog writes one line per request: time, client, method,
-// host, path, status, bytes, duration, route, upstream, backend, attempts,
-// and the error when there was one. Every request is logged (no sampling).
+// host, path, query, protocol, status, bytes, duration, route, upstream,
+// backend, attempts, user agent, referer, request id, and the error when
+// there was one. Every request is logged (no sampling).
 //
-// Lines use the process log's time format and encodings (JSON, or
-// zap's console shape), without its level and message, which say nothing
-// in an access log and cost a seventh of every line on disk. They are
-// encoded here, into a buffer, with no allocation: zap's general-purpose encoder cost 1.7 µs
-// and five allocations per request, a seventh of the proxy's whole
-// per-request budget. Lines are buffered and written at least once a
-// second, when 64 KiB have gathered (by the request that filled the
-// buffer, without holding up the others), and on Close.
+// Three formats: JSON (one object per line), console (zap's console
+// shape, tab-separated time, level, message and the JSON fields), and
+// nginx's "combined" format, which log tools (GoAccess, AWStats, fail2ban)
+// read as they are.
+//
+// Lines are encoded here, into a buffer, with no allocation: zap's
+// general-purpose encoder cost 1.7 µs and five allocations per request, a
+// seventh of the proxy's whole per-request budget.
+//
+// # Code on an event loop never blocks
+//
+// Record runs on an event loop, so it never writes: lines go into a 64
+// KiB block under a short lock, and a full block is handed to a writer
+// goroutine through a bounded queue (8 blocks, 512 KiB). When the writer
+// falls that far behind — a disk stalled, a pipe nobody reads — the
+// block just filled is dropped and its lines are counted (Dropped,
+// helios_access_log_dropped_total): memory stays bounded and requests are
+// never held up by the log, which is the trade nginx makes the other way
+// round (its workers block on a full disk). Blocks are recycled, so
+// logging allocates nothing once running. Blocks are also handed over at
+// least once a second, and on Close, which waits for the writer.
 package accesslog
 
 import (
+	"fmt"
 	"io"
-	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/wire"
@@ -26,258 +40,233 @@ import (
 // Format is the line encoding.
 type Format int
 
-// The formats, named like logging.format.
+// The formats, named like logging.access_format.
 const (
-	JSON    Format = iota // {"time":...,"client":...,...}: one object per line
-	Console               // time<TAB>INFO<TAB>request<TAB>{...}
+	JSON     Format = iota // {"time":...,"client":...,...}: one object per line
+	Console                // time<TAB>INFO<TAB>request<TAB>{...}
+	Combined               // nginx's combined: client - - [time] "request" status bytes "referer" "user agent"
 )
 
-// flushSize is how much is buffered before a write.
-const flushSize = 64 << 10
+// ParseFormat returns the format named json, console or combined.
+func ParseFormat(name string) (Format, error) {
+	switch name {
+	case "json":
+		return JSON, nil
+	case "console":
+		return Console, nil
+	case "combined":
+		return Combined, nil
+	}
+	return 0, fmt.Errorf("%q is not an access log format (json, console, combined)", name)
+}
 
-// Logger is a proxy.Recorder that writes access log lines to w.
+const (
+	// flushSize is how much a block holds before it is handed over.
+	flushSize = 64 << 10
+	// queueBlocks is how many full blocks may wait for the writer.
+	queueBlocks = 8
+	// flushEvery is the longest a line waits in a block.
+	flushEvery = time.Second
+)
+
+// block is a buffer of whole lines.
+type block struct {
+	b     []byte
+	lines int
+}
+
+// Logger is a proxy.Recorder that writes access log lines to w from a
+// goroutine of its own. It is safe for concurrent use.
 type Logger struct {
 	format Format
 	w      io.Writer
 
-	mu      sync.Mutex
-	cur     []byte   // the buffer lines go to
-	spare   [][]byte // empty buffers to swap in
-	timeSec int64
-	timeFmt []byte // "2006-01-02T15:04:05." of timeSec
+	mu       sync.Mutex
+	cur      *block
+	closed   bool
+	timeSec  int64
+	timeFmt  []byte // JSON and console: "2006-01-02T15:04:05." of timeSec, UTC
+	localFmt []byte // combined: "02/Jan/2006:15:04:05 -0700" of timeSec, local time
 
-	// wmu orders the writes; a caller holding it holds no other lock.
-	wmu sync.Mutex
+	full    chan *block // to the writer
+	free    chan *block // back from it
+	dropped atomic.Uint64
 
 	errMu sync.Mutex
 	err   error
 
-	stop chan struct{}
-	done chan struct{}
+	stop       chan struct{}
+	flushDone  chan struct{}
+	writerDone chan struct{}
 }
 
-// New returns a logger writing to w in the given format and starts the
-// goroutine that flushes it every second; Close stops it.
+// New returns a logger writing to w in the given format and starts its
+// writer and the goroutine that hands blocks over every second; Close
+// stops them.
 func New(w io.Writer, f Format) *Logger {
 	l := &Logger{format: f, w: w,
-		cur:  newBuf(),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+		full:       make(chan *block, queueBlocks),
+		free:       make(chan *block, queueBlocks+2),
+		stop:       make(chan struct{}),
+		flushDone:  make(chan struct{}),
+		writerDone: make(chan struct{}),
 	}
+	// One block being filled, queueBlocks queued, one being written: the
+	// free list never runs dry while the queue has room.
+	l.cur = newBlock()
+	for i := 0; i < queueBlocks+1; i++ {
+		l.free <- newBlock()
+	}
+	go l.writeLoop()
 	go l.flushLoop()
 	return l
 }
 
-func newBuf() []byte { return make([]byte, 0, flushSize+4096) }
+func newBlock() *block { return &block{b: make([]byte, 0, flushSize+4096)} }
 
-// flushLoop writes whatever has gathered, every second.
+// writeLoop writes the blocks handed over, in order, until Close.
+func (l *Logger) writeLoop() {
+	defer close(l.writerDone)
+	for blk := range l.full {
+		if _, err := l.w.Write(blk.b); err != nil {
+			l.dropped.Add(uint64(blk.lines))
+			l.errMu.Lock()
+			if l.err == nil {
+				l.err = err
+			}
+			l.errMu.Unlock()
+		}
+		blk.b, blk.lines = blk.b[:0], 0
+		l.free <- blk
+	}
+}
+
+// flushLoop hands over whatever has gathered, every second.
 func (l *Logger) flushLoop() {
-	defer close(l.done)
-	t := time.NewTicker(time.Second)
+	defer close(l.flushDone)
+	t := time.NewTicker(flushEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
 			l.mu.Lock()
-			if len(l.cur) == 0 {
-				l.mu.Unlock()
-				continue
+			if len(l.cur.b) > 0 && !l.closed {
+				l.handOff()
 			}
-			b := l.swap()
 			l.mu.Unlock()
-			l.writeBack(b)
 		case <-l.stop:
 			return
 		}
 	}
 }
 
-// swap takes the current buffer and puts an empty one in its place.
+// handOff queues the current block for the writer and takes an empty
+// one, or drops the block when the queue is full. It never blocks.
 // Called with mu held.
-func (l *Logger) swap() []byte {
-	b := l.cur
-	if n := len(l.spare); n > 0 {
-		l.cur = l.spare[n-1]
-		l.spare = l.spare[:n-1]
-	} else {
-		l.cur = newBuf()
+func (l *Logger) handOff() {
+	select {
+	case l.full <- l.cur:
+	default:
+		l.dropped.Add(uint64(l.cur.lines))
+		l.cur.b, l.cur.lines = l.cur.b[:0], 0
+		return
 	}
-	return b
-}
-
-// writeBack writes b and returns it to the spares. It is called
-// without mu, so other requests go on logging meanwhile.
-func (l *Logger) writeBack(b []byte) {
-	l.wmu.Lock()
-	l.write(b)
-	l.wmu.Unlock()
-	l.mu.Lock()
-	if len(l.spare) < 4 {
-		l.spare = append(l.spare, b[:0])
-	}
-	l.mu.Unlock()
-}
-
-func (l *Logger) write(b []byte) {
-	if _, err := l.w.Write(b); err != nil {
-		l.errMu.Lock()
-		if l.err == nil {
-			l.err = err
-		}
-		l.errMu.Unlock()
+	select {
+	case l.cur = <-l.free:
+	default:
+		l.cur = newBlock() // cannot happen (see New); never wait here
 	}
 }
 
-// Close writes what is buffered and stops the flushing goroutine. It
-// returns the first write error seen, if any.
+// Dropped returns how many lines were lost: dropped because the writer
+// was too far behind, or not written because the write failed.
+func (l *Logger) Dropped() uint64 { return l.dropped.Load() }
+
+// Close hands over what is buffered, waits for the writer to write it,
+// and stops the goroutines. Lines recorded after Close are dropped and
+// counted. It returns the first write error seen, if any.
 func (l *Logger) Close() error {
-	close(l.stop)
-	<-l.done
 	l.mu.Lock()
-	b := l.swap()
-	l.mu.Unlock()
-	if len(b) > 0 {
-		l.writeBack(b)
+	if l.closed {
+		l.mu.Unlock()
+		return l.firstErr()
 	}
+	l.closed = true
+	close(l.stop)
+	if len(l.cur.b) > 0 {
+		l.full <- l.cur // may wait for the writer: Close is not on a loop
+		l.cur = newBlock()
+	}
+	close(l.full)
+	l.mu.Unlock()
+	<-l.flushDone
+	<-l.writerDone
+	return l.firstErr()
+}
+
+func (l *Logger) firstErr() error {
 	l.errMu.Lock()
 	defer l.errMu.Unlock()
 	return l.err
 }
 
-// Record writes the line for one request.
+// Record adds the line for one request. It never blocks on I/O.
 func (l *Logger) Record(ex wire.Exchange, r proxy.Record) {
 	end := r.Start.Add(r.Duration)
-	var scratch [640]byte
-	line := l.appendFields(scratch[:0], ex, &r)
+	// Most lines fit here; a longer one (a huge user agent) allocates.
+	var scratch [2048]byte
+	var line []byte
+	if l.format == Combined {
+		line = appendCombined(scratch[:0], ex, &r)
+	} else {
+		line = appendFields(scratch[:0], ex, &r)
+	}
 
 	l.mu.Lock()
-	b := l.appendPrefix(l.cur, end)
-	b = append(b, line...)
-	l.cur = append(b, "}\n"...)
-	if len(l.cur) < flushSize {
+	if l.closed {
 		l.mu.Unlock()
+		l.dropped.Add(1)
 		return
 	}
-	// A full buffer is written by the request that filled it, as
-	// nginx's workers write theirs: a write to the page cache takes
-	// tens of microseconds per 64 KiB, and handing it to a goroutine
-	// meant waiting for a processor while every one runs an event loop.
-	full := l.swap()
+	b := l.appendPrefix(l.cur.b, ex, end)
+	b = append(b, line...)
+	if l.format != Combined {
+		b = append(b, '}')
+	}
+	l.cur.b = append(b, '\n')
+	l.cur.lines++
+	if len(l.cur.b) >= flushSize {
+		l.handOff()
+	}
 	l.mu.Unlock()
-	l.writeBack(full)
 }
 
-// appendPrefix writes the line's start: level, time and message, in the
-// format's shape. Called with mu held (it uses the time cache).
-func (l *Logger) appendPrefix(b []byte, t time.Time) []byte {
-	t = t.UTC()
+// appendPrefix writes the line's start, which holds the time (cached per
+// second, so it is written under mu). Called with mu held.
+func (l *Logger) appendPrefix(b []byte, ex wire.Exchange, t time.Time) []byte {
 	if sec := t.Unix(); sec != l.timeSec || l.timeFmt == nil {
 		l.timeSec = sec
-		l.timeFmt = t.AppendFormat(l.timeFmt[:0], "2006-01-02T15:04:05.")
+		l.timeFmt = t.UTC().AppendFormat(l.timeFmt[:0], "2006-01-02T15:04:05.")
+		l.localFmt = t.Local().AppendFormat(l.localFmt[:0], "02/Jan/2006:15:04:05 -0700")
 	}
-	ms := t.Nanosecond() / 1e6
-	if l.format == Console {
+	switch l.format {
+	case Combined:
+		b = ex.ClientAddr().AppendTo(b)
+		b = append(b, " - - ["...)
+		b = append(b, l.localFmt...)
+		return append(b, "] "...)
+	case Console:
 		b = append(b, l.timeFmt...)
-		b = append3(b, ms)
-		b = append(b, "Z\tINFO\trequest\t{"...)
-		return b
+		b = append3(b, t.Nanosecond()/1e6)
+		return append(b, "Z\tINFO\trequest\t{"...)
 	}
 	b = append(b, `{"time":"`...)
 	b = append(b, l.timeFmt...)
-	b = append3(b, ms)
-	b = append(b, `Z",`...)
-	return b
-}
-
-// appendFields writes the record's fields, without the closing brace.
-func (l *Logger) appendFields(b []byte, ex wire.Exchange, r *proxy.Record) []byte {
-	b = append(b, `"client":"`...)
-	b = ex.ClientAddr().AppendTo(b)
-	b = append(b, `","method":"`...)
-	b = appendEscaped(b, ex.Method())
-	b = append(b, `","host":"`...)
-	b = appendEscaped(b, ex.Host())
-	b = append(b, `","path":"`...)
-	b = appendEscaped(b, ex.Path())
-	b = append(b, `","status":`...)
-	b = strconv.AppendInt(b, int64(r.Status), 10)
-	b = append(b, `,"bytes":`...)
-	b = strconv.AppendInt(b, r.Bytes, 10)
-	b = append(b, `,"duration":`...)
-	b = strconv.AppendFloat(b, r.Duration.Seconds(), 'f', -1, 64)
-	b = append(b, `,"route":"`...)
-	if r.Route != nil {
-		b = appendEscapedString(b, r.Route.Name)
-	}
-	b = append(b, `","upstream":"`...)
-	if r.Upstream != nil {
-		b = appendEscapedString(b, r.Upstream.Name)
-	}
-	b = append(b, `","backend":"`...)
-	if r.Backend != nil {
-		b = appendEscapedString(b, r.Backend.Addr)
-	}
-	b = append(b, `","attempts":`...)
-	b = strconv.AppendInt(b, int64(r.Attempts), 10)
-	if r.Err != nil {
-		b = append(b, `,"error":"`...)
-		b = appendEscapedString(b, r.Err.Error())
-		b = append(b, '"')
-	}
-	return b
+	b = append3(b, t.Nanosecond()/1e6)
+	return append(b, `Z",`...)
 }
 
 // append3 writes n (0-999) as three digits.
 func append3(b []byte, n int) []byte {
 	return append(b, byte('0'+n/100), byte('0'+n/10%10), byte('0'+n%10))
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendEscaped writes p as the inside of a JSON string: quotes,
-// backslashes and control characters escaped, invalid UTF-8 replaced by
-// U+FFFD (as zap does), so a hostile path cannot break a line.
-func appendEscaped(b, p []byte) []byte {
-	for i := 0; i < len(p); {
-		c := p[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			b = append(b, c)
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRune(p[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, `\ufffd`...)
-		} else {
-			b = append(b, p[i:i+size]...)
-		}
-		i += size
-	}
-	return b
-}
-
-func appendEscapedString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
-			return appendEscaped(b, []byte(s))
-		}
-	}
-	return append(b, s...)
 }

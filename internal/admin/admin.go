@@ -77,6 +77,9 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// ErrorLog receives errors writing answers; nil drops them.
 	ErrorLog func(msg string, err error)
+	// Listener, when set, is served instead of binding the address: a
+	// socket handed over by a binary upgrade or by systemd.
+	Listener net.Listener
 }
 
 // Server is the admin listener.
@@ -91,9 +94,12 @@ type Server struct {
 // Listen binds addr and prepares the handlers; nothing is served before
 // Start.
 func Listen(addr string, src Source, o Options) (*Server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
+	ln := o.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return nil, err
+		}
 	}
 	s := &Server{src: src, ln: ln, log: o.ErrorLog}
 	s.SetToken(o.Token)
@@ -146,7 +152,7 @@ func (s *Server) auth(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		want := *s.token.Load()
 		if want != "" {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			got, ok := bearer(r.Header.Get("Authorization"))
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="helios admin"`)
 				s.json(w, http.StatusUnauthorized, map[string]string{"error": "a valid bearer token is required"})
@@ -155,6 +161,17 @@ func (s *Server) auth(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// bearer returns the credentials of an Authorization header with the
+// Bearer scheme. The scheme is case-insensitive and followed by one or
+// more spaces (RFC 9110, section 11.1 and 11.4).
+func bearer(h string) (string, bool) {
+	scheme, cred, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(cred, " "), true
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {

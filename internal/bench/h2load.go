@@ -26,6 +26,8 @@ type H2loadResult struct {
 	// Protocol is the "Application protocol:" line (h2, http/1.1); empty
 	// when h2load never connected.
 	Protocol string
+	// TrafficBytes is the total of the "traffic:" line, in bytes.
+	TrafficBytes int64
 
 	finished bool
 }
@@ -76,6 +78,14 @@ func ParseH2load(r io.Reader) (*H2loadResult, error) {
 					break
 				}
 			}
+		case strings.HasPrefix(line, "traffic:"):
+			// traffic: 762.36KB (780660) total, 478.52KB (490000) headers ...
+			f := strings.Fields(strings.TrimPrefix(line, "traffic:"))
+			if len(f) < 2 || !strings.HasPrefix(f[1], "(") {
+				err = errors.New("no byte count")
+				break
+			}
+			res.TrafficBytes, err = strconv.ParseInt(strings.Trim(f[1], "()"), 10, 64)
 		case strings.HasPrefix(line, "Application protocol:"):
 			res.Protocol = strings.TrimSpace(strings.TrimPrefix(line, "Application protocol:"))
 		}
@@ -113,14 +123,22 @@ func parseCounts(s string, dst map[string]*int64) error {
 	return nil
 }
 
-// h2loadArgs returns h2load's arguments for a timed run of d with conns
-// connections and streams concurrent streams each.
-func h2loadArgs(threads, conns, streams int, d time.Duration, headers map[string]string, url string) []string {
-	args := []string{
-		"-D", strconv.Itoa(max(1, int((d+time.Second-1)/time.Second))),
+// h2loadArgs returns h2load's arguments for a run of d (or of requests
+// requests when that is positive) with conns connections and streams
+// concurrent streams each; data, when not "", is the file POSTed as every
+// request's body.
+func h2loadArgs(threads, conns, streams int, d time.Duration, requests int, data string, headers map[string]string, url string) []string {
+	args := []string{"-D", strconv.Itoa(max(1, int((d+time.Second-1)/time.Second)))}
+	if requests > 0 {
+		args = []string{"-n", strconv.Itoa(requests)}
+	}
+	args = append(args,
 		"-c", strconv.Itoa(conns),
 		"-m", strconv.Itoa(max(1, streams)),
 		"-t", strconv.Itoa(max(1, min(threads, conns))),
+	)
+	if data != "" {
+		args = append(args, "-d", data)
 	}
 	for _, k := range sortedKeys(headers) {
 		args = append(args, "-H", k+": "+headers[k])

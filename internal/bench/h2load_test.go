@@ -100,9 +100,19 @@ func TestParseH2loadFailures(t *testing.T) {
 }
 
 func TestH2loadArgs(t *testing.T) {
-	got := h2loadArgs(2, 100, 10, 5*time.Second, nil, "https://127.0.0.1:28084/respond")
+	got := h2loadArgs(2, 100, 10, 5*time.Second, 0, "", nil, "https://127.0.0.1:28084/respond")
 	want := []string{"-D", "5", "-c", "100", "-m", "10", "-t", "2", "https://127.0.0.1:28084/respond"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
+	}
+	got = h2loadArgs(2, 1, 1, 5*time.Second, 1, "", nil, "https://x/bytes/1073741824")
+	want = []string{"-n", "1", "-c", "1", "-m", "1", "-t", "1", "https://x/bytes/1073741824"}
+	if !slices.Equal(got, want) {
+		t.Errorf("one request: got %q, want %q", got, want)
+	}
+	got = h2loadArgs(2, 100, 10, 5*time.Second, 0, "/tmp/grpc.bin", map[string]string{"content-type": "application/grpc", "te": "trailers"}, "https://x/helios.bench.Echo/Unary")
+	want = []string{"-D", "5", "-c", "100", "-m", "10", "-t", "2", "-d", "/tmp/grpc.bin", "-H", "content-type: application/grpc", "-H", "te: trailers", "https://x/helios.bench.Echo/Unary"}
+	if !slices.Equal(got, want) {
+		t.Errorf("grpc: got %q, want %q", got, want)
 	}
 }

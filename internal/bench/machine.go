@@ -10,7 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
+
+	"github.com/helios-lb/helios/internal/listener"
 )
 
 // Machine describes the host a report was measured on.
@@ -206,8 +207,8 @@ func planCPUs(allowed []int, n int) Profile {
 // 10,000 client connections and as many backend connections fit. Children
 // inherit it. It returns the limit in effect.
 func raiseNoFile() uint64 {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+	soft, hard, err := listener.SystemRlimit().Get()
+	if err != nil {
 		return 0
 	}
 	if os.Geteuid() == 0 {
@@ -215,15 +216,12 @@ func raiseNoFile() uint64 {
 		if n, err := strconv.ParseUint(readTrim("/proc/sys/fs/nr_open"), 10, 64); err == nil {
 			ceiling = min(ceiling, n)
 		}
-		if lim.Max < ceiling {
-			lim.Max = ceiling
-		}
+		hard = max(hard, ceiling)
 	}
-	lim.Cur = lim.Max
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	if err := listener.SystemRlimit().Set(hard, hard); err != nil {
+		return soft
 	}
-	return lim.Cur
+	return hard
 }
 
 // toolVersion runs argv and returns the first line that looks like a

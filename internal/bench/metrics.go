@@ -31,6 +31,29 @@ const (
 	MetricPeakRSS    = "peak_rss_mib"
 	MetricIdleRSS    = "idle_rss_mib"
 	MetricRSSPerConn = "rss_per_conn_kib"
+
+	// The latency probe's figures (open-loop, from each request's intended
+	// send time, at about 1% of the load), measured beside a saturating
+	// load generator.
+	MetricProbeP50      = "probe_p50_ms"
+	MetricProbeP90      = "probe_p90_ms"
+	MetricProbeP99      = "probe_p99_ms"
+	MetricProbeP999     = "probe_p999_ms"
+	MetricProbeMax      = "probe_max_ms"
+	MetricProbeRPS      = "probe_rps"
+	MetricProbeRequests = "probe_requests"
+	MetricProbeConns    = "probe_connections"
+	// MetricErrProbe counts the probe's failed and unsent requests.
+	MetricErrProbe = "errors_probe"
+
+	// MetricMiBps is the body throughput: request bodies sent (upload),
+	// or bytes received (h2load's traffic), per second.
+	MetricMiBps = "mib_per_s"
+	// MetricResumedPct is the share of TLS handshakes that resumed a
+	// session (tls-handshake), in per cent.
+	MetricResumedPct = "resumed_pct"
+	// MetricConnsHeld counts the idle connections held open (idle).
+	MetricConnsHeld = "connections_held"
 )
 
 // Better says which way a metric improves.
@@ -50,9 +73,11 @@ type MetricDef struct {
 	// Unit is appended to values in the Markdown report ("ms", "µs").
 	Unit   string
 	Better Better
-	// Latency marks latency metrics, whose label gets the run's latency
-	// kind (closed-loop, open-loop).
+	// Latency marks the load generator's latency metrics, whose label gets
+	// the run's latency kind (closed-loop, open-loop).
 	Latency bool
+	// Probe marks the latency probe's metrics.
+	Probe bool
 	// Decimals is the number of decimals printed; -1 picks them by size.
 	Decimals int
 }
@@ -60,11 +85,17 @@ type MetricDef struct {
 // Metrics lists every metric in report order.
 var Metrics = []MetricDef{
 	{Key: MetricRPS, Label: "Requests/sec", Better: Higher, Decimals: 0},
-	{Key: MetricLatAvg, Label: "Avg latency", Unit: "ms", Better: Lower, Latency: true, Decimals: -1},
+	{Key: MetricMiBps, Label: "Throughput", Unit: "MiB/s", Better: Higher, Decimals: -1},
+	{Key: MetricProbeP50, Label: "p50 latency", Unit: "ms", Better: Lower, Probe: true, Decimals: -1},
+	{Key: MetricProbeP90, Label: "p90 latency", Unit: "ms", Better: Lower, Probe: true, Decimals: -1},
+	{Key: MetricProbeP99, Label: "p99 latency", Unit: "ms", Better: Lower, Probe: true, Decimals: -1},
+	{Key: MetricProbeP999, Label: "p99.9 latency", Unit: "ms", Better: Lower, Probe: true, Decimals: -1},
+	{Key: MetricProbeMax, Label: "Max latency", Unit: "ms", Better: Lower, Probe: true, Decimals: -1},
 	{Key: MetricLatP50, Label: "p50 latency", Unit: "ms", Better: Lower, Latency: true, Decimals: -1},
 	{Key: MetricLatP90, Label: "p90 latency", Unit: "ms", Better: Lower, Latency: true, Decimals: -1},
 	{Key: MetricLatP99, Label: "p99 latency", Unit: "ms", Better: Lower, Latency: true, Decimals: -1},
 	{Key: MetricLatP999, Label: "p99.9 latency", Unit: "ms", Better: Lower, Latency: true, Decimals: -1},
+	{Key: MetricLatAvg, Label: "Avg latency", Unit: "ms", Better: Lower, Latency: true, Decimals: -1},
 	{Key: MetricLatMax, Label: "Max latency", Unit: "ms", Better: Lower, Latency: true, Decimals: -1},
 	{Key: MetricErrTotal, Label: "Errors", Better: Lower, Decimals: 0},
 	{Key: MetricErrConnect, Label: "errors: connect", Better: Lower, Decimals: 0},
@@ -73,11 +104,16 @@ var Metrics = []MetricDef{
 	{Key: MetricErrTimeout, Label: "errors: timeout", Better: Lower, Decimals: 0},
 	{Key: MetricErrNon2xx, Label: "errors: non-2xx/3xx", Better: Lower, Decimals: 0},
 	{Key: MetricErrUnsent, Label: "errors: unsent (behind schedule)", Better: Lower, Decimals: 0},
+	{Key: MetricErrProbe, Label: "errors: probe (failed or unsent)", Better: Lower, Decimals: 0},
 	{Key: MetricCPUPerReq, Label: "Proxy CPU per request", Unit: "µs", Better: Lower, Decimals: 1},
 	{Key: MetricPeakRSS, Label: "Proxy peak RSS", Unit: "MiB", Better: Lower, Decimals: 1},
 	{Key: MetricIdleRSS, Label: "Proxy idle RSS", Unit: "MiB", Better: Lower, Decimals: 1},
 	{Key: MetricRSSPerConn, Label: "Memory per connection", Unit: "KiB", Better: Lower, Decimals: 1},
 	{Key: MetricRequests, Label: "Requests completed", Better: Neutral, Decimals: 0},
+	{Key: MetricResumedPct, Label: "Handshakes that resumed a session", Unit: "%", Better: Neutral, Decimals: 0},
+	{Key: MetricConnsHeld, Label: "Idle connections held", Better: Neutral, Decimals: 0},
+	{Key: MetricProbeRequests, Label: "Probe requests completed", Better: Neutral, Decimals: 0},
+	{Key: MetricProbeConns, Label: "Probe connections used", Better: Neutral, Decimals: 0},
 	{Key: MetricCPUSeconds, Label: "Proxy CPU time", Unit: "s", Better: Neutral, Decimals: 2},
 }
 
@@ -92,7 +128,7 @@ func metricDef(key string) (MetricDef, bool) {
 }
 
 // errorKinds are the error metrics summed into MetricErrTotal.
-var errorKinds = []string{MetricErrConnect, MetricErrRead, MetricErrWrite, MetricErrTimeout, MetricErrNon2xx, MetricErrUnsent}
+var errorKinds = []string{MetricErrConnect, MetricErrRead, MetricErrWrite, MetricErrTimeout, MetricErrNon2xx, MetricErrUnsent, MetricErrProbe}
 
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
@@ -134,6 +170,31 @@ func h2loadMetrics(h *H2loadResult) map[string]float64 {
 		MetricErrRead:    float64(max(h.Errored-h.Timeout, 0)),
 		MetricErrTimeout: float64(h.Timeout),
 		MetricErrNon2xx:  float64(h.Status4xx + h.Status5xx),
+	}
+	if h.TrafficBytes > 0 && h.Elapsed > 0 {
+		m[MetricMiBps] = float64(h.TrafficBytes) / (1 << 20) / h.Elapsed.Seconds()
+	}
+	addErrorTotal(m)
+	return m
+}
+
+// closedLoopMetrics are the metrics of a closed-loop tool of ours
+// (websocket, tls-handshake): operations per second, their count, their
+// latency and errors.
+func closedLoopMetrics(perSecond float64, n uint64, l loadgen.LatencyMS, e loadgen.Errors) map[string]float64 {
+	m := map[string]float64{
+		MetricRPS:        perSecond,
+		MetricRequests:   float64(n),
+		MetricLatAvg:     l.Mean,
+		MetricLatP50:     l.P50,
+		MetricLatP90:     l.P90,
+		MetricLatP99:     l.P99,
+		MetricLatMax:     l.Max,
+		MetricErrConnect: float64(e.Connect),
+		MetricErrRead:    float64(e.Read),
+		MetricErrWrite:   float64(e.Write),
+		MetricErrTimeout: float64(e.Timeout),
+		MetricErrNon2xx:  float64(e.Non2xx),
 	}
 	addErrorTotal(m)
 	return m

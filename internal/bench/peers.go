@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io/fs"
+	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -81,6 +82,26 @@ type PeerData struct {
 	RetryAttempts int
 	// T are the timeouts.
 	T Timeouts
+	// GRPCBackends are the h2c gRPC backends' host:port, and GRPCPrefix
+	// the path prefix routed to them; nil when the case has no gRPC.
+	GRPCBackends []string
+	GRPCPrefix   string
+	// NginxHTTP2On says the nginx under test spells HTTP/2 as the
+	// `http2 on` directive (1.25.1 and later) rather than a listen
+	// parameter.
+	NginxHTTP2On bool
+}
+
+// nginxHasHTTP2Directive reads `nginx -v`'s "nginx version: nginx/1.22.1"
+// and says whether that nginx has `http2 on` (1.25.1 and later).
+func nginxHasHTTP2Directive(version string) bool {
+	_, v, ok := strings.Cut(version, "nginx/")
+	if !ok {
+		return false
+	}
+	var maj, mnr, patch int
+	fmt.Sscanf(v, "%d.%d.%d", &maj, &mnr, &patch)
+	return maj > 1 || maj == 1 && (mnr > 25 || mnr == 25 && patch >= 1)
 }
 
 // Peer is a proxy the benchmark can run.
@@ -96,13 +117,16 @@ type Peer struct {
 	// Tool is the executable looked up in PATH; "" for Helios, which is
 	// the running binary (or --helios).
 	Tool string
+	// Go marks a proxy written in Go: it runs with GOMAXPROCS set to its
+	// CPU count, as Helios does.
+	Go bool
 	// Unsupported returns why the peer cannot run a case, or "".
 	Unsupported func(c Case) string
 }
 
 // Peers are the proxies `helios bench` knows, Helios first.
 var Peers = []Peer{
-	{Name: "helios", Label: "Helios", Template: "helios.yaml.tmpl", ConfigFile: "helios.yaml",
+	{Name: "helios", Label: "Helios", Template: "helios.yaml.tmpl", ConfigFile: "helios.yaml", Go: true,
 		Unsupported: func(Case) string { return "" }},
 	{Name: "nginx", Label: "nginx", Template: "nginx.conf.tmpl", ConfigFile: "nginx.conf", Tool: "nginx",
 		Unsupported: func(Case) string { return "" }},
@@ -113,6 +137,18 @@ var Peers = []Peer{
 			}
 			return ""
 		}},
+	{Name: "caddy", Label: "Caddy", Template: "Caddyfile.tmpl", ConfigFile: "Caddyfile", Tool: "caddy", Go: true,
+		Unsupported: func(Case) string { return "" }},
+}
+
+// peerNames returns the names of the peers Helios is compared with, in
+// order: every peer but Helios.
+func peerNames() []string {
+	var names []string
+	for _, p := range Peers[1:] {
+		names = append(names, p.Name)
+	}
+	return names
 }
 
 // peerByName returns the peer called name.
@@ -138,6 +174,19 @@ var templateFuncs = template.FuncMap{
 		}
 		return ""
 	},
+	"caddyBalance": func(s string) string {
+		switch s {
+		case "least_conn":
+			return "least_conn"
+		case "p2c":
+			// Caddy's random_choose 2 picks the less loaded of two at
+			// random: power of two choices.
+			return "random_choose 2"
+		}
+		return "round_robin"
+	},
+	"host": func(hostport string) string { h, _, _ := net.SplitHostPort(hostport); return h },
+	"port": func(hostport string) string { _, p, _ := net.SplitHostPort(hostport); return p },
 	"haproxyBalance": func(s string) string {
 		switch s {
 		case "least_conn":
@@ -177,8 +226,24 @@ func (p Peer) Command(bin, dir, cfg string) []string {
 		return []string{bin, "-e", filepath.Join(dir, "error.log"), "-p", dir, "-c", cfg}
 	case "haproxy":
 		return []string{bin, "-db", "-f", cfg}
+	case "caddy":
+		return []string{bin, "run", "--config", cfg, "--adapter", "caddyfile"}
 	}
 	return nil
+}
+
+// Env returns the environment the peer runs with, added to the
+// benchmark's: GOMAXPROCS for a Go proxy, and for Caddy its data and config
+// directories inside dir (it would otherwise write under $HOME).
+func (p Peer) Env(dir string, cpus int) []string {
+	var env []string
+	if p.Go {
+		env = append(env, "GOMAXPROCS="+strconv.Itoa(cpus))
+	}
+	if p.Name == "caddy" {
+		env = append(env, "XDG_DATA_HOME="+filepath.Join(dir, "data"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"))
+	}
+	return env
 }
 
 // variant names a rendered config by what sets it apart from the base

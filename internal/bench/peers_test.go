@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -144,6 +145,44 @@ func TestHAProxyConfig(t *testing.T) {
 	}
 }
 
+// Caddy is tuned as its reverse_proxy documentation describes: enough idle
+// keep-alive connections per backend (Go's default of 2 would make it dial
+// under load), no admin endpoint or automatic HTTPS, GOMAXPROCS like Helios.
+func TestCaddyConfig(t *testing.T) {
+	d := testPeerData(t, "caddy")
+	text := render(t, "caddy", d)
+	mustContain(t, "caddy", text,
+		"admin off",
+		"auto_https off",
+		":28080 {",
+		"bind 127.0.0.1",
+		"reverse_proxy 127.0.0.1:28081 127.0.0.1:28082 127.0.0.1:28083 {",
+		"lb_policy round_robin",
+		"lb_retries 2",
+		"max_fails 1",
+		"fail_duration 10s",
+		"keepalive_idle_conns 1024",
+		"keepalive_idle_conns_per_host 1024",
+		"respond `{\"ok\":true}` 200",
+	)
+	if strings.Contains(text, "health_uri") || strings.Contains(text, "log {") || strings.Contains(text, "tls ") {
+		t.Errorf("base caddy config checks health, logs or has TLS:\n%s", text)
+	}
+	for strategy, policy := range map[string]string{"least_conn": "lb_policy least_conn", "p2c": "lb_policy random_choose 2"} {
+		d.Strategy = strategy
+		mustContain(t, "caddy "+strategy, render(t, "caddy", d), policy)
+	}
+	d.Features = true
+	mustContain(t, "caddy features", render(t, "caddy", d), "admin 127.0.0.1:28090", "health_uri /healthz", "output file "+d.AccessLog)
+	p, _ := peerByName("caddy")
+	env := strings.Join(p.Env(d.Dir, 2), " ")
+	for _, want := range []string{"GOMAXPROCS=2", "XDG_DATA_HOME=" + d.Dir + "/data", "XDG_CONFIG_HOME=" + d.Dir + "/config"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("caddy env: got %q, want %q in it", env, want)
+		}
+	}
+}
+
 // Helios's rendered config must be one Helios accepts, checked with its own
 // config package.
 func TestHeliosConfigParses(t *testing.T) {
@@ -199,6 +238,7 @@ func TestSameTimeoutsEverywhere(t *testing.T) {
 		"helios":  {"read_header_timeout: 11s", "idle_timeout: 61s", "write_timeout: 62s", "dial_timeout: 3s", "response_header_timeout: 31s", "idle_timeout: 91s"},
 		"nginx":   {"client_header_timeout 11s", "keepalive_timeout 61s", "send_timeout 62s", "proxy_connect_timeout 3s", "proxy_read_timeout 31s", "keepalive_timeout 91s"},
 		"haproxy": {"timeout http-request 11s", "timeout client 61s", "timeout connect 3s", "timeout server 31s", "timeout http-keep-alive 61s"},
+		"caddy":   {"read_header 11s", "idle 61s", "dial_timeout 3s", "response_header_timeout 31s", "read_timeout 31s", "keepalive 91s"},
 	}
 	for peer, frags := range want {
 		text := render(t, peer, d)
@@ -225,6 +265,7 @@ func TestTemplatesHaveNoLeftoverActions(t *testing.T) {
 	for _, p := range Peers {
 		d := testPeerData(t, p.Name)
 		d.Features, d.TLSListen, d.CertFile, d.KeyFile, d.CertKeyFile = true, "127.0.0.1:28084", "/c", "/k", "/ck"
+		d.GRPCBackends, d.GRPCPrefix = []string{"127.0.0.1:28085"}, "/helios.bench.Echo/"
 		text := render(t, p.Name, d)
 		if strings.Contains(text, "{{") || strings.Contains(text, "<no value>") {
 			t.Errorf("%s: unrendered template text:\n%s", p.Name, text)
@@ -232,7 +273,7 @@ func TestTemplatesHaveNoLeftoverActions(t *testing.T) {
 	}
 }
 
-// The rendered configs must be ones the real nginx and haproxy accept, in
+// The rendered configs must be ones the real nginx, haproxy and caddy accept, in
 // every variant (skipped where they are not installed).
 func TestPeerConfigsAcceptedByTools(t *testing.T) {
 	checks := map[string]func(bin string, d PeerData, cfg string) []string{
@@ -240,6 +281,9 @@ func TestPeerConfigsAcceptedByTools(t *testing.T) {
 			return []string{bin, "-t", "-q", "-e", filepath.Join(d.Dir, "error.log"), "-p", d.Dir, "-c", cfg}
 		},
 		"haproxy": func(bin string, d PeerData, cfg string) []string { return []string{bin, "-c", "-q", "-f", cfg} },
+		"caddy": func(bin string, d PeerData, cfg string) []string {
+			return []string{bin, "validate", "--config", cfg, "--adapter", "caddyfile"}
+		},
 	}
 	for name, argv := range checks {
 		tools, err := lookTools([]string{name})
@@ -249,10 +293,10 @@ func TestPeerConfigsAcceptedByTools(t *testing.T) {
 		}
 		p, _ := peerByName(name)
 		for _, v := range []struct {
-			strategy      string
-			features, tls bool
-		}{{"round_robin", false, false}, {"least_conn", true, false}, {"p2c", false, true}} {
-			t.Run(name+"-"+v.strategy, func(t *testing.T) {
+			strategy            string
+			features, tls, grpc bool
+		}{{"round_robin", false, false, false}, {"least_conn", true, false, false}, {"p2c", false, true, false}, {"round_robin", false, true, true}} {
+			t.Run(fmt.Sprintf("%s-%s-features=%v-tls=%v-grpc=%v", name, v.strategy, v.features, v.tls, v.grpc), func(t *testing.T) {
 				d := testPeerData(t, name)
 				if err := os.MkdirAll(d.Dir, 0o755); err != nil {
 					t.Fatal(err)
@@ -269,6 +313,9 @@ func TestPeerConfigsAcceptedByTools(t *testing.T) {
 					}
 					d.TLSListen, d.CertFile, d.KeyFile, d.CertKeyFile = "127.0.0.1:28084", cf.Cert, cf.Key, cf.Both
 				}
+				if v.grpc {
+					d.GRPCBackends, d.GRPCPrefix = []string{"127.0.0.1:28085", "127.0.0.1:28086"}, "/helios.bench.Echo/"
+				}
 				cfg := filepath.Join(d.Dir, p.ConfigFile)
 				if err := os.WriteFile(cfg, []byte(render(t, name, d)), 0o644); err != nil {
 					t.Fatal(err)
@@ -280,4 +327,27 @@ func TestPeerConfigsAcceptedByTools(t *testing.T) {
 			})
 		}
 	}
+}
+
+func TestNginxHTTP2Directive(t *testing.T) {
+	tests := []struct {
+		version string
+		want    bool
+	}{
+		{"nginx version: nginx/1.22.1", false},
+		{"nginx version: nginx/1.25.0", false},
+		{"nginx version: nginx/1.25.1", true},
+		{"nginx version: nginx/1.26.3", true},
+		{"", false},
+	}
+	for _, tt := range tests {
+		if got := nginxHasHTTP2Directive(tt.version); got != tt.want {
+			t.Errorf("%q: got %v, want %v", tt.version, got, tt.want)
+		}
+	}
+	d := testPeerData(t, "nginx")
+	d.TLSListen, d.CertFile, d.KeyFile = "127.0.0.1:28084", "/c", "/k"
+	mustContain(t, "nginx 1.22", render(t, "nginx", d), "listen 127.0.0.1:28084 ssl http2 reuseport backlog=4096;", "ssl_session_cache shared:SSL:10m;")
+	d.NginxHTTP2On = true
+	mustContain(t, "nginx 1.25", render(t, "nginx", d), "listen 127.0.0.1:28084 ssl reuseport backlog=4096;", "http2 on;")
 }

@@ -68,12 +68,6 @@ func (ps *procs) start(name string, argv, env []string, cpus, logPath string) (*
 	return p, nil
 }
 
-// childAttr puts a child in its own process group and has the kernel kill
-// it if the benchmark dies without stopping it.
-func childAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-}
-
 // pid returns the process id (that of the proxy itself: taskset execs it).
 func (p *proc) pid() int { return p.cmd.Process.Pid }
 

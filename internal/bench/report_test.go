@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,7 +45,8 @@ func TestFormatNumber(t *testing.T) {
 func sampleResults() *Results {
 	run := func(round int, rps, p99 float64) *RunResult {
 		m := map[string]float64{MetricRPS: rps, MetricLatAvg: p99 / 3, MetricLatP50: p99 / 3, MetricLatP90: p99 / 2,
-			MetricLatP99: p99, MetricLatMax: p99 * 2, MetricErrTotal: 0, MetricErrTimeout: 0, MetricCPUPerReq: 14, MetricPeakRSS: 20, MetricRequests: rps * 5}
+			MetricLatP99: p99, MetricLatMax: p99 * 2, MetricErrTotal: 0, MetricErrTimeout: 0, MetricCPUPerReq: 14, MetricPeakRSS: 20, MetricRequests: rps * 5,
+			MetricProbeP50: p99 / 4, MetricProbeP99: p99 / 2, MetricProbeP999: p99}
 		return &RunResult{Round: round, Metrics: m, Raw: "raw/x.txt"}
 	}
 	h := &ContenderResult{Name: "helios", Label: "Helios", Peer: "helios", Config: "helios",
@@ -56,10 +56,10 @@ func sampleResults() *Results {
 	h.summarize()
 	n.summarize()
 	c := &CaseResult{Case: Case{Name: "c100", Connections: 100, Path: "/", Strategy: "round_robin"},
-		LatencyKind: "closed-loop", Contenders: []*ContenderResult{h, n}}
+		LatencyKind: "closed-loop", ProbeRateRPS: 600, Contenders: []*ContenderResult{h, n}}
 	c.ratios()
 	return &Results{
-		Schema:   SchemaV1,
+		Schema:   SchemaV2,
 		Started:  time.Date(2026, 11, 21, 5, 34, 0, 0, time.UTC),
 		Settings: Settings{Rounds: 3, DurationS: 8, WarmupS: 1, Peers: []string{"nginx"}, BasePort: 28080, ClientTimeoutS: 5},
 		Machine:  Machine{Hostname: "vm", CPUModel: "Xeon", CPUs: 2},
@@ -136,7 +136,7 @@ func TestWriteOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := back.Scenarios[0].Cases[0]
-	if back.Schema != SchemaV1 || c.Name != "c100" || c.Connections != 100 || c.Contenders[1].Summary[MetricRPS].Median != 62980 {
+	if back.Schema != SchemaV2 || c.Name != "c100" || c.Connections != 100 || c.Contenders[1].Summary[MetricRPS].Median != 62980 {
 		t.Errorf("round trip: got %+v", back)
 	}
 	if r := c.Ratios["Helios/nginx"][MetricRPS]; r < 0.94 || r > 0.95 {
@@ -149,42 +149,64 @@ func TestWriteOutputs(t *testing.T) {
 	}
 }
 
-func TestDelayListener(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+func TestCaseParams(t *testing.T) {
+	tests := []struct {
+		tool string
+		c    Case
+		want string
+	}{
+		{ToolWrk, Case{Connections: 100, Path: "/", Headers: map[string]string{"Connection": "close"}, Strategy: "round_robin"},
+			"100 connections, GET /, Connection: close"},
+		{ToolWrk, Case{Connections: 25, Path: "/sink", BodyBytes: 1 << 20, Chunked: true, Strategy: "round_robin"},
+			"25 connections, POST /sink, 1 MiB bodies chunked"},
+		{ToolWrk, Case{Connections: 100, Path: "/sink", BodyBytes: 65536, Strategy: "round_robin"},
+			"100 connections, POST /sink, 64 KiB bodies with a Content-Length"},
+		{ToolWebSocket, Case{Connections: 100, Path: "/ws", BodyBytes: 128, Strategy: "round_robin"},
+			"100 connections, WebSocket /ws, 128-byte messages"},
+		{ToolTLS, Case{Connections: 100, Path: "/respond", Resume: true, Strategy: "round_robin"},
+			"100 connections, a new TLS connection per GET /respond, resuming sessions"},
+		{ToolIdle, Case{Connections: 5000, Path: "/respond", Protocol: "h2", Strategy: "round_robin"},
+			"5000 connections, idle after one GET /respond each, h2"},
+		{ToolH2load, Case{Connections: 1, Path: "/bytes/1073741824", Streams: 1, Requests: 1, Strategy: "round_robin"},
+			"1 connections, GET /bytes/1073741824, 1 request(s) per run, 1 streams per connection"},
+	}
+	for _, tt := range tests {
+		if got := caseParams(tt.tool, &CaseResult{Case: tt.c}); got != tt.want {
+			t.Errorf("got %q, want %q", got, tt.want)
+		}
+	}
+}
+
+// Render redraws a report from its results.json alone, and refuses a
+// results.json of another schema.
+func TestRender(t *testing.T) {
+	dir := t.TempDir()
+	res := sampleResults()
+	if err := writeOutputs(dir, res); err != nil {
 		t.Fatal(err)
 	}
-	dl := DelayListener{Listener: ln, Delay: 60 * time.Millisecond}
-	defer dl.Close()
-	go func() {
-		c, err := dl.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		buf := make([]byte, 16)
-		for {
-			n, err := c.Read(buf)
-			if err != nil {
-				return
-			}
-			c.Write(buf[:n])
-		}
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	for i := range 2 {
-		start := time.Now()
-		c.Write([]byte("ping"))
-		buf := make([]byte, 4)
-		if _, err := io.ReadFull(c, buf); err != nil {
+	want, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	for _, f := range []string{"report.md", "latency.svg"} {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil {
 			t.Fatal(err)
 		}
-		if d := time.Since(start); d < 60*time.Millisecond {
-			t.Errorf("request %d answered after %v, want at least 60ms", i, d)
-		}
+	}
+	if err := Render(dir); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil || string(got) != string(want) {
+		t.Errorf("rendered report differs from the original (err %v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "latency.svg")); err != nil {
+		t.Errorf("latency.svg not redrawn: %v", err)
+	}
+	res.Schema = "helios-bench/1"
+	old := t.TempDir()
+	if err := writeOutputs(old, res); err != nil {
+		t.Fatal(err)
+	}
+	if err := Render(old); err == nil {
+		t.Errorf("rendered a helios-bench/1 results.json without complaint")
 	}
 }

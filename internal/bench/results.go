@@ -2,9 +2,11 @@ package bench
 
 import "time"
 
-// SchemaV1 is the Schema of the results.json this version writes;
-// bench/README.md documents it.
-const SchemaV1 = "helios-bench/1"
+// SchemaV2 is the Schema of the results.json this version writes;
+// bench/README.md documents it. Version 2 added the latency probe, the
+// quiet-machine guard, A/B comparisons and the scenarios of issues 10 and
+// 11.
+const SchemaV2 = "helios-bench/2"
 
 // Results is everything one `helios bench` invocation measured; it is
 // written as results.json and rendered as report.md and the SVG charts.
@@ -27,6 +29,10 @@ type Results struct {
 	Scenarios []*ScenarioResult `json:"scenarios"`
 	// FailedRuns counts runs that ended in an error.
 	FailedRuns int `json:"failed_runs"`
+	// Guard is the quiet-machine guard's record; Noisy is true when it
+	// gave up before at least one round.
+	Guard *GuardReport `json:"guard,omitempty"`
+	Noisy bool         `json:"noisy,omitempty"`
 
 	outDir string
 }
@@ -41,11 +47,21 @@ type Settings struct {
 	Rounds    int     `json:"rounds"`
 	// Peers are the proxies compared with Helios.
 	Peers []string `json:"peers"`
+	// PeersMissing are the peers left out because they are not installed
+	// (only when --peers did not name the peers).
+	PeersMissing []string `json:"peers_missing,omitempty"`
 	// ClientTimeoutS is the load generators' request timeout (wrk
 	// --timeout).
 	ClientTimeoutS float64 `json:"client_timeout_s"`
 	// BasePort is the proxy's port; backends listen on the next three.
 	BasePort int `json:"base_port"`
+	// Scenarios is the --scenarios selection; empty for the full or
+	// quick suite.
+	Scenarios []string `json:"scenarios,omitempty"`
+	// HeliosBin is the Helios build under test; Against, in an A/B run,
+	// the build it is compared with.
+	HeliosBin string `json:"helios_bin"`
+	Against   string `json:"against,omitempty"`
 }
 
 // ScenarioResult is one scenario of the run.
@@ -72,12 +88,20 @@ type CaseResult struct {
 	// only).
 	LatencyKind string `json:"latency_kind"`
 	// RateRPS is the open-loop target rate; 0 for closed-loop cases.
-	RateRPS    float64            `json:"rate_rps,omitempty"`
-	Contenders []*ContenderResult `json:"contenders"`
+	RateRPS float64 `json:"rate_rps,omitempty"`
+	// ProbeRateRPS is the latency probe's rate in every run of the case;
+	// 0 when the case has no probe.
+	ProbeRateRPS float64            `json:"probe_rate_rps,omitempty"`
+	Contenders   []*ContenderResult `json:"contenders"`
 	// Ratios maps "Helios/nginx" to metric -> ratio of the medians, for
 	// every other contender and every metric both measured with a
 	// non-zero denominator.
 	Ratios map[string]map[string]float64 `json:"ratios,omitempty"`
+	// AB maps a metric to the comparison of the two builds of an A/B run
+	// (--against).
+	AB map[string]ABComparison `json:"ab,omitempty"`
+
+	noProbe bool // the peak measurement of latency-at-rate runs without one
 }
 
 // ContenderResult is one proxy (in one configuration) in a case.
@@ -106,6 +130,24 @@ type RunResult struct {
 	// directory.
 	Raw   string `json:"raw,omitempty"`
 	Error string `json:"error,omitempty"`
+	// ProbeCommand, ProbeRaw and ProbeError are the latency probe's
+	// command line, output file and failure, when the run had a probe.
+	ProbeCommand []string `json:"probe_command,omitempty"`
+	ProbeRaw     string   `json:"probe_raw,omitempty"`
+	ProbeError   string   `json:"probe_error,omitempty"`
+}
+
+// allFailed reports whether c ran and every run failed.
+func (c *ContenderResult) allFailed() bool {
+	if len(c.Runs) == 0 {
+		return false
+	}
+	for _, r := range c.Runs {
+		if r.Error == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // summarize fills c.Summary from its runs.

@@ -12,17 +12,16 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	benchfiles "github.com/helios-lb/helios/bench"
-	"github.com/helios-lb/helios/internal/bench/loadgen"
 )
 
 // Options configure a benchmark. Zero fields take the defaults noted.
@@ -32,7 +31,7 @@ type Options struct {
 	Scenarios []string
 	// CPUs is N, the proxy's CPU count. Zero means 2.
 	CPUs int
-	// Duration is the measured length of each run. Zero means 8s (5s with
+	// Duration is the measured length of each run. Zero means 6s (5s with
 	// Quick) and lets scenarios with their own length (c10k: 30s) keep it;
 	// a non-zero Duration applies to every scenario.
 	Duration time.Duration
@@ -42,8 +41,9 @@ type Options struct {
 	// Warmup is the unmeasured load each proxy gets after it starts and
 	// before each measured run. Zero means 1s; negative means none.
 	Warmup time.Duration
-	// Peers are the proxies compared with Helios: nginx, haproxy. nil
-	// means nginx; an empty non-nil slice means Helios alone.
+	// Peers are the proxies compared with Helios: nginx, haproxy, caddy.
+	// nil means every one of them that is installed; an empty non-nil
+	// slice means Helios alone.
 	Peers []string
 	// Out is the output directory. "" means bench/results/DATE-HOST when
 	// ./bench exists, else ./helios-bench-DATE-HOST.
@@ -62,8 +62,11 @@ type Options struct {
 	// ClientTimeout is the load generators' request timeout (wrk
 	// --timeout). Zero means 5s.
 	ClientTimeout time.Duration
-	// Progress, when set, receives a live progress line (for a terminal).
+	// Progress, when set, receives the progress: one status line kept up
+	// to date when ProgressTerminal is set, else a line per run.
 	Progress io.Writer
+	// ProgressTerminal says Progress is a terminal.
+	ProgressTerminal bool
 	// Log, when set, receives a line per notable event (skips, failures).
 	Log io.Writer
 	// Args is the command line, recorded in the results.
@@ -71,12 +74,23 @@ type Options struct {
 	// Plan, when set, receives the plan (scenarios, runs, estimated time)
 	// and Run returns without running anything.
 	Plan io.Writer
+	// Against, when set, is another Helios binary to compare with the one
+	// under test (A/B): no peers run, Rounds defaults to 6 and the order of
+	// the two alternates every round.
+	Against string
+	// Guard configures the quiet-machine guard run before each round.
+	// Zero fields take its defaults, except that with Quick a zero Budget
+	// means one minute.
+	Guard GuardSettings
 }
 
 // defaults fills the zero fields of o.
 func (o *Options) defaults() {
 	if o.CPUs <= 0 {
 		o.CPUs = 2
+	}
+	if o.Rounds <= 0 && o.Against != "" {
+		o.Rounds = abRounds
 	}
 	if o.Rounds <= 0 {
 		o.Rounds = 3
@@ -87,9 +101,6 @@ func (o *Options) defaults() {
 	if o.Warmup == 0 {
 		o.Warmup = time.Second
 	}
-	if o.Peers == nil {
-		o.Peers = []string{"nginx"}
-	}
 	if o.BasePort <= 0 {
 		o.BasePort = 28080
 	}
@@ -99,6 +110,10 @@ func (o *Options) defaults() {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	if o.Quick && o.Guard.Budget == 0 {
+		o.Guard.Budget = time.Minute
+	}
+	o.Guard.defaults()
 }
 
 // defaultDuration is the run length when --duration is not given.
@@ -109,7 +124,7 @@ func (o *Options) defaultDuration() time.Duration {
 	case o.Quick:
 		return 5 * time.Second
 	}
-	return 8 * time.Second
+	return 6 * time.Second
 }
 
 // scenarioDuration is the measured length of each run of s.
@@ -135,8 +150,10 @@ type runner struct {
 	cert      certFiles
 	ps        procs
 	backends  [3]*proc
+	grpc      [3]*proc      // the h2c backends, started when a case needs them
 	slow      time.Duration // the third backend's current delay
 	prog      *progress
+	guard     *guard
 	client    *http.Client
 	noFile    uint64
 
@@ -159,9 +176,22 @@ func Run(ctx context.Context, opt Options) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
+	var missingPeers []string
+	if opt.Against != "" {
+		if len(opt.Peers) > 0 {
+			return nil, errors.New("--against compares two Helios builds; it runs no peers (leave out --peers)")
+		}
+		if st, err := os.Stat(opt.Against); err != nil || st.IsDir() {
+			return nil, fmt.Errorf("--against %s: not a helios binary", opt.Against)
+		}
+		opt.Peers = []string{}
+	}
+	if opt.Peers == nil {
+		opt.Peers, missingPeers = installedPeers()
+	}
 	for _, p := range opt.Peers {
 		if pe, ok := peerByName(p); !ok || pe.Name == "helios" {
-			return nil, fmt.Errorf("unknown peer %q (have nginx, haproxy)", p)
+			return nil, fmt.Errorf("unknown peer %q (have %s)", p, strings.Join(peerNames(), ", "))
 		}
 	}
 	r := &runner{opt: opt, sels: sels, client: &http.Client{
@@ -179,12 +209,14 @@ func Run(ctx context.Context, opt Options) (*Results, error) {
 	m := readMachine()
 	m.NoFile = r.noFile
 	r.res = &Results{
-		Schema:  SchemaV1,
+		Schema:  SchemaV2,
 		Started: time.Now().UTC().Truncate(time.Second),
 		Command: opt.Args,
 		Settings: Settings{
 			Quick: opt.Quick, DurationS: opt.defaultDuration().Seconds(), WarmupS: max(opt.Warmup, 0).Seconds(),
-			Rounds: opt.Rounds, Peers: opt.Peers, ClientTimeoutS: opt.ClientTimeout.Seconds(), BasePort: opt.BasePort,
+			Rounds: opt.Rounds, Peers: opt.Peers, PeersMissing: missingPeers,
+			ClientTimeoutS: opt.ClientTimeout.Seconds(), BasePort: opt.BasePort,
+			Scenarios: opt.Scenarios, HeliosBin: r.heliosBin, Against: opt.Against,
 		},
 		Machine:  m,
 		Profile:  planCPUs(allowedCPUs(), opt.CPUs),
@@ -215,7 +247,10 @@ func Run(ctx context.Context, opt Options) (*Results, error) {
 	}
 
 	runs, est := r.plan()
-	r.prog = newProgress(opt.Progress, runs, est)
+	r.prog = newProgress(opt.Progress, opt.ProgressTerminal, runs, est)
+	r.guard = &guard{set: opt.Guard, cpus: m.CPUs, sample: procSampler{procRoot: "/proc", self: os.Getpid()}.sample,
+		sleep: sleepCtx, now: time.Now, note: r.prog.note}
+	r.res.Guard = opt.Guard.report()
 	runErr := r.runAll(ctx)
 	r.prog.finish()
 
@@ -235,6 +270,20 @@ func Run(ctx context.Context, opt Options) (*Results, error) {
 		return r.res, ErrRunsFailed
 	}
 	return r.res, nil
+}
+
+// installedPeers splits the peers into those whose tool is installed and
+// those whose is not.
+func installedPeers() (have, missing []string) {
+	have = []string{}
+	for _, p := range Peers[1:] {
+		if _, err := lookTools([]string{p.Tool}); err != nil {
+			missing = append(missing, p.Name)
+			continue
+		}
+		have = append(have, p.Name)
+	}
+	return have, missing
 }
 
 // OutputDir returns where the results of r went.
@@ -294,15 +343,21 @@ func (r *runner) writeFiles() error {
 	if err := os.WriteFile(filepath.Join(static, "index.html"), append(page, '\n'), 0o644); err != nil {
 		return err
 	}
-	lua, err := fs.ReadFile(benchfiles.Files, "scripts/pipeline.lua")
-	if err != nil {
-		return err
+	for _, script := range []string{"pipeline.lua", "upload.lua"} {
+		lua, err := fs.ReadFile(benchfiles.Files, "scripts/"+script)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(r.tmp, script), lua, 0o644); err != nil {
+			return err
+		}
 	}
-	if err := os.WriteFile(filepath.Join(r.tmp, "pipeline.lua"), lua, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(r.tmp, grpcRequestFile), grpcRequest(), 0o644); err != nil {
 		return err
 	}
 	for _, s := range r.sels {
 		if slices.Contains(s.Requires, RequireTLS) {
+			var err error
 			r.cert, err = writeSelfSigned(r.tmp)
 			return err
 		}
@@ -327,28 +382,42 @@ func (r *runner) validateHelios(ctx context.Context) {
 					sr.Skipped = err.Error()
 					break
 				}
-				problem, done := seen[text]
-				if !done {
-					problem = r.heliosValidate(ctx, text)
-					seen[text] = problem
-				}
-				if problem != "" && sr.Skipped == "" {
-					sr.Skipped = "Helios rejects the config this scenario needs: " + problem
-					fmt.Fprintf(r.opt.Log, "skipping %s: %s\n", s.Name, sr.Skipped)
+				for _, b := range r.heliosBuilds() {
+					problem, done := seen[b.bin+"\x00"+text]
+					if !done {
+						problem = r.heliosValidate(ctx, b.bin, text)
+						seen[b.bin+"\x00"+text] = problem
+					}
+					if problem != "" && sr.Skipped == "" {
+						sr.Skipped = b.who + " rejects the config this scenario needs: " + problem
+						fmt.Fprintf(r.opt.Log, "skipping %s: %s\n", s.Name, sr.Skipped)
+					}
 				}
 			}
 		}
 	}
 }
 
-// heliosValidate runs `helios validate` on text and returns its complaint,
-// or "" when the config is valid.
-func (r *runner) heliosValidate(ctx context.Context, text string) string {
+// heliosBuild is a Helios binary the run uses and how reports name it.
+type heliosBuild struct{ bin, who string }
+
+// heliosBuilds returns the Helios builds under test: one, or two with
+// --against.
+func (r *runner) heliosBuilds() []heliosBuild {
+	if r.opt.Against == "" {
+		return []heliosBuild{{r.heliosBin, "Helios"}}
+	}
+	return []heliosBuild{{r.heliosBin, "Helios (new)"}, {r.opt.Against, "Helios (old, --against)"}}
+}
+
+// heliosValidate runs `bin validate` on text and returns its complaint, or
+// "" when the config is valid.
+func (r *runner) heliosValidate(ctx context.Context, bin, text string) string {
 	f := filepath.Join(r.tmp, "validate.yaml")
 	if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
 		return err.Error()
 	}
-	out, err := exec.CommandContext(ctx, r.heliosBin, "validate", "-c", f).CombinedOutput()
+	out, err := exec.CommandContext(ctx, bin, "validate", "-c", f).CombinedOutput()
 	if err == nil {
 		return ""
 	}
@@ -408,9 +477,12 @@ func (r *runner) findTools() error {
 func (r *runner) versions() {
 	v := r.res.Versions
 	v["helios"] = toolVersion(r.heliosBin, "version")
+	if r.opt.Against != "" {
+		v["helios (against)"] = toolVersion(r.opt.Against, "version")
+	}
 	v["go (helios bench)"] = runtime.Version()
 	for name, args := range map[string][]string{
-		"nginx": {"-v"}, "haproxy": {"-v"}, "wrk": {"-v"}, "h2load": {"--version"},
+		"nginx": {"-v"}, "haproxy": {"-v"}, "caddy": {"version"}, "wrk": {"-v"}, "h2load": {"--version"},
 	} {
 		if p, ok := r.tools[name]; ok {
 			v[name] = toolVersion(append([]string{p}, args...)...)
@@ -422,6 +494,7 @@ func (r *runner) versions() {
 const (
 	portBackend1 = 1
 	portTLS      = 4
+	portGRPC1    = 5 // the three h2c gRPC backends: 5, 6, 7
 	portAdmin    = 10
 )
 
@@ -431,7 +504,7 @@ func (r *runner) addr(offset int) string {
 
 // checkPorts makes sure nothing else listens on the ports the run uses.
 func (r *runner) checkPorts() error {
-	for _, off := range []int{0, portBackend1, portBackend1 + 1, portBackend1 + 2, portTLS, portAdmin} {
+	for _, off := range []int{0, portBackend1, portBackend1 + 1, portBackend1 + 2, portTLS, portGRPC1, portGRPC1 + 1, portGRPC1 + 2, portAdmin} {
 		ln, err := net.Listen("tcp", r.addr(off))
 		if err != nil {
 			return fmt.Errorf("port %s is in use (another benchmark or service?); choose other ports with --base-port: %w", r.addr(off), err)
@@ -477,6 +550,28 @@ func (r *runner) ensureBackends(ctx context.Context, slow time.Duration) error {
 		if i == 2 {
 			r.slow = slow
 		}
+	}
+	return nil
+}
+
+// ensureGRPCBackends starts the three h2c gRPC backends that are not
+// running.
+func (r *runner) ensureGRPCBackends(ctx context.Context) error {
+	for i := range r.grpc {
+		if g := r.grpc[i]; g != nil && !g.exited() {
+			continue
+		}
+		name := fmt.Sprintf("grpc-%d", i+1)
+		addr := r.addr(portGRPC1 + i)
+		argv := []string{r.selfBin, "bench", "origin", "--h2c", "--listen", addr, "--name", name}
+		p, err := r.ps.start(name, argv, nil, r.loadCPUs(), filepath.Join(r.tmp, name+".log"))
+		if err != nil {
+			return err
+		}
+		if err := r.waitHTTP(ctx, "http://"+addr+"/healthz", p, 10*time.Second); err != nil {
+			return fmt.Errorf("%s did not start: %w", name, err)
+		}
+		r.grpc[i] = p
 	}
 	return nil
 }
@@ -549,6 +644,11 @@ func (r *runner) peerData(p Peer, s Scenario, c Case, features bool) PeerData {
 		d.TLSListen = r.addr(portTLS)
 		d.CertFile, d.KeyFile, d.CertKeyFile = r.cert.Cert, r.cert.Key, r.cert.Both
 	}
+	if slices.Contains(s.Requires, RequireGRPC) {
+		d.GRPCBackends = []string{r.addr(portGRPC1), r.addr(portGRPC1 + 1), r.addr(portGRPC1 + 2)}
+		d.GRPCPrefix = path.Dir(grpcPath) + "/"
+	}
+	d.NginxHTTP2On = nginxHasHTTP2Directive(r.res.Versions["nginx"])
 	if p.Name == "nginx" && os.Geteuid() == 0 {
 		// As root, nginx's workers would switch to nobody, who cannot
 		// read the temporary directory.
@@ -567,13 +667,23 @@ func (r *runner) peerData(p Peer, s Scenario, c Case, features bool) PeerData {
 type contender struct {
 	peer     Peer
 	features bool
-	res      *ContenderResult
+	// bin, when set, is the binary run instead of the peer's own (the
+	// --against build).
+	bin string
+	res *ContenderResult
 }
 
 // contenders returns Helios, Helios with features off when the case asks
-// for that baseline, and the peers.
+// for that baseline, and the peers; in an A/B run, the new and the old
+// Helios.
 func (r *runner) contenders(c Case) []*contender {
 	helios, _ := peerByName("helios")
+	if r.opt.Against != "" {
+		return []*contender{
+			{peer: helios, features: c.Features, res: &ContenderResult{Name: abNew, Label: "new", Peer: helios.Name}},
+			{peer: helios, features: c.Features, bin: r.opt.Against, res: &ContenderResult{Name: abOld, Label: "old", Peer: helios.Name}},
+		}
+	}
 	cs := []*contender{{peer: helios, features: c.Features}}
 	if c.FeaturesOffBaseline {
 		cs = append(cs, &contender{peer: helios, res: &ContenderResult{Name: "helios-features-off", Label: "Helios, features off"}})
@@ -640,6 +750,7 @@ func (r *runner) plan() (runs int, est time.Duration) {
 			}
 			runs += n * r.opt.Rounds
 			est += time.Duration(n*r.opt.Rounds) * (d + max(r.opt.Warmup, 0) + 700*time.Millisecond)
+			est += time.Duration(r.opt.Rounds) * r.opt.Guard.Window // the guard's sample, at least
 		}
 	}
 	return runs, est
@@ -696,6 +807,11 @@ func (r *runner) runScenario(ctx context.Context, s *Selection, sr *ScenarioResu
 		if err := r.ensureBackends(ctx, time.Duration(c.SlowBackend)); err != nil {
 			return err
 		}
+		if slices.Contains(s.Requires, RequireGRPC) {
+			if err := r.ensureGRPCBackends(ctx); err != nil {
+				return err
+			}
+		}
 		if c.RateOfPeak > 0 {
 			peak, err := r.ratePeak(ctx, sr)
 			if err != nil {
@@ -704,13 +820,22 @@ func (r *runner) runScenario(ctx context.Context, s *Selection, sr *ScenarioResu
 			cr.RateRPS = float64(int(c.RateOfPeak*peak + 0.5))
 		}
 		for round := 1; round <= r.opt.Rounds; round++ {
-			for _, ct := range cts {
+			if err := r.waitQuiet(ctx, s, c, round); err != nil {
+				finishCase(cr)
+				return nil // interrupted
+			}
+			order := cts
+			if r.opt.Against != "" && round%2 == 0 {
+				order = slices.Clone(cts)
+				slices.Reverse(order)
+			}
+			for _, ct := range order {
 				if ct.res.Skipped != "" {
 					continue
 				}
 				r.prog.next(fmt.Sprintf("scenario %d/%d %s %s · round %d/%d · %s",
 					r.scenarioIndex(s), len(r.sels), s.Name, c.Name, round, r.opt.Rounds, ct.res.Label))
-				run, err := r.runOne(ctx, s, c, ct, round, cr.RateRPS)
+				run, err := r.runOne(ctx, s, cr, ct, round)
 				if err != nil || ctx.Err() != nil {
 					finishCase(cr)
 					return err
@@ -727,12 +852,30 @@ func (r *runner) runScenario(ctx context.Context, s *Selection, sr *ScenarioResu
 	return nil
 }
 
+// waitQuiet runs the quiet-machine guard before a round and records what
+// it found; it fails only when ctx ends.
+func (r *runner) waitQuiet(ctx context.Context, s *Selection, c Case, round int) error {
+	rec, err := r.guard.wait(ctx)
+	if err != nil {
+		return err
+	}
+	rec.Scenario, rec.Case, rec.Round = s.Name, c.Name, round
+	r.res.Guard.Checks = append(r.res.Guard.Checks, rec)
+	if !rec.Quiet {
+		r.res.Noisy = true
+		fmt.Fprintf(r.opt.Log, "quiet-machine guard: gave up after %s before %s %s round %d: %s\n",
+			seconds(rec.WaitedS), s.Name, c.Name, round, strings.Join(rec.Why, "; "))
+	}
+	return nil
+}
+
 // finishCase summarises each contender's runs and computes the ratios.
 func finishCase(cr *CaseResult) {
 	for _, ct := range cr.Contenders {
 		ct.summarize()
 	}
 	cr.ratios()
+	cr.compare()
 }
 
 // scenarioIndex returns the 1-based position of s among the selected
@@ -773,9 +916,9 @@ func (r *runner) ratePeak(ctx context.Context, sr *ScenarioResult) (float64, err
 	p, _ := peerByName(ref)
 	ct := &contender{peer: p, res: &ContenderResult{Name: p.Name, Label: p.Label, Peer: p.Name}}
 	probe := &Selection{Scenario: Scenario{Name: "peak-probe", Tool: ToolWrk, Duration: Duration(5 * time.Second)}}
-	c := Case{Name: "c100", Connections: 100, Path: "/", Strategy: "round_robin"}
+	c := &CaseResult{Case: Case{Name: "c100", Connections: 100, Path: "/", Strategy: "round_robin"}, noProbe: true}
 	r.prog.note("measuring the peak rate")
-	run, err := r.runOne(ctx, probe, c, ct, 0, 0)
+	run, err := r.runOne(ctx, probe, c, ct, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -788,11 +931,17 @@ func (r *runner) ratePeak(ctx context.Context, sr *ScenarioResult) (float64, err
 	return r.peak, nil
 }
 
-// runOne starts ct's proxy for case c, warms it up, measures one run and
-// stops it. Failures of the run are reported in the RunResult; the error
-// is for what ends the scenario (errSkipScenario) or the benchmark.
-func (r *runner) runOne(ctx context.Context, s *Selection, c Case, ct *contender, round int, rate float64) (*RunResult, error) {
+// runOne starts ct's proxy for case cr, warms it up, measures one run (with
+// the latency probe beside the load when the scenario has one) and stops
+// it. The first warm-up of a case sets the probe's rate for all its runs.
+// Failures of the run are reported in the RunResult; the error is for what
+// ends the scenario (errSkipScenario) or the benchmark.
+func (r *runner) runOne(ctx context.Context, s *Selection, cr *CaseResult, ct *contender, round int) (*RunResult, error) {
+	c, rate := cr.Case, cr.RateRPS
 	run := &RunResult{Round: round}
+	if r.guard != nil {
+		defer r.guard.loadEnded()
+	}
 	fail := func(format string, args ...any) (*RunResult, error) {
 		run.Error = fmt.Sprintf(format, args...)
 		return run, nil
@@ -822,20 +971,20 @@ func (r *runner) runOne(ctx context.Context, s *Selection, c Case, ct *contender
 	}
 
 	bin := r.heliosBin
-	var env []string
-	if ct.peer.Tool != "" {
+	switch {
+	case ct.bin != "":
+		bin = ct.bin
+	case ct.peer.Tool != "":
 		bin = r.tools[ct.peer.Tool]
-	} else {
-		env = []string{"GOMAXPROCS=" + strconv.Itoa(data.CPUs)}
 	}
-	p, err := r.ps.start(ct.peer.Name, ct.peer.Command(bin, data.Dir, cfgPath), env, r.res.Profile.ProxyCPUs,
+	p, err := r.ps.start(ct.peer.Name, ct.peer.Command(bin, data.Dir, cfgPath), ct.peer.Env(data.Dir, data.CPUs), r.res.Profile.ProxyCPUs,
 		filepath.Join(data.Dir, "output.log"))
 	if err != nil {
 		return nil, err
 	}
 	defer p.stop(10 * time.Second)
 	base := "http://" + data.Listen
-	if err := r.waitHTTP(ctx, base+c.Path, p, 15*time.Second); err != nil {
+	if err := r.waitHTTP(ctx, base+readyPath(s, c), p, 15*time.Second); err != nil {
 		return fail("%s did not start: %v", ct.res.Label, err)
 	}
 	if ct.peer.Name == "helios" && ct.features && !r.featuresFound {
@@ -846,10 +995,16 @@ func (r *runner) runOne(ctx context.Context, s *Selection, c Case, ct *contender
 	tree := procTree("/proc", p.pid())
 	idle := rssKiB("/proc", tree)
 
-	if r.opt.Warmup > 0 {
-		if _, _, err := r.load(ctx, s, c, r.opt.Warmup, rate, ""); err != nil && ctx.Err() == nil {
+	var warmRPS float64
+	if r.opt.Warmup > 0 && warms(s, c) {
+		m, _, err := r.load(ctx, s, c, r.opt.Warmup, rate, "")
+		if err != nil && ctx.Err() == nil {
 			return fail("warm-up: %v", err)
 		}
+		warmRPS = m[MetricRPS]
+	}
+	if probes(s, c) && !cr.noProbe && cr.ProbeRateRPS == 0 {
+		cr.ProbeRateRPS = probeRate(warmRPS)
 	}
 	if ct.peer.Name == "helios" && ct.features && !r.featuresFound {
 		if st, err := os.Stat(data.AccessLog); err != nil || st.Size() == 0 {
@@ -898,6 +1053,16 @@ func (r *runner) runOne(ctx context.Context, s *Selection, c Case, ct *contender
 	}
 
 	raw := fmt.Sprintf("raw/%s-%s-%s-r%d.txt", s.Name, c.Name, ct.res.Name, round)
+	var (
+		probeM   map[string]float64
+		probeErr error
+	)
+	if cr.ProbeRateRPS > 0 {
+		run.ProbeRaw = strings.TrimSuffix(raw, ".txt") + "-probe.txt"
+		wg.Go(func() {
+			probeM, run.ProbeCommand, probeErr = r.execTool(ctx, r.probeCommand(s, c, d, cr.ProbeRateRPS), d, filepath.Join(r.out, run.ProbeRaw))
+		})
+	}
 	metrics, argv, err := r.load(ctx, s, c, d, rate, filepath.Join(r.out, raw))
 	tree = append(tree, procTree("/proc", p.pid())...)
 	slices.Sort(tree)
@@ -923,13 +1088,34 @@ func (r *runner) runOne(ctx context.Context, s *Selection, c Case, ct *contender
 	if p.exited() {
 		return fail("%s exited during the run: %v\n%s", ct.res.Label, p.err, p.logTail())
 	}
+	if ct.peer.Name == "helios" && ct.features {
+		// Helios's access log drops lines rather than hold up a loop when
+		// its writer falls behind; nginx's workers block and log every
+		// request. A run that dropped any is not a fair comparison.
+		n, err := r.accessLogDropped(ctx, "http://"+data.AdminListen+"/metrics")
+		switch {
+		case err != nil:
+			return fail("reading helios_access_log_dropped_total: %v", err)
+		case n > 0:
+			return fail("the access log dropped %v lines (helios_access_log_dropped_total): not comparable with a peer that logs every request", n)
+		}
+	}
+	switch {
+	case probeErr != nil:
+		run.ProbeError = probeErr.Error()
+	case probeM != nil:
+		mergeProbe(metrics, probeM)
+	}
 	cpuSec := float64(ticks1-ticks0) / clockTicks
 	metrics[MetricCPUSeconds] = cpuSec
-	if n := metrics[MetricRequests]; n > 0 {
+	if n := metrics[MetricRequests] + metrics[MetricProbeRequests]; n > 0 {
 		metrics[MetricCPUPerReq] = cpuSec * 1e6 / n
 	}
 	metrics[MetricPeakRSS] = float64(peak) / 1024
-	if c.Connections >= 5000 {
+	if c.BodyBytes > 0 && s.Tool == ToolWrk {
+		metrics[MetricMiBps] = metrics[MetricRPS] * float64(c.BodyBytes) / (1 << 20)
+	}
+	if c.Connections >= 5000 || s.Tool == ToolIdle {
 		metrics[MetricIdleRSS] = float64(idle) / 1024
 		metrics[MetricRSSPerConn] = float64(peak-min(idle, peak)) / float64(c.Connections)
 	}
@@ -937,13 +1123,30 @@ func (r *runner) runOne(ctx context.Context, s *Selection, c Case, ct *contender
 	return run, nil
 }
 
+// readyPath is the path a proxy must answer with 200 over plain HTTP/1.1
+// before a run of case c: the case's own, when it is a plain GET; the
+// proxied root for WebSocket, h2load (a gRPC method, a 1 GiB download) and
+// upload cases.
+func readyPath(s *Selection, c Case) string {
+	if s.Tool == ToolWebSocket || s.Tool == ToolH2load || c.BodyBytes > 0 {
+		return "/"
+	}
+	return c.Path
+}
+
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")
 	return l
 }
 
-// configExt is the file extension of a peer's config.
-func configExt(p Peer) string { return strings.TrimSuffix(filepath.Ext(p.ConfigFile), ".tmpl")[1:] }
+// configExt is the file extension of a peer's config: "conf", "yaml", or
+// the file name itself when it has none ("Caddyfile").
+func configExt(p Peer) string {
+	if ext := filepath.Ext(p.ConfigFile); ext != "" {
+		return ext[1:]
+	}
+	return p.ConfigFile
+}
 
 // probeFeatures checks that Helios with features on really serves metrics
 // and sends health checks; what it lacks ends the scenario as skipped.
@@ -1013,6 +1216,36 @@ func (r *runner) backendRequests() ([]int64, error) {
 
 // scrape fetches url every second until stop is closed, as a monitoring
 // system would.
+// accessLogDropped reads helios_access_log_dropped_total from a Helios
+// metrics endpoint.
+func (r *runner) accessLogDropped(ctx context.Context, url string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	return metricValue(string(b), "helios_access_log_dropped_total")
+}
+
+// metricValue returns the value of the unlabelled series name in a
+// Prometheus text exposition.
+func metricValue(text, name string) (float64, error) {
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("%s not found", name)
+}
+
 func (r *runner) scrape(stop <-chan struct{}, url string) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -1027,83 +1260,4 @@ func (r *runner) scrape(stop <-chan struct{}, url string) {
 			}
 		}
 	}
-}
-
-// load runs the scenario's load generator against the proxy for d and
-// returns its metrics and command line; raw, when not "", receives the
-// generator's output.
-func (r *runner) load(ctx context.Context, s *Selection, c Case, d time.Duration, rate float64, raw string) (map[string]float64, []string, error) {
-	threads := r.res.Profile.LoadThreads
-	url := "http://" + r.addr(0) + c.Path
-	var argv, env []string
-	switch s.Tool {
-	case ToolWrk:
-		argv = append([]string{r.tools["wrk"]}, wrkArgs(threads, c.Connections, d, r.opt.ClientTimeout, c.Headers,
-			filepath.Join(r.tmp, "pipeline.lua"), c.Pipeline, url)...)
-	case ToolH2load:
-		url = "https://" + r.addr(portTLS) + c.Path
-		argv = append([]string{r.tools["h2load"]}, h2loadArgs(threads, c.Connections, c.Streams, d, c.Headers, url)...)
-	case ToolOpenLoop:
-		argv = []string{r.selfBin, "bench", "loadgen", "--url", url,
-			"--rate", strconv.FormatFloat(rate, 'f', 0, 64), "--duration", d.String(),
-			"--connections", strconv.Itoa(c.Connections), "--timeout", r.opt.ClientTimeout.String()}
-		for _, k := range sortedKeys(c.Headers) {
-			argv = append(argv, "-H", k+": "+c.Headers[k])
-		}
-		env = []string{"GOMAXPROCS=" + strconv.Itoa(threads)}
-	}
-	full := argv
-	if cpus := r.loadCPUs(); cpus != "" {
-		full = append([]string{"taskset", "-c", cpus}, argv...)
-	}
-	tctx, cancel := context.WithTimeout(ctx, d+r.opt.ClientTimeout+30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(tctx, full[0], full[1:]...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = childAttr()
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	if raw != "" {
-		os.WriteFile(raw, append(append([]byte("$ "+strings.Join(full, " ")+"\n"), stdout.Bytes()...), stderr.Bytes()...), 0o644)
-	}
-	var (
-		m   map[string]float64
-		err error
-	)
-	switch s.Tool {
-	case ToolWrk:
-		var w *WrkResult
-		if w, err = ParseWrk(bytes.NewReader(stdout.Bytes())); err == nil {
-			m = wrkMetrics(w)
-		}
-	case ToolH2load:
-		var h *H2loadResult
-		if h, err = ParseH2load(bytes.NewReader(stdout.Bytes())); err == nil {
-			m = h2loadMetrics(h)
-		}
-	case ToolOpenLoop:
-		var g *loadgen.Result
-		if g, err = loadgen.Parse(bytes.NewReader(stdout.Bytes())); err == nil {
-			m = loadgenMetrics(g)
-		}
-	}
-	if err != nil {
-		if runErr != nil {
-			err = fmt.Errorf("%s: %v: %s", filepath.Base(argv[0]), runErr, strings.TrimSpace(stderr.String()+" "+stdout.String()))
-		}
-		return nil, argv, err
-	}
-	return m, argv, nil
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

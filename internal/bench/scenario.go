@@ -19,12 +19,24 @@ const (
 	ToolWrk      = "wrk"
 	ToolH2load   = "h2load"
 	ToolOpenLoop = "open-loop"
+	// ToolWebSocket is `helios bench wsload`: WebSocket echo messages.
+	ToolWebSocket = "websocket"
+	// ToolTLS is `helios bench tlsload`: a TLS handshake per request.
+	ToolTLS = "tls-handshake"
+	// ToolIdle is `helios bench idleconns`: idle connections held open.
+	ToolIdle = "idle"
 )
+
+// tools are the tools a scenario may name.
+var tools = []string{ToolWrk, ToolH2load, ToolOpenLoop, ToolWebSocket, ToolTLS, ToolIdle}
 
 // The capabilities a scenario can require of Helios.
 const (
 	RequireTLS      = "tls"
 	RequireFeatures = "features"
+	// RequireGRPC is HTTP/2 to the backends (upstreams[].transport.protocol
+	// h2c) for gRPC.
+	RequireGRPC = "grpc"
 )
 
 // Scenario is one entry of bench/scenarios.yaml; the file's header
@@ -73,6 +85,21 @@ type Case struct {
 	FeaturesOffBaseline bool `yaml:"features_off_baseline" json:"features_off_baseline,omitempty"`
 	// RateOfPeak is the open-loop rate as a fraction of nginx's peak.
 	RateOfPeak float64 `yaml:"rate_of_peak" json:"rate_of_peak,omitempty"`
+	// BodyBytes is the POST body of each request (wrk), or the message
+	// size (websocket); 0 means GET (or 128-byte messages).
+	BodyBytes int `yaml:"body_bytes" json:"body_bytes,omitempty"`
+	// Chunked sends the body with Transfer-Encoding: chunked instead of a
+	// Content-Length.
+	Chunked bool `yaml:"chunked" json:"chunked,omitempty"`
+	// Requests, for h2load, is a fixed number of requests per run instead
+	// of a duration; 0 means timed.
+	Requests int `yaml:"requests" json:"requests,omitempty"`
+	// Resume, for tls-handshake, resumes TLS sessions instead of full
+	// handshakes.
+	Resume bool `yaml:"resume" json:"resume,omitempty"`
+	// Protocol, for idle, is the connections' protocol: http/1.1 (the
+	// default) or h2.
+	Protocol string `yaml:"protocol" json:"protocol,omitempty"`
 }
 
 // Duration is a time.Duration written as a Go duration string in YAML and
@@ -123,6 +150,17 @@ func (c Case) merged(def Case) Case {
 	if c.RateOfPeak == 0 {
 		c.RateOfPeak = def.RateOfPeak
 	}
+	if c.BodyBytes == 0 {
+		c.BodyBytes = def.BodyBytes
+	}
+	c.Chunked = c.Chunked || def.Chunked
+	if c.Requests == 0 {
+		c.Requests = def.Requests
+	}
+	c.Resume = c.Resume || def.Resume
+	if c.Protocol == "" {
+		c.Protocol = def.Protocol
+	}
 	if c.Connections == 0 {
 		c.Connections = 100
 	}
@@ -170,13 +208,16 @@ func ParseScenarios(b []byte) ([]Scenario, error) {
 		if s.Tool == "" {
 			s.Tool = ToolWrk
 		}
-		if !slices.Contains([]string{ToolWrk, ToolH2load, ToolOpenLoop}, s.Tool) {
+		if !slices.Contains(tools, s.Tool) {
 			bad("unknown tool %q", s.Tool)
 		}
 		for _, r := range s.Requires {
-			if r != RequireTLS && r != RequireFeatures {
+			if r != RequireTLS && r != RequireFeatures && r != RequireGRPC {
 				bad("unknown requirement %q", r)
 			}
+		}
+		if (s.Tool == ToolTLS || s.Tool == ToolIdle || slices.Contains(s.Requires, RequireGRPC)) && !slices.Contains(s.Requires, RequireTLS) {
+			bad("tool %s and grpc need requires: [tls]", s.Tool)
 		}
 		if len(s.Cases) == 0 {
 			bad("no cases")
@@ -200,6 +241,21 @@ func ParseScenarios(b []byte) ([]Scenario, error) {
 			}
 			if (s.Tool == ToolOpenLoop) != (c.RateOfPeak > 0) {
 				bad("case %s: rate_of_peak is for open-loop scenarios and required there", c.Name)
+			}
+			if c.BodyBytes < 0 || c.BodyBytes > 0 && s.Tool != ToolWrk && s.Tool != ToolWebSocket {
+				bad("case %s: body_bytes is for wrk (POST bodies) and websocket (message size), at least 0", c.Name)
+			}
+			if c.Chunked && (c.BodyBytes == 0 || s.Tool != ToolWrk) {
+				bad("case %s: chunked needs a body_bytes to send with wrk", c.Name)
+			}
+			if c.Requests < 0 || c.Requests > 0 && s.Tool != ToolH2load {
+				bad("case %s: requests is for h2load", c.Name)
+			}
+			if c.Resume && s.Tool != ToolTLS {
+				bad("case %s: resume is for tls-handshake", c.Name)
+			}
+			if !slices.Contains([]string{"", "http/1.1", "h2"}, c.Protocol) || c.Protocol != "" && s.Tool != ToolIdle {
+				bad("case %s: protocol is http/1.1 or h2, for idle", c.Name)
 			}
 		}
 		for _, q := range s.Quick {

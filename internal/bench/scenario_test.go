@@ -13,8 +13,8 @@ func TestEmbeddedScenarioNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"proxy-ka", "proxy-close", "respond", "static", "h2", "pipeline", "c10k",
-		"slow-backend", "backend-down", "features-on", "latency-at-rate"}
+	want := []string{"proxy-ka", "proxy-close", "respond", "static", "https-ka", "tls-handshake", "h2", "h2-bulk", "grpc",
+		"idle-conns", "pipeline", "upload", "websocket", "c10k", "slow-backend", "backend-down", "features-on", "latency-at-rate"}
 	if got := scenarioNames(ss); !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
@@ -69,6 +69,40 @@ func TestEmbeddedScenarioNames(t *testing.T) {
 	}
 	if !slices.Contains(byName["h2"].Requires, RequireTLS) || byName["h2"].Tool != ToolH2load {
 		t.Errorf("h2: got %+v, want h2load requiring tls", byName["h2"])
+	}
+	// Issue 10: 64 KiB and 1 MiB bodies, with a Content-Length and chunked.
+	type upload struct {
+		bytes   int
+		chunked bool
+	}
+	var uploads []upload
+	for _, c := range byName["upload"].Cases {
+		uploads = append(uploads, upload{c.BodyBytes, c.Chunked})
+		if c.Path != "/sink" {
+			t.Errorf("upload %s: path %s, want /sink", c.Name, c.Path)
+		}
+	}
+	if want := []upload{{65536, false}, {65536, true}, {1 << 20, false}, {1 << 20, true}}; !slices.Equal(uploads, want) {
+		t.Errorf("upload: got %v, want %v", uploads, want)
+	}
+	// Issue 11: everything TLS needs tls; gRPC needs h2c backends too.
+	for _, name := range []string{"https-ka", "tls-handshake", "h2", "h2-bulk", "grpc", "idle-conns"} {
+		if !slices.Contains(byName[name].Requires, RequireTLS) {
+			t.Errorf("%s: requires %v, want tls", name, byName[name].Requires)
+		}
+	}
+	if !slices.Contains(byName["grpc"].Requires, RequireGRPC) {
+		t.Errorf("grpc: requires %v, want grpc", byName["grpc"].Requires)
+	}
+	if c := byName["h2-bulk"].Cases[0]; c.Requests != 1 || c.Path != "/bytes/1073741824" || c.Connections != 1 {
+		t.Errorf("h2-bulk: got %+v, want one request for 1 GiB on one connection", c)
+	}
+	var resume []bool
+	for _, c := range byName["tls-handshake"].Cases {
+		resume = append(resume, c.Resume)
+	}
+	if !slices.Equal(resume, []bool{false, true}) {
+		t.Errorf("tls-handshake resume: got %v, want [false true]", resume)
 	}
 }
 
@@ -175,7 +209,7 @@ func TestScenarioDuration(t *testing.T) {
 		s    Scenario
 		want time.Duration
 	}{
-		{"full default", Options{}, plain, 8 * time.Second},
+		{"full default", Options{}, plain, 6 * time.Second},
 		{"full, own duration", Options{}, c10k, 30 * time.Second},
 		{"quick", Options{Quick: true}, c10k, 5 * time.Second},
 		{"--duration wins", Options{Duration: 3 * time.Second}, c10k, 3 * time.Second},

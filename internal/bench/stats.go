@@ -49,13 +49,20 @@ func Ratio(a, b Stat) (float64, bool) {
 // overlap reports whether the min-max ranges of a and b intersect.
 func overlap(a, b Stat) bool { return a.Min <= b.Max && b.Min <= a.Max }
 
+// NoNoiseEstimate is what Winner says instead of a winner when a side was
+// measured once: without a second round there is no telling a lead from
+// noise.
+const NoNoiseEstimate = "one round, noise unknown"
+
 // Winner names the contender with the best median for a metric that has a
 // direction, and by how much it beats the runner-up, in the seed's style:
 // "nginx +9.9%" for a higher-is-better metric, "Helios -12.2%" for a
 // lower-is-better one (the winner's value relative to the runner-up's).
 // It says "tie" when the best medians are equal, "Helios (0 vs 12)" when the
-// best is zero, and adds "(ranges overlap)" when several rounds were run
-// and the two min-max ranges intersect, so the lead is within the noise.
+// best is zero, and adds "(ranges overlap)" when the two min-max ranges
+// intersect, so the lead is within the noise. When either of the two was
+// measured in one round only, the noise is unknown and it names no winner:
+// it returns NoNoiseEstimate.
 // labels and stats are parallel; contenders without a measurement are left
 // out. It returns "" when fewer than two contenders measured the metric or
 // the metric is Neutral.
@@ -83,6 +90,9 @@ func Winner(better Better, labels []string, stats []Stat) string {
 		return cmpFloat(b.s.Median, a.s.Median)
 	})
 	best, next := es[0], es[1]
+	if best.s.N < 2 || next.s.N < 2 {
+		return NoNoiseEstimate
+	}
 	if best.s.Median == next.s.Median {
 		return "tie"
 	}
@@ -92,7 +102,7 @@ func Winner(better Better, labels []string, stats []Stat) string {
 	} else {
 		w = fmt.Sprintf("%s %+.1f%%", best.label, (best.s.Median/next.s.Median-1)*100)
 	}
-	if best.s.N > 1 && next.s.N > 1 && overlap(best.s, next.s) {
+	if overlap(best.s, next.s) {
 		w += " (ranges overlap)"
 	}
 	return w

@@ -70,16 +70,19 @@ func TestWinner(t *testing.T) {
 		want   string
 	}{
 		// The seed's first table: nginx +9.9% req/s, -12.2% avg latency.
-		{"higher is better", Higher, []Stat{one(5422), one(5961)}, "nginx +9.9%"},
-		{"lower is better", Lower, []Stat{one(19.31), one(16.95)}, "nginx -12.2%"},
-		{"Helios wins", Higher, []Stat{one(6896), one(5182)}, "Helios +33.1%"},
-		{"tie", Higher, []Stat{one(10), one(10)}, "tie"},
-		{"no errors beats some", Lower, []Stat{one(0), one(420)}, "Helios (0 vs 420)"},
-		{"both zero", Lower, []Stat{one(0), one(0)}, "tie"},
+		{"higher is better", Higher, []Stat{rng(5422, 5400, 5430), rng(5961, 5950, 5970)}, "nginx +9.9%"},
+		{"lower is better", Lower, []Stat{rng(19.31, 19.2, 19.4), rng(16.95, 16.9, 17)}, "nginx -12.2%"},
+		{"Helios wins", Higher, []Stat{rng(6896, 6800, 6900), rng(5182, 5100, 5200)}, "Helios +33.1%"},
+		{"tie", Higher, []Stat{rng(10, 9, 11), rng(10, 9, 11)}, "tie"},
+		{"no errors beats some", Lower, []Stat{rng(0, 0, 0), rng(420, 400, 430)}, "Helios (0 vs 420)"},
+		{"both zero", Lower, []Stat{rng(0, 0, 0), rng(0, 0, 0)}, "tie"},
 		{"overlapping ranges", Higher, []Stat{rng(110, 90, 120), rng(100, 95, 105)}, "Helios +10.0% (ranges overlap)"},
 		{"separate ranges", Higher, []Stat{rng(110, 108, 120), rng(100, 95, 105)}, "Helios +10.0%"},
+		// One round says nothing about the noise: no winner, whatever the gap.
+		{"one round", Higher, []Stat{one(6896), one(5182)}, NoNoiseEstimate},
+		{"one round against three", Lower, []Stat{one(1), rng(4, 3, 5)}, NoNoiseEstimate},
 		{"neutral metric", Neutral, []Stat{one(1), one(2)}, ""},
-		{"one side unmeasured", Higher, []Stat{one(1), {}}, ""},
+		{"one side unmeasured", Higher, []Stat{rng(1, 1, 1), {}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -89,7 +92,7 @@ func TestWinner(t *testing.T) {
 		})
 	}
 	// With three contenders the lead is over the runner-up.
-	got := Winner(Higher, []string{"Helios", "nginx", "HAProxy"}, []Stat{one(50), one(60), one(63)})
+	got := Winner(Higher, []string{"Helios", "nginx", "HAProxy"}, []Stat{rng(50, 49, 51), rng(60, 59, 61), rng(63, 62, 64)})
 	if want := "HAProxy +5.0%"; got != want {
 		t.Errorf("three contenders: got %q, want %q", got, want)
 	}

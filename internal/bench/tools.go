@@ -12,6 +12,7 @@ var toolPackages = map[string]string{
 	"wrk":     "wrk",
 	"nginx":   "nginx",
 	"haproxy": "haproxy",
+	"caddy":   "caddy",
 	"h2load":  "nghttp2-client",
 	"taskset": "util-linux",
 }

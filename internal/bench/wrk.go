@@ -189,9 +189,9 @@ func parseMetric(s string) (float64, error) {
 	return v * mult, nil
 }
 
-// wrkArgs returns wrk's arguments for one run. script is the pipelining
-// Lua file, used when depth > 1.
-func wrkArgs(threads, conns int, d time.Duration, timeout time.Duration, headers map[string]string, script string, depth int, url string) []string {
+// wrkArgs returns wrk's arguments for one run; script, when not "", is a
+// Lua script run with scriptArgs.
+func wrkArgs(threads, conns int, d time.Duration, timeout time.Duration, headers map[string]string, script string, scriptArgs []string, url string) []string {
 	args := []string{
 		"-t", strconv.Itoa(max(1, min(threads, conns))),
 		"-c", strconv.Itoa(conns),
@@ -202,12 +202,12 @@ func wrkArgs(threads, conns int, d time.Duration, timeout time.Duration, headers
 	for _, k := range sortedKeys(headers) {
 		args = append(args, "-H", k+": "+headers[k])
 	}
-	if depth > 1 {
+	if script != "" {
 		args = append(args, "-s", script)
 	}
 	args = append(args, url)
-	if depth > 1 {
-		args = append(args, "--", strconv.Itoa(depth))
+	if len(scriptArgs) > 0 {
+		args = append(append(args, "--"), scriptArgs...)
 	}
 	return args
 }

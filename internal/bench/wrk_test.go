@@ -215,12 +215,12 @@ func TestWrkMetricsDropsZeroDistribution(t *testing.T) {
 }
 
 func TestWrkArgs(t *testing.T) {
-	got := wrkArgs(2, 100, 8*time.Second, 5*time.Second, map[string]string{"Connection": "close"}, "/tmp/p.lua", 1, "http://x/")
+	got := wrkArgs(2, 100, 8*time.Second, 5*time.Second, map[string]string{"Connection": "close"}, "", nil, "http://x/")
 	want := []string{"-t", "2", "-c", "100", "-d", "8s", "--timeout", "5s", "--latency", "-H", "Connection: close", "http://x/"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	got = wrkArgs(8, 4, 1500*time.Millisecond, 5*time.Second, nil, "/tmp/p.lua", 10, "http://x/")
+	got = wrkArgs(8, 4, 1500*time.Millisecond, 5*time.Second, nil, "/tmp/p.lua", []string{"10"}, "http://x/")
 	want = []string{"-t", "4", "-c", "4", "-d", "2s", "--timeout", "5s", "--latency", "-s", "/tmp/p.lua", "http://x/", "--", "10"}
 	if !slices.Equal(got, want) {
 		t.Errorf("pipelined: got %q, want %q", got, want)

@@ -46,10 +46,14 @@ func NewRoot() *cobra.Command {
 	}
 	root.AddCommand(
 		newServeCmd(),
+		newProxyCmd(),
 		newValidateCmd(),
+		newHealthcheckCmd(),
+		newUpgradeCmd(),
 		newBackendCmd(),
 		newVersionCmd(),
 		newBenchCmd(),
+		newCertCmd(),
 	)
 	return root
 }

@@ -1,35 +1,42 @@
 package cli
 
 import (
-	"context"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.uber.org/zap"
+	"github.com/spf13/pflag"
 
-	"github.com/helios-lb/helios/internal/accesslog"
-	"github.com/helios-lb/helios/internal/logging"
-	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/daemon"
 	"github.com/helios-lb/helios/internal/server"
 )
 
 func newServeCmd() *cobra.Command {
 	var (
-		file  string
-		grace time.Duration
+		file string
+		o    daemon.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the proxy",
 		Long: `Serve runs Helios with the given config file.
 
-Signals: SIGHUP reloads the config (a bad config is refused and the old one
-keeps serving); SIGTERM or SIGINT drains: stop accepting, let requests in
-flight finish within --shutdown-timeout, then exit 0. A second SIGTERM or
-SIGINT exits at once.`,
+Signals:
+  SIGHUP          reload the config (a bad config is refused and the old one
+                  keeps serving)
+  SIGUSR1         reopen the access log file (after logrotate moved it)
+  SIGUSR2         binary upgrade: start the binary at the path it was started
+                  from, hand it the listening sockets, and drain once it is
+                  ready; if it fails, keep serving (see helios upgrade)
+  SIGTERM/SIGINT  drain: /readyz says 503 for --shutdown-delay while the
+                  listeners still accept, then stop accepting and let requests
+                  in flight finish within --shutdown-timeout; exit 0. A second
+                  SIGTERM or SIGINT exits at once.
+
+Under systemd (Type=notify) it reports READY=1 once every listener is bound
+and the first round of health checks is done, RELOADING=1/READY=1 around a
+reload and STOPPING=1 on a drain, pings the watchdog (WatchdogSec=) while
+its event loops make progress, and takes sockets passed by socket activation
+(a .socket unit's FileDescriptorName= names the listener, or admin).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			path, err := configPath(file)
@@ -40,66 +47,30 @@ SIGINT exits at once.`,
 			if err != nil {
 				return err
 			}
-			log, err := logging.New(cfg.Logging, cmd.ErrOrStderr())
-			if err != nil {
+			if err := server.NotServedYet(cfg); err != nil {
 				return err
 			}
-			defer log.Sync()
-			var rec proxy.Recorder
-			access, err := logging.OpenAccess(cfg.Logging, cmd.OutOrStdout(), cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			if access != nil {
-				format := accesslog.JSON
-				if access.Format == "console" {
-					format = accesslog.Console
-				}
-				al := accesslog.New(access.W, format)
-				defer func() {
-					al.Close()
-					access.Close()
-				}()
-				rec = al
-			}
-			srv, err := server.New(cfg, server.Options{Logger: log, Recorder: rec, ConfigPath: path})
-			if err != nil {
-				return err
-			}
-			sigs := make(chan os.Signal, 4)
-			signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
-			defer signal.Stop(sigs)
-			srv.Start()
-			log.Info("helios started", zap.String("config", path), zap.String("version", Version), zap.Int("pid", os.Getpid()))
-
-			for sig := range sigs {
-				if sig == syscall.SIGHUP {
-					log.Info("reloading", zap.String("config", path))
-					srv.ReloadFile() // logs a refusal itself
-					continue
-				}
-				log.Info("draining", zap.String("signal", sig.String()), zap.Duration("timeout", grace))
-				ctx, cancel := context.WithTimeout(context.Background(), grace)
-				done := make(chan error, 1)
-				go func() { done <- srv.Shutdown(ctx) }()
-				select {
-				case err := <-done:
-					cancel()
-					if err != nil {
-						log.Warn("drain cut short; remaining connections closed", zap.Error(err))
-					}
-					log.Info("stopped")
-					return nil
-				case sig := <-sigs:
-					cancel()
-					log.Warn("second signal; exiting now", zap.String("signal", sig.String()))
-					return nil
-				}
-			}
-			return nil
+			o.ConfigPath, o.Config = path, cfg
+			return runDaemon(cmd, o)
 		},
 	}
-	cmd.Flags().StringVarP(&file, "config", "c", "", "config file (default ./helios.yaml, then /etc/helios/helios.yaml)")
-	cmd.Flags().DurationVar(&grace, "shutdown-timeout", 30*time.Second, "how long a drain may take before open connections are closed")
+	f := cmd.Flags()
+	f.StringVarP(&file, "config", "c", "", "config file (default ./helios.yaml, then /etc/helios/helios.yaml)")
+	lifecycleFlags(f, &o)
 	return cmd
+}
+
+// lifecycleFlags are the process flags helios serve and helios proxy share.
+func lifecycleFlags(f *pflag.FlagSet, o *daemon.Options) {
+	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a drain may take before open connections are closed")
+	f.DurationVar(&o.ShutdownDelay, "shutdown-delay", 0, "on SIGTERM, how long /readyz answers 503 while the listeners still accept, before the drain (Kubernetes: about 5s)")
+	f.StringVar(&o.PIDFile, "pid-file", "", "write the pid here once ready (for helios upgrade and scripts)")
+	f.DurationVar(&o.UpgradeTimeout, "upgrade-timeout", time.Minute, "how long a new binary started by SIGUSR2 may take to become ready before it is killed")
+}
+
+// runDaemon runs o with the build's labels and the command's streams.
+func runDaemon(cmd *cobra.Command, o daemon.Options) error {
+	o.Build = daemon.BuildInfo(Version, revision())
+	o.Stdout, o.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+	return daemon.Run(cmd.Context(), o)
 }

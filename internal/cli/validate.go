@@ -13,7 +13,11 @@ func newValidateCmd() *cobra.Command {
 		Short: "Check a config file and print every problem in it",
 		Long: `Validate reads the config file, checks every key and prints "ok", or one line per
 problem in the form FILE:LINE: key.path: what is wrong (what is allowed).
-The exit status is 0 when the file is valid and 1 otherwise.`,
+Certificate and key files are read and checked. Warnings (a certificate
+that expires within 14 days, backends whose certificates go unverified)
+are printed as FILE:LINE: key.path: WARNING: ... before "ok".
+The exit status is 0 when the file is valid (warnings or not) and 1
+otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			path, err := configPath(file)
@@ -21,9 +25,13 @@ The exit status is 0 when the file is valid and 1 otherwise.`,
 				fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
 				return exitError{1}
 			}
-			if _, err := loadConfig(path, cmd.OutOrStdout()); err != nil {
+			cfg, err := loadConfig(path, cmd.OutOrStdout())
+			if err != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
 				return exitError{1}
+			}
+			for _, w := range cfg.Warnings {
+				fmt.Fprintln(cmd.OutOrStdout(), w.String())
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "ok")
 			return nil

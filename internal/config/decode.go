@@ -123,6 +123,7 @@ func (d *decoder) value(n *yaml.Node, path string, line int, v reflect.Value) {
 		n = n.Alias
 	}
 	if isNull(n) {
+		d.meta.nulls[path] = line
 		return
 	}
 	ok := true
@@ -233,7 +234,7 @@ func (d *decoder) scalar(n *yaml.Node, path string, line int, v reflect.Value) b
 			return false
 		}
 		v.SetString(n.Value)
-	case reflect.Int:
+	case reflect.Int, reflect.Int64:
 		var i int64
 		if !scalar || tag != "!!int" || n.Decode(&i) != nil || v.OverflowInt(i) {
 			d.typeError(path, line, "%s is not an integer (a whole number)", describe(n))

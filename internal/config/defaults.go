@@ -7,8 +7,8 @@ import (
 
 // Named defaults; the others are written where SetDefaults applies them.
 const (
-	// maxSockets is the largest Listener.Sockets; the default, the number
-	// of CPUs, is capped at it.
+	// maxSockets is the largest Listener.Sockets; the default, the CPUs
+	// the Go runtime may use, is capped at it.
 	maxSockets = 1024
 	// defaultAdminAddress is the default Admin.Address.
 	defaultAdminAddress = "127.0.0.1:9901"
@@ -28,7 +28,10 @@ var defaultRetryOn = []string{RetryOnConnectError, "502", "503", "504"}
 // becomes the default retry policy. SetDefaults may be called more than once.
 func SetDefaults(c *Config) {
 	m := c.meta
-	numCPU := min(runtime.NumCPU(), maxSockets)
+	// GOMAXPROCS, not NumCPU: since Go 1.25 it follows the cgroup CPU
+	// limit, so `docker run --cpus=1` on a 16-CPU host gets one socket
+	// (and one event loop), not sixteen competing for one CPU.
+	numCPU := min(runtime.GOMAXPROCS(0), maxSockets)
 	for i := range c.Listeners {
 		l, p := &c.Listeners[i], indexPath("listeners", i)
 		setDefault(m, p+".sockets", &l.Sockets, numCPU)
@@ -37,9 +40,13 @@ func SetDefaults(c *Config) {
 		setDefault(m, p+".read_header_timeout", &l.ReadHeaderTimeout, seconds(10))
 		setDefault(m, p+".idle_timeout", &l.IdleTimeout, seconds(60))
 		setDefault(m, p+".max_header_bytes", &l.MaxHeaderBytes, 65536)
+		setDefault(m, p+".max_header_count", &l.MaxHeaderCount, 100)
+		setDefault(m, p+".max_method_bytes", &l.MaxMethodBytes, 32)
+		setDefault(m, p+".output_buffer_bytes", &l.OutputBufferBytes, 65536)
 		setString(&l.Engine, EngineLoop)
 		setDefault(m, p+".write_timeout", &l.WriteTimeout, seconds(60))
 		// ReadTimeout defaults to 0, no limit.
+		setListenerTLSDefaults(m, l, p)
 	}
 	for i := range c.Routes {
 		r, p := &c.Routes[i], indexPath("routes", i)
@@ -48,6 +55,15 @@ func SetDefaults(c *Config) {
 		}
 		if r.Static != nil {
 			setString(&r.Static.Index, "index.html")
+		}
+		if r.Upstream != "" {
+			if absent(m, p+".upgrades", r.Upgrades == nil) {
+				r.Upgrades = append([]string(nil), DefaultUpgrades...)
+			}
+			setString(&r.RequestBuffering, BufferingAuto)
+			setDefault(m, p+".max_body_bytes", &r.MaxBodyBytes, 100<<20)
+			setDefault(m, p+".request_buffer_memory_bytes", &r.RequestBufferMemoryBytes, 64<<10)
+			setDefault(m, p+".request_buffer_file_bytes", &r.RequestBufferFileBytes, 16<<20)
 		}
 	}
 	for i := range c.Upstreams {
@@ -72,6 +88,9 @@ func setUpstreamDefaults(m *meta, u *Upstream, p string) {
 	setDefault(m, p+".transport.dial_timeout", &t.DialTimeout, seconds(2))
 	setDefault(m, p+".transport.response_header_timeout", &t.ResponseHeaderTimeout, seconds(30))
 	setDefault(m, p+".transport.read_timeout", &t.ReadTimeout, seconds(60))
+	setDefault(m, p+".transport.max_queue_per_backend", &t.MaxQueuePerBackend, 256)
+	setDefault(m, p+".transport.queue_timeout", &t.QueueTimeout, seconds(10))
+	setTransportTLSDefaults(t)
 
 	if h := u.HealthCheck; h != nil {
 		hp := p + ".health_check"

@@ -13,15 +13,15 @@ const envAllowed = "${NAME}, ${NAME:-default}, or $$ for a literal $; NAME is le
 // the lines after it: a value holding a line break is a problem. An unset NAME
 // without a default expands to "", and ${NAME:-default} uses default when
 // NAME is unset or empty, as in the shell. Malformed references are problems
-// and are left in the text as written.
-func expandEnv(data []byte, file string, lookup func(string) (string, bool)) ([]byte, Problems) {
+// and are left in the text as written. empty maps the line of each reference
+// that expanded to nothing to the reference's variable name (the first on
+// its line), so that validation can tell a key set to "" from one whose
+// variable was unset.
+func expandEnv(data []byte, file string, lookup func(string) (string, bool)) (expanded []byte, empty map[int]string, problems Problems) {
 	if bytes.IndexByte(data, '$') < 0 {
-		return data, nil
+		return data, nil, nil
 	}
-	var (
-		out      bytes.Buffer
-		problems Problems
-	)
+	var out bytes.Buffer
 	out.Grow(len(data))
 	for n, line := range strings.SplitAfter(string(data), "\n") {
 		lineNo := n + 1
@@ -61,6 +61,14 @@ func expandEnv(data []byte, file string, lookup func(string) (string, bool)) ([]
 			if hasDef && (!ok || v == "") {
 				v = def
 			}
+			if v == "" {
+				if empty == nil {
+					empty = make(map[int]string)
+				}
+				if _, seen := empty[lineNo]; !seen {
+					empty[lineNo] = name
+				}
+			}
 			if strings.ContainsAny(v, "\r\n") {
 				problems = append(problems, problemf(file, lineNo, "", "the value of %s has a line break (a value on one line)", name))
 				continue
@@ -68,7 +76,7 @@ func expandEnv(data []byte, file string, lookup func(string) (string, bool)) ([]
 			out.WriteString(v)
 		}
 	}
-	return out.Bytes(), problems
+	return out.Bytes(), empty, problems
 }
 
 // isEnvName reports whether s is a shell variable name: a letter or _, then

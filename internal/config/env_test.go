@@ -55,7 +55,7 @@ func TestExpandEnv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ps := expandEnv([]byte(tt.in), "t.yaml", envFrom(tt.env))
+			got, _, ps := expandEnv([]byte(tt.in), "t.yaml", envFrom(tt.env))
 			if string(got) != tt.want {
 				t.Errorf("got %q, want %q", got, tt.want)
 			}
@@ -97,7 +97,7 @@ admin: {token: "${TOKEN}"}
 		}
 	})
 	t.Run("problems", func(t *testing.T) {
-		_, ps := parseProblems(t, src, map[string]string{"NAME": "web", "PORT": "${", "IDLE": "forever"})
+		_, ps := parseProblems(t, src, map[string]string{"NAME": "web", "PORT": "${", "IDLE": "forever", "TOKEN": "s3cret"})
 		want := `t.yaml:3: listeners[0].address: ":${" has port "${", not a number (` + testHostPort + `)
 t.yaml:4: listeners[0].idle_timeout: "forever" is not a duration (a Go duration such as 500ms, 2s or 1m)`
 		if got := ps.Error(); got != want {

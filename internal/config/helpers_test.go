@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+
+	"github.com/helios-lb/helios/internal/certgen"
 )
 
 // testHostPort is the allowed part of host:port messages, spelled out
@@ -61,4 +63,34 @@ func mustParse(t *testing.T, src string, env map[string]string) *Config {
 }
 
 // testNumCPU is the default Listener.Sockets on this machine.
-func testNumCPU() int { return min(runtime.NumCPU(), 1024) }
+func testNumCPU() int { return min(runtime.GOMAXPROCS(0), 1024) }
+
+// writeTestTLS writes certificates for TLS configs into a new directory and
+// returns it: ca.pem (the CA), a.pem/a.key (a.example, ECDSA), b.pem/b.key
+// (*.b.example, Ed25519; RSA keys are slow to make), client.pem/client.key
+// (a client certificate), all valid for a year.
+func writeTestTLS(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := certgen.NewCA("config test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), ca.CertPEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range map[string]certgen.Request{
+		"a":      {Hosts: []string{"a.example"}},
+		"b":      {Hosts: []string{"*.b.example"}, Key: certgen.Ed25519},
+		"client": {CommonName: "helios", Client: true},
+	} {
+		c, err := ca.Issue(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c.WriteFiles(dir, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}

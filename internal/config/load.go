@@ -3,25 +3,35 @@ package config
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 )
 
 // Parse decodes, expands, defaults and validates a config held in memory.
 // file names it in problems ("" leaves file names out) and becomes
-// Config.File. lookupEnv supplies the values of ${NAME} references; nil means
+// Config.File; relative paths in the config (static roots, an access log
+// file) are taken relative to file's directory. lookupEnv supplies the values of ${NAME} references; nil means
 // os.LookupEnv. See the package documentation for the steps.
 //
 // A config with problems yields a nil Config and an error of type Problems
-// holding all of them, sorted by line.
+// holding all of them, sorted by line. A valid config may carry warnings in
+// Config.Warnings.
 func Parse(data []byte, file string, lookupEnv func(string) (string, bool)) (*Config, error) {
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
 	}
-	expanded, problems := expandEnv(data, file, lookupEnv)
+	expanded, emptyEnv, problems := expandEnv(data, file, lookupEnv)
 	cfg, decodeProblems := decode(expanded, file)
 	problems = append(problems, decodeProblems...)
 	if cfg != nil {
+		cfg.meta.emptyEnv = emptyEnv
 		SetDefaults(cfg)
-		problems = append(problems, cfg.validate()...)
+		if file != "" {
+			cfg.resolvePaths(filepath.Dir(file))
+		}
+		invalid, warnings := cfg.validate()
+		problems = append(problems, invalid...)
+		warnings.sort()
+		cfg.Warnings = warnings
 	}
 	if err := problems.err(); err != nil {
 		return nil, err

@@ -18,7 +18,8 @@ func ptr[T any](v T) *T { return &v }
 // compares the whole result.
 func TestLoadFull(t *testing.T) {
 	root := t.TempDir()
-	cfg, err := Load("testdata/full.yaml", envFrom(map[string]string{"STATIC_ROOT": root}))
+	tlsDir := writeTestTLS(t)
+	cfg, err := Load("testdata/full.yaml", envFrom(map[string]string{"STATIC_ROOT": root, "TLS_DIR": tlsDir}))
 	if err != nil {
 		t.Fatalf("Load: got %v, want no error", err)
 	}
@@ -29,15 +30,30 @@ func TestLoadFull(t *testing.T) {
 				Name: "web", Address: ":8080", Sockets: 4, Backlog: 1024, MaxConnections: 5000,
 				ReadHeaderTimeout: dur(5 * time.Second), ReadTimeout: dur(30 * time.Second),
 				WriteTimeout: dur(time.Minute), IdleTimeout: dur(2 * time.Minute), MaxHeaderBytes: 32768, Engine: EngineLoop,
+				MaxHeaderCount: 50, MaxMethodBytes: 16, UnderscoresInHeaders: true, OutputBufferBytes: 32768,
+				TLS: &ListenerTLS{
+					Certificates: []CertKey{
+						{CertFile: tlsDir + "/a.pem", KeyFile: tlsDir + "/a.key"},
+						{CertFile: tlsDir + "/b.pem", KeyFile: tlsDir + "/b.key"},
+					},
+					MinVersion: "1.3", ClientCAFile: tlsDir + "/ca.pem", HandshakeTimeout: dur(5 * time.Second),
+					MaxHandshakes: 100, SessionTickets: ptr(false),
+				},
+				HTTP2: ptr(false),
 			},
 			{
 				Name: "internal", Address: "[::1]:8081", Sockets: testNumCPU(), Backlog: 4096, MaxConnections: 20000,
 				ReadHeaderTimeout: dur(10 * time.Second), IdleTimeout: dur(60 * time.Second), MaxHeaderBytes: 65536, Engine: EngineLoop,
-				WriteTimeout: dur(60 * time.Second),
+				WriteTimeout: dur(60 * time.Second), MaxHeaderCount: 100, MaxMethodBytes: 32, OutputBufferBytes: 65536,
+				H2C: true,
 			},
 		},
 		Routes: []Route{
-			{Name: "api", Match: Match{Host: "api.example.com", PathPrefix: "/v1/"}, Upstream: "api"},
+			{
+				Name: "api", Match: Match{Host: "api.example.com", PathPrefix: "/v1/"}, Upstream: "api",
+				Upgrades: []string{"websocket", "example-protocol"}, AllowMethods: []string{"TRACE", "CONNECT"},
+				RequestBuffering: "on", MaxBodyBytes: 1 << 20, RequestBufferMemoryBytes: 8192, RequestBufferFileBytes: 1000000,
+			},
 			{
 				Name:  "ping",
 				Match: Match{Host: "*.example.com", Path: "/ping"},
@@ -58,7 +74,12 @@ func TestLoadFull(t *testing.T) {
 			Transport: Transport{
 				MaxIdlePerBackend: 64, IdleTimeout: dur(30 * time.Second),
 				DialTimeout: dur(500 * time.Millisecond), ResponseHeaderTimeout: dur(10 * time.Second),
-				ReadTimeout: dur(45 * time.Second),
+				ReadTimeout: dur(45 * time.Second), MaxConnsPerBackend: 100, MaxQueuePerBackend: 50, QueueTimeout: dur(3 * time.Second),
+				Protocol: "h2",
+				TLS: &TransportTLS{
+					CAFile: tlsDir + "/ca.pem", ServerName: "api.internal",
+					CertFile: tlsDir + "/client.pem", KeyFile: tlsDir + "/client.key", MinVersion: "1.3",
+				},
 			},
 			HealthCheck: &HealthCheck{
 				Path: "/health", Interval: dur(5 * time.Second), Timeout: dur(2 * time.Second),
@@ -110,7 +131,8 @@ upstreams:
 	transport := Transport{
 		MaxIdlePerBackend: 256, IdleTimeout: dur(90 * time.Second),
 		DialTimeout: dur(2 * time.Second), ResponseHeaderTimeout: dur(30 * time.Second),
-		ReadTimeout: dur(60 * time.Second),
+		ReadTimeout: dur(60 * time.Second), MaxQueuePerBackend: 256, QueueTimeout: dur(10 * time.Second),
+		Protocol: "http1",
 	}
 	retries := defaultRetries()
 	retries.Attempts = 1
@@ -119,10 +141,13 @@ upstreams:
 		Listeners: []Listener{{
 			Name: "web", Address: ":80", Sockets: testNumCPU(), Backlog: 4096, MaxConnections: 20000,
 			ReadHeaderTimeout: dur(10 * time.Second), IdleTimeout: dur(60 * time.Second), MaxHeaderBytes: 65536, Engine: EngineLoop,
-			WriteTimeout: dur(60 * time.Second),
+			WriteTimeout: dur(60 * time.Second), MaxHeaderCount: 100, MaxMethodBytes: 32, OutputBufferBytes: 65536,
 		}},
 		Routes: []Route{
-			{Name: "a", Upstream: "app"},
+			{
+				Name: "a", Upstream: "app", Upgrades: []string{"websocket"},
+				RequestBuffering: "auto", MaxBodyBytes: 100 << 20, RequestBufferMemoryBytes: 64 << 10, RequestBufferFileBytes: 16 << 20,
+			},
 			{Name: "b", Respond: &Respond{Status: 200}},
 			{Name: "c", Static: &Static{Root: dir, Index: "index.html"}},
 		},
@@ -318,7 +343,7 @@ logging: {level: loud, format: ${FORMAT}
 		`t.yaml:5: listeners[0].backlog: 0 is out of range (1-65535)`,
 		`t.yaml:6: listeners[1].address: missing (` + testHostPort + `)`,
 		`t.yaml:6: listeners[1].name: "web" is already used by listeners[0] (names must be unique)`,
-		`t.yaml:7: listeners[1].adress: unknown key (allowed: name, address, sockets, backlog, max_connections, read_header_timeout, read_timeout, write_timeout, idle_timeout, max_header_bytes, engine)`,
+		`t.yaml:7: listeners[1].adress: unknown key (allowed: name, address, sockets, backlog, max_connections, read_header_timeout, read_timeout, write_timeout, idle_timeout, max_header_bytes, max_header_count, max_method_bytes, underscores_in_headers, output_buffer_bytes, engine, tls, http2, h2c)`,
 		`t.yaml:9: routes[0]: upstream and respond are both set (exactly one of upstream, respond, static)`,
 		`t.yaml:10: routes[0].upstream: upstream "ap" is not defined (defined: app)`,
 		`t.yaml:11: routes[0].respond.status: 99 is out of range (100-599)`,

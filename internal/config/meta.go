@@ -17,10 +17,30 @@ type meta struct {
 	// bad holds the paths of values that could not be decoded; decoding has
 	// reported them, so validation says nothing more about them.
 	bad map[string]bool
+	// nulls maps the path of every null value (key: with nothing after it,
+	// as when its ${VAR} expanded to nothing) to the line of its key.
+	nulls map[string]int
+	// emptyEnv maps lines to the ${VAR} on them that expanded to nothing.
+	emptyEnv map[int]string
 }
 
 func newMeta() *meta {
-	return &meta{lines: make(map[string]int), bad: make(map[string]bool)}
+	return &meta{lines: make(map[string]int), bad: make(map[string]bool), nulls: make(map[string]int)}
+}
+
+// emptyRef returns the variable whose ${VAR} reference made the value at
+// path empty or null, and the line of its key; "" when there was none.
+func (m *meta) emptyRef(path string) (name string, line int) {
+	if m == nil {
+		return "", 0
+	}
+	line, ok := m.lines[path]
+	if !ok {
+		if line, ok = m.nulls[path]; !ok {
+			return "", 0
+		}
+	}
+	return m.emptyEnv[line], line
 }
 
 // present reports whether the YAML set path to a non-null value that decoded.

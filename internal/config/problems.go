@@ -22,10 +22,14 @@ type Problem struct {
 	Path string
 	// Msg says what is wrong and, in parentheses, what is allowed.
 	Msg string
+	// Warning marks something worth fixing that does not make the config
+	// invalid (Config.Warnings), such as a certificate about to expire.
+	Warning bool
 }
 
 // String formats p as FILE:LINE: key.path: what is wrong (what is allowed),
-// leaving out the parts that are empty or zero.
+// leaving out the parts that are empty or zero; a warning's message starts
+// with "WARNING: ".
 func (p Problem) String() string {
 	var b strings.Builder
 	switch {
@@ -38,6 +42,9 @@ func (p Problem) String() string {
 	}
 	if p.Path != "" {
 		b.WriteString(p.Path + ": ")
+	}
+	if p.Warning {
+		b.WriteString("WARNING: ")
 	}
 	b.WriteString(p.Msg)
 	return b.String()

@@ -33,7 +33,12 @@
 // The default of every key is documented on its field below.
 package config
 
-import "time"
+import (
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+)
 
 // Config is a whole Helios configuration file.
 type Config struct {
@@ -55,6 +60,11 @@ type Config struct {
 	// File is the path the configuration was read from ("" when parsed
 	// from memory). Not a YAML key.
 	File string `yaml:"-"`
+	// Warnings are what Parse found worth fixing that does not make the
+	// config invalid (a certificate that expires within 14 days); nil when
+	// there is nothing to say, and for a Config built in code. Not a YAML
+	// key.
+	Warnings Problems `yaml:"-"`
 
 	// meta records which keys the YAML held and on which lines. It is nil
 	// for a Config built in code.
@@ -71,7 +81,8 @@ type Listener struct {
 	// Required, unique among listeners.
 	Address string `yaml:"address"`
 	// Sockets is the number of SO_REUSEPORT sockets, 1-1024. Default: the
-	// number of CPUs (runtime.NumCPU, at most 1024).
+	// number of CPUs the Go runtime may use (runtime.GOMAXPROCS, which
+	// follows a container's CPU limit; at most 1024).
 	Sockets int `yaml:"sockets"`
 	// Backlog is the listen(2) backlog of each socket, 1-65535. Default 4096.
 	Backlog int `yaml:"backlog"`
@@ -94,17 +105,42 @@ type Listener struct {
 	// MaxHeaderBytes caps the size of a request's headers, 1024-1048576.
 	// Default 65536.
 	MaxHeaderBytes int `yaml:"max_header_bytes"`
-	// Engine is the HTTP/1.1 engine serving the listener: "loop" (event
-	// loops, one per CPU, with connections needing blocking work handed
-	// to goroutines) or "goroutine" (a goroutine per connection
-	// throughout). Default "loop".
+	// MaxHeaderCount caps the number of header fields in a request head,
+	// 1-10000; more get 431. Default 100.
+	MaxHeaderCount int `yaml:"max_header_count"`
+	// MaxMethodBytes caps the length of a request method, 1-1024; longer
+	// ones get 501. Default 32.
+	MaxMethodBytes int `yaml:"max_method_bytes"`
+	// UnderscoresInHeaders forwards request header fields whose names
+	// contain an underscore. Off (the default, as nginx's
+	// underscores_in_headers), they are dropped: CGI, WSGI and PHP read
+	// X_Forwarded_For as X-Forwarded-For, so such a field could forge
+	// one that Helios sets.
+	UnderscoresInHeaders bool `yaml:"underscores_in_headers"`
+	// OutputBufferBytes bounds the answer that may wait for a client that
+	// reads slowly, 4096-67108864; past it Helios stops reading from the
+	// backend until the client catches up. Default 65536.
+	OutputBufferBytes int `yaml:"output_buffer_bytes"`
+	// Engine is how the event loops serving the listener learn which
+	// sockets are ready: "loop" (the system's own poller: epoll on Linux)
+	// or "portable" (Go's netpoller, which every system has; slower, and
+	// what non-Linux systems get with either value). Default "loop".
 	Engine string `yaml:"engine"`
+	// TLS makes the listener speak TLS; nil means cleartext.
+	TLS *ListenerTLS `yaml:"tls"`
+	// HTTP2 offers HTTP/2 (ALPN h2, then http/1.1) on a TLS listener;
+	// false offers HTTP/1.1 only. Only with TLS. Default true with TLS
+	// (OffersHTTP2 reads it).
+	HTTP2 *bool `yaml:"http2"`
+	// H2C accepts cleartext HTTP/2 with prior knowledge on a listener
+	// without TLS, beside HTTP/1.1. Default false.
+	H2C bool `yaml:"h2c"`
 }
 
 // The Listener.Engine values.
 const (
-	EngineLoop      = "loop"
-	EngineGoroutine = "goroutine"
+	EngineLoop     = "loop"
+	EnginePortable = "portable"
 )
 
 // Route maps matching requests to exactly one action: Upstream, Respond or
@@ -125,7 +161,54 @@ type Route struct {
 	// Static serves files from a directory; nil means the route has
 	// another action.
 	Static *Static `yaml:"static"`
+	// Upgrades lists the protocols a client may switch to through this
+	// route (the Upgrade header, such as websocket), compared without
+	// case and without a version. A request asking for any other
+	// protocol is served as a plain request, its Upgrade and Connection
+	// tokens removed. h2c is never allowed: a tunnel past the proxy
+	// would reach paths other routes guard. Absent: [websocket]; []
+	// allows none. Only for routes with an upstream (the default is
+	// filled in only there).
+	Upgrades []string `yaml:"upgrades"`
+	// AllowMethods lists the methods refused by default that this route
+	// accepts: TRACE and CONNECT (with a path; Helios is not a forward
+	// proxy). Others get 405. Default none.
+	AllowMethods []string `yaml:"allow_methods"`
+	// RequestBuffering says whether a request body is read before a
+	// backend is chosen, so that a slow client costs a backend nothing:
+	// auto (buffer up to RequestBufferMemoryBytes in memory, then up to
+	// RequestBufferFileBytes in a temporary file, and stream the rest of
+	// a larger body), on (buffer whole bodies; larger ones get 413) or
+	// off (stream every body as it arrives). Default auto. Only for routes
+	// with an upstream (the defaults are filled in only there).
+	RequestBuffering string `yaml:"request_buffering"`
+	// MaxBodyBytes bounds request bodies; larger ones get 413. 0 means no
+	// limit. Default 104857600 (100 MiB).
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// RequestBufferMemoryBytes is how much of a body request buffering
+	// keeps in memory, 0-67108864. Default 65536.
+	RequestBufferMemoryBytes int `yaml:"request_buffer_memory_bytes"`
+	// RequestBufferFileBytes is how much more it keeps in a temporary
+	// file (in $TMPDIR, unlinked at once), 0 or more. Default 16777216.
+	RequestBufferFileBytes int64 `yaml:"request_buffer_file_bytes"`
 }
+
+// The Route.RequestBuffering values.
+const (
+	BufferingAuto = "auto"
+	BufferingOn   = "on"
+	BufferingOff  = "off"
+)
+
+// DefaultUpgrades is the Route.Upgrades of a route that does not set it.
+// Read only: SetDefaults copies it.
+var DefaultUpgrades = []string{"websocket"}
+
+// The methods Route.AllowMethods may list.
+const (
+	MethodTrace   = "TRACE"
+	MethodConnect = "CONNECT"
+)
 
 // Action is the kind of a route's action.
 type Action int
@@ -198,7 +281,8 @@ type Respond struct {
 type Static struct {
 	// Root is the directory files are served from. Required; it must exist
 	// when the configuration is validated. A relative root is relative to
-	// the working directory of the process, not to the configuration file.
+	// the directory of the configuration file (Parse and Load make it so),
+	// not to the working directory of the process.
 	Root string `yaml:"root"`
 	// Index is the file served for a directory: a plain file name without
 	// "/". Default "index.html".
@@ -265,6 +349,26 @@ type Transport struct {
 	// ReadTimeout bounds each wait for response body bytes from a backend,
 	// like nginx's proxy_read_timeout; 0 means no limit. Default 60s.
 	ReadTimeout Duration `yaml:"read_timeout"`
+	// MaxConnsPerBackend caps the connections (busy and idle) open to one
+	// backend, like net/http's MaxConnsPerHost; it is shared out among the
+	// event loops (as nginx's max_conns among its workers). Requests over
+	// it wait in order for a connection. 0 means no cap. Default 0.
+	MaxConnsPerBackend int `yaml:"max_conns_per_backend"`
+	// MaxQueuePerBackend bounds the requests waiting for a connection to
+	// one backend at its cap; more get 503 at once (or another backend).
+	// 0-1000000. Default 256.
+	MaxQueuePerBackend int `yaml:"max_queue_per_backend"`
+	// QueueTimeout bounds one request's wait for a connection at the cap;
+	// then 503 (or another backend). More than 0. Default 10s.
+	QueueTimeout Duration `yaml:"queue_timeout"`
+	// Protocol is what is spoken to the backends: http1 (HTTP/1.1, over
+	// TLS when TLS is set), h2 (HTTP/2 over TLS, agreed through ALPN; TLS
+	// gets its defaults when absent) or h2c (cleartext HTTP/2 with prior
+	// knowledge). Default http1.
+	Protocol string `yaml:"protocol"`
+	// TLS makes connections to the backends use TLS; nil means cleartext
+	// (except with Protocol h2).
+	TLS *TransportTLS `yaml:"tls"`
 }
 
 // HealthCheck configures active health checks: a GET of Path on every
@@ -416,11 +520,32 @@ type Admin struct {
 	// Default 127.0.0.1:9901. Enabled reports whether it is on.
 	Address string `yaml:"address"`
 	// Token, when set, must be sent as "Authorization: Bearer TOKEN" to
-	// use the admin API; "" means no authentication.
+	// use the admin API; absent means no authentication, which validation
+	// allows only on a loopback Address or with InsecureNoToken. A token
+	// key that is present but empty (as when its ${VAR} is unset) is a
+	// problem, never a quiet "no authentication".
 	Token string `yaml:"token"`
 	// Pprof serves net/http/pprof under /debug/pprof/ on the admin
 	// listener. Default false.
 	Pprof bool `yaml:"pprof"`
+	// InsecureNoToken allows an Address reachable from other hosts without
+	// a Token; Helios then warns at every start. Default false.
+	InsecureNoToken bool `yaml:"insecure_no_token"`
+}
+
+// LoopbackOnly reports whether the admin Address can only be reached from
+// this host: a loopback IP address or localhost. An empty host (all
+// interfaces) and other host names are not.
+func (a Admin) LoopbackOnly() bool {
+	host, _, err := net.SplitHostPort(a.Address)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // AdminOff is the Admin.Address that disables the admin listener.
@@ -437,8 +562,22 @@ type Logging struct {
 	// Format is json or console. Default json.
 	Format string `yaml:"format"`
 	// AccessLog is off, stdout, stderr, or the path of a file to append
-	// to (any other value). Default off.
+	// to (any other value; a relative path is relative to the directory of
+	// the configuration file). Default off.
 	AccessLog string `yaml:"access_log"`
+	// AccessFormat is the access log's line format: json, console, or
+	// combined (nginx's combined format); "" means the same as Format.
+	// AccessLineFormat resolves it. Default "".
+	AccessFormat string `yaml:"access_format"`
+}
+
+// AccessLineFormat returns the access log's format: AccessFormat, or
+// Format when AccessFormat is empty.
+func (l Logging) AccessLineFormat() string {
+	if l.AccessFormat != "" {
+		return l.AccessFormat
+	}
+	return l.Format
 }
 
 // The special values of Logging.AccessLog; anything else is a file path.

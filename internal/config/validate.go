@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The "what is allowed" parts of messages used in more than one place.
@@ -33,18 +34,19 @@ var strategies = []string{"round_robin", "weighted_round_robin", "least_conn", "
 // Parse or Load and line 0 for one built in code. Validate reads the file
 // system to check that static roots are directories, and changes nothing.
 func (c *Config) Validate() error {
-	return c.validate().err()
+	problems, _ := c.validate()
+	return problems.err()
 }
 
-// validate returns c's problems, unsorted.
-func (c *Config) validate() Problems {
-	v := validator{file: c.File, meta: c.meta, stat: os.Stat}
+// validate returns c's problems and warnings, unsorted.
+func (c *Config) validate() (problems, warnings Problems) {
+	v := validator{file: c.File, meta: c.meta, stat: os.Stat, now: time.Now}
 	v.listeners(c.Listeners)
 	upstreams := v.upstreams(c.Upstreams)
 	v.routes(c.Routes, upstreams)
 	v.admin(&c.Admin)
 	v.logging(&c.Logging)
-	return v.problems
+	return v.problems, v.warnings
 }
 
 // validator collects the problems of one Config.
@@ -52,7 +54,9 @@ type validator struct {
 	file     string
 	meta     *meta
 	stat     func(string) (fs.FileInfo, error)
+	now      func() time.Time
 	problems Problems
+	warnings Problems
 }
 
 // addf reports a problem at path, unless decoding already reported the value
@@ -62,6 +66,14 @@ func (v *validator) addf(path, format string, args ...any) {
 		return
 	}
 	v.problems = append(v.problems, problemf(v.file, v.meta.line(path), path, format, args...))
+}
+
+// warnf reports something worth fixing at path that does not make the
+// config invalid.
+func (v *validator) warnf(path, format string, args ...any) {
+	w := problemf(v.file, v.meta.line(path), path, format, args...)
+	w.Warning = true
+	v.warnings = append(v.warnings, w)
 }
 
 // name checks that name, at path, is set and not already in seen, which
@@ -150,9 +162,17 @@ func (v *validator) listeners(ls []Listener) {
 		v.nonNegative(p+".write_timeout", l.WriteTimeout)
 		v.nonNegative(p+".idle_timeout", l.IdleTimeout)
 		v.intRange(p+".max_header_bytes", l.MaxHeaderBytes, 1024, 1<<20)
-		if l.Engine != EngineLoop && l.Engine != EngineGoroutine {
-			v.addf(p+".engine", "%q is not an engine (%s, %s)", l.Engine, EngineLoop, EngineGoroutine)
+		v.intRange(p+".max_header_count", l.MaxHeaderCount, 1, 10000)
+		v.intRange(p+".max_method_bytes", l.MaxMethodBytes, 1, 1024)
+		v.intRange(p+".output_buffer_bytes", l.OutputBufferBytes, 4096, 64<<20)
+		switch l.Engine {
+		case EngineLoop, EnginePortable:
+		case "goroutine":
+			v.addf(p+".engine", "goroutine was removed: every connection runs on the event loops (%s, or %s for Go's netpoller)", EngineLoop, EnginePortable)
+		default:
+			v.addf(p+".engine", "%q is not an engine (%s, %s)", l.Engine, EngineLoop, EnginePortable)
 		}
+		v.listenerTLS(l, p)
 	}
 }
 
@@ -177,6 +197,10 @@ func (v *validator) upstreams(us []Upstream) []string {
 		v.positive(tp+".dial_timeout", t.DialTimeout)
 		v.positive(tp+".response_header_timeout", t.ResponseHeaderTimeout)
 		v.nonNegative(tp+".read_timeout", t.ReadTimeout)
+		v.intRange(tp+".max_conns_per_backend", t.MaxConnsPerBackend, 0, 1000000)
+		v.intRange(tp+".max_queue_per_backend", t.MaxQueuePerBackend, 0, 1000000)
+		v.positive(tp+".queue_timeout", t.QueueTimeout)
+		v.transportTLS(t, tp)
 
 		if u.HealthCheck != nil {
 			v.healthCheck(u.HealthCheck, p+".health_check")
@@ -296,6 +320,13 @@ func (v *validator) routes(rs []Route, upstreams []string) {
 			actions = append(actions, "static")
 			v.static(r.Static, p+".static")
 		}
+		v.upgrades(r, p)
+		v.buffering(r, p)
+		for j, m := range r.AllowMethods {
+			if m != MethodTrace && m != MethodConnect {
+				v.addf(indexPath(p+".allow_methods", j), "%q is not a method this key allows (%s, %s; other methods need no allowing)", m, MethodTrace, MethodConnect)
+			}
+		}
 		switch len(actions) {
 		case 0:
 			v.addf(p, "no action (exactly one of upstream, respond, static)")
@@ -304,6 +335,48 @@ func (v *validator) routes(rs []Route, upstreams []string) {
 		case 3:
 			v.addf(p, "upstream, respond and static are all set (exactly one of them)")
 		}
+	}
+}
+
+// upgrades checks a route's Upgrades: protocol names (tokens), never h2c,
+// and set explicitly only on a route that forwards.
+func (v *validator) upgrades(r *Route, p string) {
+	if r.Upstream == "" && v.meta.present(p+".upgrades") && len(r.Upgrades) > 0 {
+		v.addf(p+".upgrades", "set on a route without an upstream (only forwarded requests can be upgraded)")
+	}
+	for j, u := range r.Upgrades {
+		up := indexPath(p+".upgrades", j)
+		switch {
+		case strings.EqualFold(u, "h2c"):
+			v.addf(up, "h2c is never forwarded (a cleartext HTTP/2 tunnel would bypass routing; use a listener with h2c instead)")
+		case !isToken(u):
+			v.addf(up, "%q is not a protocol name (a token such as websocket)", u)
+		}
+	}
+}
+
+// buffering checks a route's body keys: set explicitly only on a route
+// that forwards, and in range.
+func (v *validator) buffering(r *Route, p string) {
+	if r.Upstream == "" {
+		for _, k := range []string{"request_buffering", "max_body_bytes", "request_buffer_memory_bytes", "request_buffer_file_bytes"} {
+			if v.meta.present(p + "." + k) {
+				v.addf(p+"."+k, "set on a route without an upstream (only forwarded requests carry bodies on)")
+			}
+		}
+		return
+	}
+	switch r.RequestBuffering {
+	case BufferingAuto, BufferingOn, BufferingOff:
+	default:
+		v.addf(p+".request_buffering", "%q is not a buffering mode (%s, %s, %s)", r.RequestBuffering, BufferingAuto, BufferingOn, BufferingOff)
+	}
+	if r.MaxBodyBytes < 0 {
+		v.addf(p+".max_body_bytes", "%d is out of range (0 for no limit, or more)", r.MaxBodyBytes)
+	}
+	v.intRange(p+".request_buffer_memory_bytes", r.RequestBufferMemoryBytes, 0, 64<<20)
+	if r.RequestBufferFileBytes < 0 {
+		v.addf(p+".request_buffer_file_bytes", "%d is out of range (0 keeps bodies in memory only, or more)", r.RequestBufferFileBytes)
 	}
 }
 
@@ -372,9 +445,32 @@ func (v *validator) dir(path, dir, allowed string) {
 	}
 }
 
+// admin checks the admin listener, and that it is never open to other
+// hosts by accident (issue 9 item 8): a token whose variable is unset, or
+// a non-loopback address without a token, is a problem, not a quiet "no
+// authentication".
 func (v *validator) admin(a *Admin) {
 	if a.Address != AdminOff {
 		v.hostPort("admin.address", a.Address, hostPortAllowed+", or off")
+	}
+	if a.Token != "" {
+		if a.InsecureNoToken {
+			v.addf("admin.insecure_no_token", "true but admin.token is set (one or the other)")
+		}
+		return
+	}
+	if name, line := v.meta.emptyRef("admin.token"); name != "" {
+		v.problems = append(v.problems, problemf(v.file, line, "admin.token",
+			"${%s} expanded to nothing, which would turn authentication off (set %s, or remove the key)", name, name))
+		return
+	}
+	if v.meta.present("admin.token") {
+		v.addf("admin.token", "empty, which would turn authentication off (a token, or remove the key)")
+		return
+	}
+	if a.Enabled() && !a.InsecureNoToken && hostPortError(a.Address) == "" && !a.LoopbackOnly() {
+		v.addf("admin.address", "%q is reachable from other hosts and admin.token is not set: anyone could reload Helios "+
+			"(set admin.token, bind a loopback address such as 127.0.0.1:9901, or set admin.insecure_no_token: true)", a.Address)
 	}
 }
 
@@ -389,6 +485,9 @@ func (v *validator) logging(l *Logging) {
 	// whether it can be opened is for the daemon to find out.
 	if l.AccessLog == "" {
 		v.addf("logging.access_log", "missing (off, stdout, stderr, or a file path)")
+	}
+	if !slices.Contains([]string{"", "json", "console", "combined"}, l.AccessFormat) {
+		v.addf("logging.access_format", "%q is not an access log format (json, console, combined)", l.AccessFormat)
 	}
 }
 

@@ -181,6 +181,68 @@ routes: [{name: r, respond: {}}]
 `,
 			want: `t.yaml:4: listeners[0].max_header_bytes: 512 is out of range (1024-1048576)`,
 		},
+		{
+			name: "max_header_count zero",
+			yaml: `listeners:
+  - name: web
+    address: ":8080"
+    max_header_count: 0
+routes: [{name: r, respond: {}}]
+`,
+			want: `t.yaml:4: listeners[0].max_header_count: 0 is out of range (1-10000)`,
+		},
+		{
+			name: "max_method_bytes too large",
+			yaml: `listeners:
+  - name: web
+    address: ":8080"
+    max_method_bytes: 5000
+routes: [{name: r, respond: {}}]
+`,
+			want: `t.yaml:4: listeners[0].max_method_bytes: 5000 is out of range (1-1024)`,
+		},
+		{
+			name: "h2c upgrade",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    upstream: app
+    upgrades: [websocket, H2C]
+upstreams: [{name: app, backends: [{address: "127.0.0.1:9000"}]}]
+`,
+			want: `t.yaml:5: routes[0].upgrades[1]: h2c is never forwarded (a cleartext HTTP/2 tunnel would bypass routing; use a listener with h2c instead)`,
+		},
+		{
+			name: "upgrade not a token",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    upstream: app
+    upgrades: ["web socket"]
+upstreams: [{name: app, backends: [{address: "127.0.0.1:9000"}]}]
+`,
+			want: `t.yaml:5: routes[0].upgrades[0]: "web socket" is not a protocol name (a token such as websocket)`,
+		},
+		{
+			name: "upgrades on a respond route",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    respond: {}
+    upgrades: [websocket]
+`,
+			want: `t.yaml:5: routes[0].upgrades: set on a route without an upstream (only forwarded requests can be upgraded)`,
+		},
+		{
+			name: "allow_methods with an ordinary method",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    respond: {}
+    allow_methods: [TRACE, GET]
+`,
+			want: `t.yaml:5: routes[0].allow_methods[1]: "GET" is not a method this key allows (TRACE, CONNECT; other methods need no allowing)`,
+		},
 
 		// Routes.
 		{

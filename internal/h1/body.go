@@ -9,6 +9,7 @@ var (
 	errMalformedChunk    = errors.New("h1: malformed chunked encoding")
 	errMalformedResponse = errors.New("h1: malformed response")
 	errTrailerTooLarge   = errors.New("h1: trailer section too large")
+	errBodyTooLarge      = errors.New("h1: body larger than allowed")
 )
 
 type bodyKind uint8
@@ -42,6 +43,8 @@ type body struct {
 	done      bool
 	// read counts decoded bytes handed out so far.
 	read int64
+	// limit, when positive, bounds read: more is errBodyTooLarge.
+	limit int64
 	// trailer holds the raw trailer lines ("name: value\r\n") of a chunked
 	// body, copied out of the buffer because later reads reuse it.
 	trailer []byte
@@ -129,6 +132,9 @@ func (b *body) nextData() ([]byte, error) {
 	b.src.discard(len(p))
 	b.remaining -= int64(len(p))
 	b.read += int64(len(p))
+	if b.limit > 0 && b.read > b.limit {
+		return nil, errBodyTooLarge
+	}
 	if b.kind == bodyFixed && b.remaining == 0 {
 		b.done = true
 	}
@@ -214,14 +220,21 @@ func eofUnexpected(err error) error {
 	return err
 }
 
-// parseChunkSize parses "hex[;ext]" with at most 15 hex digits so the size
-// cannot overflow.
+// parseChunkSize parses "hex[;ext]" with at most 15 significant hex
+// digits, so the size cannot overflow. Leading zeros do not count: RFC
+// 9112 §7.1 puts no bound on them (the line itself is bounded).
 func parseChunkSize(line []byte) (int64, bool) {
 	if i := indexByte(line, ';'); i >= 0 {
 		line = line[:i]
 	}
 	line = trimOWS(line)
-	if len(line) == 0 || len(line) > 15 {
+	if len(line) == 0 {
+		return 0, false
+	}
+	for len(line) > 1 && line[0] == '0' {
+		line = line[1:]
+	}
+	if len(line) > 15 {
 		return 0, false
 	}
 	var n int64
@@ -264,6 +277,9 @@ func (b *body) Read(p []byte) (int, error) {
 		n, err := b.src.Read(p)
 		b.remaining -= int64(n)
 		b.read += int64(n)
+		if b.limit > 0 && b.read > b.limit {
+			return 0, errBodyTooLarge
+		}
 		if b.remaining == 0 {
 			b.done = true
 		}
@@ -299,6 +315,9 @@ func (b *body) Read(p []byte) (int, error) {
 	copy(p, avail[:n])
 	b.src.discard(n)
 	b.read += int64(n)
+	if b.limit > 0 && b.read > b.limit {
+		return 0, errBodyTooLarge
+	}
 	if b.kind != bodyUntilClose {
 		b.remaining -= int64(n)
 		if b.remaining == 0 {

@@ -4,7 +4,8 @@ import (
 	"errors"
 	"io"
 	"syscall"
-	"unsafe"
+
+	"github.com/helios-lb/helios/internal/netpoll"
 )
 
 // errWouldBlock is returned by the event loop's non-blocking sources when
@@ -17,7 +18,10 @@ var errWouldBlock = errors.New("h1: would block")
 // read is skipped (no EAGAIN syscall) until the loop sees readiness again
 // and clears drained.
 type fdReader struct {
-	fd      int
+	fd int
+	// p is told when the socket is found drained (the portable poller
+	// watches it again then).
+	p       netpoll.Poller
 	drained bool
 	// rdhup: the peer has shut down its side; a short read then does not
 	// prove there is nothing left (the EOF is), so drained is not trusted.
@@ -29,12 +33,13 @@ func (r *fdReader) Read(p []byte) (int, error) {
 		return 0, errWouldBlock
 	}
 	for {
-		n, err := rawRead(r.fd, p)
+		n, err := netpoll.Read(r.fd, p)
 		switch {
 		case err == syscall.EINTR:
 			continue
 		case err == syscall.EAGAIN:
 			r.drained = true
+			r.p.Drained(r.fd)
 			return 0, errWouldBlock
 		case err != nil:
 			return 0, &opError{op: "read", err: err}
@@ -43,6 +48,7 @@ func (r *fdReader) Read(p []byte) (int, error) {
 		}
 		if n < len(p) {
 			r.drained = true
+			r.p.Drained(r.fd)
 		}
 		return n, nil
 	}
@@ -53,33 +59,99 @@ func (r *fdReader) Read(p []byte) (int, error) {
 // writable again (EPOLLOUT). Writes never block and never fail for lack
 // of room; the loop stops producing while pending is large.
 type fdWriter struct {
-	fd      int
+	fd int
+	// p is told when a write leaves bytes over (the portable poller
+	// watches for room then).
+	p       netpoll.Poller
 	pending []byte
+	// A file range queued behind pending, sent with sendfile(2): file is
+	// its descriptor (-1 for none), from fileOff up to fileEnd.
+	file             int
+	fileOff, fileEnd int64
 	// sent counts bytes handed to the kernel (since its owner last
 	// zeroed it).
 	sent int64
+	// more marks the next write as followed at once by more (a file),
+	// so the kernel holds it for one segment with what follows.
+	more bool
 }
+
+// queueFile queues bytes [off, end) of the open file fd behind what is
+// pending; flushPending sends them. Nothing may be written after it until
+// it is done (fileLeft reports false).
+func (w *fdWriter) queueFile(fd int, off, end int64) {
+	w.file, w.fileOff, w.fileEnd = fd, off, end
+}
+
+// fileLeft reports whether a queued file range is still being sent.
+func (w *fdWriter) fileLeft() bool { return w.file >= 0 && w.fileOff < w.fileEnd }
+
+// busy reports whether anything waits to be written.
+func (w *fdWriter) busy() bool { return len(w.pending) > 0 || w.fileLeft() }
 
 func (w *fdWriter) Write(p []byte) (int, error) {
 	if len(w.pending) > 0 {
-		w.pending = append(w.pending, p...)
+		w.keep(p)
 		return len(p), nil
 	}
-	n, err := writeFD(w.fd, p)
+	var (
+		n   int
+		err error
+	)
+	if w.more {
+		w.more = false
+		n, err = writeFDMore(w.fd, p)
+	} else {
+		n, err = writeFD(w.fd, p)
+	}
 	w.sent += int64(n)
 	if err != nil {
 		return n, err
 	}
 	if n < len(p) {
-		w.pending = append(w.pending[:0], p[n:]...)
+		w.keep(p[n:])
+		w.p.Blocked(w.fd)
 	}
 	return len(p), nil
 }
 
-// flushPending writes what is pending; it reports whether nothing is left.
+// writeFDMore writes p with MSG_MORE, then as writeFD what is left.
+func writeFDMore(fd int, p []byte) (int, error) {
+	for {
+		n, err := netpoll.WriteMore(fd, p)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			return 0, nil
+		case err != nil:
+			return 0, &opError{op: "write", err: err}
+		case n < len(p):
+			m, err := writeFD(fd, p[n:])
+			return n + m, err
+		}
+		return n, nil
+	}
+}
+
+// keep appends p to pending, growing it by what is needed rather than by
+// append's doubling: what waits for a slow client is bounded by the
+// producer's limit, and the room it takes should be too.
+func (w *fdWriter) keep(p []byte) {
+	need := len(w.pending) + len(p)
+	if need > cap(w.pending) {
+		nb := make([]byte, len(w.pending), max(need, min(2*cap(w.pending), need+writeBufSize)))
+		copy(nb, w.pending)
+		w.pending = nb
+	}
+	w.pending = append(w.pending, p...)
+}
+
+// flushPending writes what is pending, then any queued file range; it
+// reports whether nothing is left.
 func (w *fdWriter) flushPending() (bool, error) {
 	if len(w.pending) == 0 {
-		return true, nil
+		return w.sendFile()
 	}
 	n, err := writeFD(w.fd, w.pending)
 	w.sent += int64(n)
@@ -88,11 +160,34 @@ func (w *fdWriter) flushPending() (bool, error) {
 	}
 	if n == len(w.pending) {
 		w.pending = w.pending[:0]
-		return true, nil
+		return w.sendFile()
 	}
 	m := copy(w.pending, w.pending[n:])
 	w.pending = w.pending[:m]
+	w.p.Blocked(w.fd)
 	return false, nil
+}
+
+// sendFile sends what it can of the queued file range; it reports
+// whether the range is done.
+func (w *fdWriter) sendFile() (bool, error) {
+	for w.fileLeft() {
+		n, err := netpoll.Sendfile(w.fd, w.file, &w.fileOff, int(min(w.fileEnd-w.fileOff, 1<<30)))
+		w.sent += int64(max(n, 0))
+		switch {
+		case err == syscall.EINTR:
+		case err == syscall.EAGAIN:
+			w.p.Blocked(w.fd)
+			return false, nil
+		case err != nil:
+			return false, &opError{op: "write", err: err}
+		case n == 0:
+			// The file is shorter than promised (truncated meanwhile).
+			return false, &opError{op: "sendfile", err: io.ErrUnexpectedEOF}
+		}
+	}
+	w.file = -1
+	return true, nil
 }
 
 // writeFD writes as much of p as the socket takes now; EAGAIN is not an
@@ -100,7 +195,7 @@ func (w *fdWriter) flushPending() (bool, error) {
 func writeFD(fd int, p []byte) (int, error) {
 	total := 0
 	for total < len(p) {
-		n, err := rawWrite(fd, p[total:])
+		n, err := netpoll.Write(fd, p[total:])
 		switch {
 		case err == syscall.EINTR:
 			continue
@@ -123,35 +218,3 @@ type opError struct {
 
 func (e *opError) Error() string { return e.op + ": " + e.err.Error() }
 func (e *opError) Unwrap() error { return e.err }
-
-// rawRead and rawWrite make the system call without telling the Go
-// scheduler: the sockets are non-blocking, so the call cannot block, and
-// skipping the scheduler's syscall bookkeeping keeps it from handing the
-// loop's P to another thread in the middle of a busy loop.
-func rawRead(fd int, p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	r, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-	if e != 0 {
-		return 0, e
-	}
-	return int(r), nil
-}
-
-func rawWrite(fd int, p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-	if e != 0 {
-		return 0, e
-	}
-	return int(r), nil
-}
-
-// rawClose closes a socket descriptor (no linger is set, so it cannot
-// block) without the scheduler's bookkeeping.
-func rawClose(fd int) {
-	syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0)
-}

@@ -190,8 +190,9 @@ func equalFold(b []byte, s string) bool {
 	return true
 }
 
-// equalFoldBytes reports whether a and b are equal ignoring ASCII case.
-func equalFoldBytes(a, b []byte) bool {
+// equalFoldBytes reports whether a and b are equal ignoring ASCII case
+// in both.
+func equalFoldBytes[S ~string | ~[]byte](a []byte, b S) bool {
 	if len(a) != len(b) {
 		return false
 	}

@@ -2,71 +2,19 @@ package h1
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/helios-lb/helios/internal/wire"
 )
 
 // testTimeout bounds every blocking step of a socket test, so a broken
 // engine fails the test instead of hanging it.
 const testTimeout = 10 * time.Second
-
-// testServer is a Server on a loopback listener.
-type testServer struct {
-	*Server
-	addr string
-	ln   net.Listener
-	wg   sync.WaitGroup
-}
-
-// startServer serves h on 127.0.0.1 until the test ends; setup runs
-// before the first connection.
-func startServer(t testing.TB, h Handler, o Options, setup ...func(*Server)) *testServer {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &testServer{Server: NewServer(h, o), addr: ln.Addr().String(), ln: ln}
-	for _, f := range setup {
-		f(s.Server)
-	}
-	loop := make(chan struct{})
-	go func() {
-		defer close(loop)
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s.wg.Add(1)
-			go func() {
-				defer s.wg.Done()
-				s.ServeConn(nc)
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-loop
-		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: got %v, want nil", err)
-		}
-		s.wg.Wait()
-	})
-	return s
-}
 
 // rawClient drives a connection with bytes the test controls.
 type rawClient struct {
@@ -173,32 +121,6 @@ func (c *rawClient) expectOpen(d time.Duration) {
 		c.t.Fatalf("got %v, want the connection open", err)
 	}
 	c.nc.SetReadDeadline(time.Now().Add(testTimeout))
-}
-
-// funcHandler answers by path with the functions of a map; unknown paths
-// get 200 "path=<path>".
-type funcHandler map[string]func(ex wire.Exchange)
-
-func (m funcHandler) ServeExchange(ex wire.Exchange) {
-	if f, ok := m[string(ex.Path())]; ok {
-		f(ex)
-		return
-	}
-	ex.Respond(200, []byte("X-Test: 1\r\n"), []byte("path="+string(ex.Path())))
-}
-
-// echoBody answers with the request body, read through the net/http
-// adapter.
-func echoBody(ex wire.Exchange) {
-	ex.ServeHTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, err := io.ReadAll(r.Body)
-		if err != nil {
-			w.WriteHeader(499)
-			return
-		}
-		w.Header().Set("Content-Length", itoa(len(b)))
-		w.Write(b)
-	}))
 }
 
 func itoa(n int) string {

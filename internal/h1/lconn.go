@@ -1,28 +1,36 @@
 package h1
 
 import (
+	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/netip"
 	"os"
-	"syscall"
 	"time"
 
+	"github.com/helios-lb/helios/internal/bodybuf"
+	"github.com/helios-lb/helios/internal/static"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
+	"golang.org/x/sys/unix"
 )
 
 // lstate is where a loop connection is in its exchange.
 type lstate uint8
 
 const (
-	lsIdle    lstate = iota // waiting for (the rest of) a request head
-	lsBody                  // head read; waiting for the rest of a small body
-	lsForward               // waiting on a backend: connect, send, response head
-	lsSend                  // streaming an answer
-	lsFlush                 // answer done; output still pending
+	lsIdle      lstate = iota // waiting for (the rest of) a request head
+	lsBody                    // head read; waiting for the rest of a small body
+	lsBuffer                  // reading the body before forwarding (request buffering)
+	lsForward                 // waiting on a backend: connect, send, response head
+	lsSend                    // streaming an answer
+	lsTunnel                  // an upgraded connection: bytes both ways
+	lsFile                    // sending a static file (lfile.go)
+	lsFlush                   // answer done; output still pending
+	lsHandshake               // a TLS handshake runs on its goroutine (ltls.go)
+	lsClosing                 // closed while its handshake runs: closes when it ends
 	lsClosed
 )
 
@@ -37,16 +45,13 @@ const (
 	dlUpHead        // a backend's response head
 	dlUpBody        // a backend's response body
 	dlWrite         // the client to take pending output
+	dlTunnel        // a tunnel's idle or linger wait
+	dlQueue         // a connection to a capped backend
 )
 
-// maxLoopBody is the largest request body the loop waits for and
-// forwards itself; larger ones go to the goroutine engine, which streams
-// them.
+// maxLoopBody is the largest request body the loop reads whole before the
+// request begins; larger ones stream (or are buffered by the route).
 const maxLoopBody = 64 << 10
-
-// highWater is how much answer may wait for a slow client before the loop
-// stops reading from the backend (backpressure).
-const highWater = 256 << 10
 
 // lconn is a client connection served by a loop. It implements
 // wire.Exchange.
@@ -79,6 +84,10 @@ type lconn struct {
 	// Options.ReadTimeout is set (unix nanoseconds; 0: no cap).
 	reqDeadline int64
 	prev, next  *lconn
+	// fresh is when the connection was accepted, until its first request
+	// begins (then 0): a drain gives a fresh connection freshGrace for
+	// that request (loop.closeIfIdle).
+	fresh int64
 
 	// The exchange in progress.
 	start       int64
@@ -90,17 +99,57 @@ type lconn struct {
 	bodySent    bool
 	readPending bool // input arrived while busy
 	serving     bool // inside serveInput (no re-entry)
-	handOverDue bool // hand over once pending output is out
 
 	nodelay bool // TCP_NODELAY is set
 
+	// The request body, when it does not fit the read buffer whole.
+	// streaming: it goes to the backend as it arrives (pumpReq);
+	// buffering: it is read first (bufferMore) under bufLim into bb,
+	// with a write to its temporary file under way while spilling
+	// (bufferEOF: the body ended meanwhile); bodyBuf says what bb
+	// holds once done; prefixCRLF: a buffered chunk's end is still to go.
+	streaming, buffering, spilling bool
+	bufferEOF, prefixCRLF          bool
+	bufLim                         wire.BufferLimits
+	bb                             bodybuf.Buffer
+	bodyBuf                        bodyBuffering
+	// bodyDeadline bounds the wait for request body bytes (unix
+	// nanoseconds; 0: none).
+	bodyDeadline int64
+	// flowDone: the exchange's flow has been finished.
+	flowDone bool
+	// gen numbers the exchanges on this connection, so that a spill
+	// write finishing late knows whether its exchange is still on.
+	gen uint32
+	// continueFn is c.sendContinue, made once.
+	continueFn func()
+	// TLS: the connection's tls.Conn once handshaken, and the socket it
+	// runs over.
+	tls  *tls.Conn
+	sock *tlsSock
+	// inc numbers the connections this lconn has served, so that a
+	// handshake that ends late knows whether its connection is still on.
+	inc uint32
+	// A tunnel's sides: the client (in) or the backend (out) has
+	// closed its sending side, and that close has been passed on.
+	inClosed, outClosed, inShut, outShut bool
+
 	// Forwarding.
-	tr       *Transport
-	be       *upstream.Backend
-	up       *lupconn
-	tries    int
-	replay   bool
-	chunkOut bool
+	tr *wire.Transport
+	// local is the in-process backend of an ActServeHTTP (nil when
+	// forwarding for the pipeline).
+	local *localServer
+	// queued is the pool whose connection cap this request waits at.
+	queued *lpool
+	// file is a static answer in progress; fileOff..fileEnd is what is
+	// left of its range (over TLS; without, fw keeps it).
+	file             static.Answer
+	fileOff, fileEnd int64
+	be               *upstream.Backend
+	up               *lupconn
+	tries            int
+	replay           bool
+	chunkOut         bool
 	// resolving: the attempt waits for this pool's host name lookup.
 	resolving *lpool
 }
@@ -114,6 +163,7 @@ func (l *loop) allocConn() *lconn {
 	}
 	c := &lconn{l: l, state: lsClosed}
 	c.flow = l.eng.stepper.NewFlow()
+	c.continueFn = c.sendContinue
 	return c
 }
 
@@ -122,19 +172,27 @@ func (l *loop) startConn(c *lconn, ll *LoopListener, fd int, remote netip.AddrPo
 	c.ll = ll
 	c.fd = fd
 	c.remote = remote
-	c.fr = fdReader{fd: fd}
-	c.fw = fdWriter{fd: fd, pending: c.fw.pending[:0]}
+	c.fr = fdReader{fd: fd, p: l.poller}
+	c.fw = fdWriter{fd: fd, p: l.poller, pending: c.fw.pending[:0], file: -1}
 	c.state = lsIdle
 	c.scanned = 0
 	c.headDeadline = false
 	c.nodelay = false
+	c.flowDone = true // no exchange yet
 	c.readPending = false
-	c.handOverDue = false
+	c.tls, c.sock = nil, nil
+	c.fresh = l.now
+	c.inc++
 	l.conns.add(c)
 	l.nconns.Add(1)
 }
 
 func (l *loop) freeConn(c *lconn) {
+	if c.spilling {
+		// The spill goroutine still writes c's buffer; c is left to the
+		// garbage collector once it is done (spilled).
+		return
+	}
 	c.ll = nil
 	c.up = nil
 	c.tr, c.be = nil, nil
@@ -157,6 +215,14 @@ func (c *lconn) setDeadline(kind uint8, d time.Duration) {
 
 // event handles readiness of the client socket.
 func (c *lconn) event(ev uint32) {
+	if ev == evTimeout {
+		c.expired()
+		return
+	}
+	if c.state == lsHandshake || c.state == lsClosing {
+		c.handshakeEvent()
+		return
+	}
 	if ev&(evErr|evHup) != 0 && ev&evIn == 0 {
 		c.gone(errors.New("connection reset"))
 		return
@@ -164,7 +230,7 @@ func (c *lconn) event(ev uint32) {
 	if ev&evRdHup != 0 {
 		c.fr.rdhup = true
 	}
-	if ev&evOut != 0 && len(c.fw.pending) > 0 {
+	if ev&evOut != 0 && c.fw.busy() {
 		c.writable()
 		if c.state == lsClosed {
 			return
@@ -180,7 +246,15 @@ func (c *lconn) readable() {
 	switch c.state {
 	case lsIdle, lsBody:
 		c.serveInput()
+	case lsBuffer:
+		c.bufferMore()
+	case lsTunnel:
+		c.tunnelIn()
 	case lsForward, lsSend:
+		if c.streaming {
+			c.pumpReq()
+			return
+		}
 		if c.fr.rdhup {
 			// The client shut its side while its request is with a
 			// backend, or its answer streams from one: it has gone
@@ -205,8 +279,8 @@ func (c *lconn) clientClosed() bool {
 		return false
 	}
 	var b [1]byte
-	n, _, err := syscall.Recvfrom(c.fd, b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-	return err == nil && n == 0 || err != nil && err != syscall.EAGAIN
+	n, _, err := unix.Recvfrom(c.fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	return err == nil && n == 0 || err != nil && err != unix.EAGAIN
 }
 
 // writable runs when the client can take more output.
@@ -223,11 +297,11 @@ func (c *lconn) writable() {
 	switch c.state {
 	case lsSend:
 		c.pump()
+	case lsFile:
+		c.pumpFile()
+	case lsTunnel:
+		c.tunnelOut()
 	case lsFlush:
-		if c.handOverDue {
-			c.handOver()
-			return
-		}
 		if c.closeAfter || c.broken {
 			c.close()
 			return
@@ -247,7 +321,7 @@ func (c *lconn) serveInput() {
 	defer func() { c.serving = false }()
 	for c.state == lsIdle || c.state == lsBody {
 		if c.rd.buf == nil {
-			c.rd.reset(&c.fr, c.l.headBufs.get())
+			c.rd.reset(c.src(), c.l.headBufs.get())
 		}
 		if c.state == lsIdle {
 			c.opts = c.ll.opts.Load()
@@ -279,7 +353,7 @@ func (c *lconn) readHead() bool {
 		if len(b) > 0 {
 			end, sc := findHeadEnd(b, c.scanned)
 			if end > 0 && end > c.opts.MaxHeaderBytes {
-				c.refuse(&statusError{431, "request header too large"})
+				c.refuse(&statusError{431, "request header too large"}, false)
 				return false
 			}
 			if end > 0 {
@@ -288,8 +362,8 @@ func (c *lconn) readHead() bool {
 				c.rd.pinHead(end)
 				c.headOff = c.rd.pin - end
 				head := c.rd.buf[c.headOff:c.rd.pin]
-				if err := parseRequest(head, &c.req); err != nil {
-					c.refuse(err)
+				if err := parseRequestLimits(head, &c.req, c.opts.limits()); err != nil {
+					c.refuse(err, false)
 					return false
 				}
 				c.reqDeadline = 0
@@ -301,7 +375,7 @@ func (c *lconn) readHead() bool {
 			}
 			c.scanned = sc
 			if len(b) > c.opts.MaxHeaderBytes {
-				c.refuse(&statusError{431, "request header too large"})
+				c.refuse(&statusError{431, "request header too large"}, false)
 				return false
 			}
 			if !c.headDeadline {
@@ -333,14 +407,14 @@ func (c *lconn) readHead() bool {
 			if len(c.rd.buffered()) == 0 {
 				// Idle keep-alive connection: it holds no buffer.
 				c.l.headBufs.put(c.rd.buf)
-				c.rd.reset(&c.fr, nil)
+				c.rd.reset(c.src(), nil)
 				c.rd.buf = nil
 				c.setDeadline(dlIdle, c.opts.IdleTimeout)
 			}
 			return false
 		case err == errBufferFull:
 			if len(c.rd.buf) >= c.opts.MaxHeaderBytes+readBufSize {
-				c.refuse(&statusError{431, "request header too large"})
+				c.refuse(&statusError{431, "request header too large"}, false)
 				return false
 			}
 			c.rd.grow(min(2*len(c.rd.buf), c.opts.MaxHeaderBytes+readBufSize))
@@ -353,15 +427,11 @@ func (c *lconn) readHead() bool {
 	}
 }
 
-// readBody makes sure a request's body is in the buffer, or hands the
-// connection over when the body is one the loop does not carry itself.
+// readBody makes sure a small request body is whole in the buffer; any
+// other body is read as the request goes on (streamingBody).
 func (c *lconn) readBody() bool {
 	r := &c.req
-	if r.upgrade || r.chunked || (r.expect100 && r.hasBody()) || r.contentLength > maxLoopBody {
-		c.handOver()
-		return false
-	}
-	if r.contentLength <= 0 {
+	if r.contentLength <= 0 || c.streamingBody() {
 		return true
 	}
 	need := c.rd.pin + int(r.contentLength)
@@ -388,18 +458,24 @@ func (c *lconn) readBody() bool {
 	return true
 }
 
-// refuse answers a request that could not be read, and closes.
-func (c *lconn) refuse(err error) {
+// refuse answers a request that could not be read, records it, and
+// closes. routed says the head was parsed (the body is what failed), so
+// the record can name the route.
+func (c *lconn) refuse(err error, routed bool) {
 	var se *statusError
 	if !errors.As(err, &se) {
 		se = &statusError{400, "bad request"}
 	}
+	if !routed {
+		c.req.method = nil
+	}
 	c.req.keepAlive = false
-	c.req.method = nil
 	c.closeAfter = true
 	c.start = c.l.now
 	c.respStarted = false
 	c.respondText(se.status, se.msg)
+	c.flow.Refused(c, se.status, err)
+	c.req.method = nil
 	c.endOutput()
 }
 
@@ -407,6 +483,7 @@ func (c *lconn) refuse(err error) {
 func (c *lconn) begin() {
 	c.state = lsForward
 	c.start = c.l.now
+	c.fresh = 0
 	c.respStarted = false
 	c.respStatus = 0
 	c.respBytes = 0
@@ -416,10 +493,22 @@ func (c *lconn) begin() {
 	c.replay = false
 	c.tries = 0
 	c.deadline, c.dkind = 0, dlNone
-	if c.req.contentLength > 0 {
+	c.gen++
+	c.flowDone = false
+	c.streaming, c.buffering, c.bufferEOF, c.prefixCRLF = false, false, false, false
+	c.inClosed, c.outClosed, c.inShut, c.outShut = false, false, false, false
+	c.bodyBuf = notBuffered
+	c.bodyDeadline = 0
+	switch {
+	case c.req.chunked:
+		c.reqBody.reset(&c.rd, bodyChunked, 0)
+	case c.req.contentLength > 0:
 		c.reqBody.reset(&c.rd, bodyFixed, c.req.contentLength)
-	} else {
+	default:
 		c.reqBody.reset(&c.rd, bodyNone, 0)
+	}
+	if c.req.expect100 && c.bodyPending() {
+		c.reqBody.onFirstRead = c.continueFn
 	}
 	c.act(c.flow.Begin(c))
 }
@@ -433,24 +522,22 @@ func (c *lconn) act(a wire.Action) {
 		c.flow.Sent(status, int64(len(body)), err)
 		c.finish()
 	case wire.ActServeHTTP:
-		// Files and other blocking work: the goroutine engine takes the
-		// connection and serves this request afresh.
-		c.handOver()
+		// Files and other handlers that block: forwarded to the handler
+		// as to an in-process backend (local.go).
+		c.serveLocal(c.flow.Handler())
 	case wire.ActForward:
-		tr, b := c.flow.Target()
-		t, ok := tr.(*Transport)
-		if !ok {
-			c.forwarded(0, fmt.Errorf("%w: the event loop forwards only through h1.Transport", wire.ErrBadRequest))
-			return
-		}
-		c.tr, c.be, c.tries = t, b, 0
+		c.tr, c.be = c.flow.Target()
+		c.tries = 0
+		c.local = nil
 		c.flushOut() // earlier pipelined answers go before we wait
 		c.attempt()
 	case wire.ActSend:
 		c.startSend()
+	case wire.ActBuffer:
+		c.startBuffering(c.flow.BufferLimits())
 	case wire.ActClose:
 		c.dropUp(false)
-		c.flow.Finish()
+		c.endFlow()
 		c.close()
 	}
 }
@@ -458,6 +545,9 @@ func (c *lconn) act(a wire.Action) {
 // forwarded reports an attempt's result to the pipeline and acts on it.
 func (c *lconn) forwarded(status int, err error) {
 	c.resolving = nil
+	if c.queued != nil {
+		c.queued.unqueue(c)
+	}
 	a := c.flow.Forwarded(status, err)
 	if a != wire.ActSend {
 		c.dropUp(true)
@@ -469,6 +559,10 @@ func (c *lconn) forwarded(status int, err error) {
 func (c *lconn) startSend() {
 	u := c.up
 	r := &u.resp
+	if r.status == 101 {
+		c.startTunnel()
+		return
+	}
 	c.state = lsSend
 	c.respStarted = true
 	c.respStatus = r.status
@@ -497,7 +591,7 @@ func (c *lconn) pump() {
 	u := c.up
 	w := &c.wr
 	for {
-		if len(c.fw.pending) > highWater {
+		if len(c.fw.pending) > c.opts.outputLimit() {
 			c.setDeadline(dlWrite, c.opts.WriteTimeout)
 			return // writable() resumes
 		}
@@ -535,7 +629,7 @@ func (c *lconn) pump() {
 				c.sendDone(nil) // the writer's error: the client is gone
 				return
 			}
-			c.setDeadline(dlUpBody, c.tr.opts.ReadTimeout)
+			c.setDeadline(dlUpBody, c.tr.Settings.ReadTimeout)
 			return
 		default:
 			c.sendDone(fmt.Errorf("%w: reading response body: %w", wire.ErrBackend, err))
@@ -552,7 +646,10 @@ func (c *lconn) sendDone(err error) {
 		err = fmt.Errorf("%w: %w", wire.ErrClientGone, c.wr.err)
 	}
 	if u != nil {
-		u.release(err == nil && u.resp.keepAlive && u.body.done)
+		// A backend connection whose request body did not all go out
+		// (it answered early) cannot carry another request.
+		u.release(err == nil && u.resp.keepAlive && u.body.done && !c.streaming && !u.fw.busy())
+		c.releaseUpWriterOf(u)
 	}
 	if err != nil {
 		c.broken = true
@@ -564,14 +661,20 @@ func (c *lconn) sendDone(err error) {
 // finish ends the exchange and goes on to the next request when the
 // connection allows it.
 func (c *lconn) finish() {
-	c.flow.Finish()
+	c.endFlow()
+	c.streaming, c.buffering = false, false
+	c.bodyDeadline = 0
+	if !c.spilling {
+		c.bb.Close()
+	}
 	if c.broken {
 		c.flushOut()
 		c.close()
 		return
 	}
 	if !c.reqBody.done {
-		// An unforwarded body (a fixed answer): it is in the buffer.
+		// An unforwarded body (a fixed answer): it is in the buffer, or
+		// it is still to come and the connection closes (closing).
 		if p, ok := c.reqBody.fullyBuffered(); ok && p != nil {
 			c.reqBody.consumeBuffered()
 		}
@@ -611,7 +714,7 @@ func (c *lconn) endOutput() {
 	// while busy, or possibly left in the socket because the last read
 	// filled the buffer (edge-triggered: no new edge comes for bytes
 	// that are already there).
-	if !c.serving && (c.readPending || len(c.rd.buffered()) > 0 || !c.fr.drained) {
+	if !c.serving && (c.readPending || len(c.rd.buffered()) > 0 || c.maybeMore()) {
 		c.readPending = false
 		c.serveInput()
 		return
@@ -638,7 +741,7 @@ func (c *lconn) endOutput() {
 func (c *lconn) ensureNoDelay() {
 	if !c.nodelay {
 		c.nodelay = true
-		syscall.SetsockoptInt(c.fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1)
+		unix.SetsockoptInt(c.fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	}
 }
 
@@ -650,14 +753,18 @@ func (c *lconn) flushOut() {
 	}
 	if err := c.wr.flush(); err != nil {
 		c.broken = true
-		if c.state != lsSend && c.state != lsForward {
+		// An answer under way is ended by its own code, which records
+		// it (the write error says the client went).
+		if c.state != lsSend && c.state != lsForward && c.state != lsFile {
 			c.close()
 		}
 	}
 }
 
 func (c *lconn) closing() bool {
-	return !c.req.keepAlive || c.closeAfter || c.l.eng.draining.Load() || c.ll.draining.Load()
+	// A request body not read to its end leaves the connection
+	// unframed: it cannot carry another request.
+	return !c.req.keepAlive || c.closeAfter || c.bodyPending() || c.l.eng.draining.Load() || c.ll.draining.Load()
 }
 
 func (c *lconn) writeConnectionHeader() {
@@ -672,14 +779,14 @@ func (c *lconn) writeConnectionHeader() {
 func (c *lconn) ensureWriter() {
 	if c.wr.buf == nil {
 		c.wbuf = c.l.writeBufs.get()
-		c.wr.reset(&c.fw, c.wbuf)
+		c.wr.reset(c.sink(), c.wbuf)
 	}
 }
 
 // maxIdlePending is the most room for pending output a connection keeps
 // between answers; a slow client's large download grows it to about
-// highWater, which thousands of idle keep-alive connections must not
-// each hold on to.
+// Options.OutputBufferBytes, which thousands of idle keep-alive
+// connections must not each hold on to.
 const maxIdlePending = 16 << 10
 
 // releaseWriter gives back the output buffers of a connection going idle.
@@ -694,50 +801,21 @@ func (c *lconn) releaseWriter() {
 	}
 }
 
-// handOver gives the connection to the goroutine engine, starting with
-// the current request, once earlier answers are out.
-func (c *lconn) handOver() {
-	c.flushOut()
-	if len(c.fw.pending) > 0 {
-		c.handOverDue = true
-		c.state = lsFlush
-		c.setDeadline(dlWrite, c.opts.WriteTimeout)
-		return
-	}
-	var pending []byte
-	if c.rd.buf != nil {
-		// From the start of the current request (its head is pinned).
-		start := c.rd.r
-		if c.state != lsIdle {
-			start = c.headOff
-		}
-		pending = c.rd.buf[start:c.rd.w]
-	}
-	c.releaseWriter()
-	rbuf := c.rd.buf
-	c.rd.buf = nil
-	c.state = lsClosed
-	c.l.handOver(c, pending)
-	if rbuf != nil {
-		c.l.headBufs.put(rbuf)
-	}
-}
-
 // gone ends the connection because the client left or broke it.
 func (c *lconn) gone(err error) {
 	cerr := fmt.Errorf("%w: %w", wire.ErrClientGone, err)
 	switch c.state {
 	case lsForward:
 		c.dropUp(false)
-		c.resolving = nil
-		a := c.flow.Forwarded(0, cerr)
-		c.act(a)
+		c.forwarded(0, cerr)
 		if c.state != lsClosed {
 			c.close()
 		}
 	case lsSend:
 		c.broken = true
 		c.sendDone(cerr)
+	case lsFile:
+		c.fileDone(cerr)
 	default:
 		c.close()
 	}
@@ -752,9 +830,52 @@ var errAborted = errors.New("connection closed by the server")
 // its attempt is reported (the breaker's admission returned, the
 // backend's in-flight count ended) and the request recorded.
 func (c *lconn) abort() {
-	if c.state == lsForward || c.state == lsSend {
+	if c.state == lsForward || c.state == lsSend || c.state == lsFile {
 		c.gone(errAborted)
 	}
+	c.close()
+}
+
+// endFlow ends the exchange's flow (once: a panic in the flow itself does
+// not get it called again).
+func (c *lconn) endFlow() {
+	c.flowDone = true
+	c.flow.Finish()
+}
+
+// expired acts on the deadlines that have passed.
+func (c *lconn) expired() {
+	now := c.l.now
+	if c.deadline != 0 && now >= c.deadline {
+		c.timeout()
+	}
+	if c.bodyDeadline != 0 && now >= c.bodyDeadline && c.state != lsClosed {
+		c.bodyTimeout()
+	}
+}
+
+// crash closes a connection whose exchange panicked. The pipeline hears
+// of it once (Finish returns the attempt's admission and records the
+// request) unless it panics again; then the connection is closed.
+func (c *lconn) crash() {
+	func() {
+		defer func() { recover() }()
+		if !c.flowDone {
+			c.endFlow()
+		}
+	}()
+	defer func() {
+		if recover() != nil && c.fd >= 0 {
+			// Its state is beyond use: close the sockets and let the
+			// garbage collector have the rest.
+			c.l.closeFD(c.fd)
+			c.l.conns.remove(c)
+			c.l.nconns.Add(-1)
+			c.ll.release()
+			c.fd = -1
+			c.state = lsClosed
+		}
+	}()
 	c.close()
 }
 
@@ -768,7 +889,7 @@ func (c *lconn) timeout() {
 			c.close()
 			return
 		}
-		c.refuse(&statusError{408, "request timeout"})
+		c.refuse(&statusError{408, "request timeout"}, c.state == lsBody)
 	case dlConnect:
 		c.upFailed(fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, c.be.Addr, os.ErrDeadlineExceeded), false)
 	case dlUpHead:
@@ -778,6 +899,12 @@ func (c *lconn) timeout() {
 		c.sendDone(fmt.Errorf("%w: %s: reading response body: %w", wire.ErrTimeout, c.be.Addr, os.ErrDeadlineExceeded))
 	case dlWrite:
 		c.gone(errors.New("write timeout"))
+	case dlTunnel:
+		c.endTunnel()
+	case dlQueue:
+		p := c.queued
+		p.unqueue(c)
+		c.forwarded(0, fmt.Errorf("%w: %s: no connection free within %v", wire.ErrBackendBusy, p.addr, c.tr.Settings.QueueTimeout))
 	default:
 		c.deadline = 0
 	}
@@ -785,14 +912,32 @@ func (c *lconn) timeout() {
 
 // close releases the connection.
 func (c *lconn) close() {
-	if c.state == lsClosed {
+	if c.state == lsClosed || c.state == lsClosing {
+		return
+	}
+	if c.state == lsHandshake && c.sock.blocking {
+		// Its handshake goroutine still uses the socket: stop it, and
+		// close when it is done (handshaken).
+		c.state = lsClosing
+		c.sock.cancel()
 		return
 	}
 	c.state = lsClosed
 	c.dropUp(false)
 	c.resolving = nil
-	c.l.forget(c.fd, false)
-	rawClose(c.fd)
+	if c.queued != nil {
+		c.queued.unqueue(c)
+	}
+	c.streaming, c.buffering = false, false
+	c.bodyDeadline = 0
+	if !c.spilling {
+		c.bb.Close()
+	}
+	if c.file.File != nil {
+		c.file.File.Release()
+		c.file.File = nil
+	}
+	c.l.closeFD(c.fd)
 	c.fd = -1
 	c.l.conns.remove(c)
 	c.l.nconns.Add(-1)
@@ -808,6 +953,7 @@ func (c *lconn) close() {
 	c.wr.reset(nil, nil)
 	c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
 	c.nodelay = false
+	c.tls, c.sock = nil, nil
 	c.l.freeConn(c)
 }
 
@@ -819,6 +965,70 @@ func (c *lconn) Path() []byte           { return c.req.path }
 func (c *lconn) ClientAddr() netip.Addr { return c.remote.Addr() }
 func (c *lconn) HasBody() bool          { return c.req.hasBody() }
 func (c *lconn) BodyStarted() bool      { return c.bodySent }
+func (c *lconn) Upgrade() []byte        { return c.req.upgradeProtocols() }
+func (c *lconn) RefuseUpgrade()         { c.req.upgrade = false }
+func (c *lconn) BodyLength() int64      { return bodyLength(&c.req) }
+func (c *lconn) BodyRead() int64        { return c.reqBody.read }
+
+// Header returns the first value of the request field named name (any
+// case); nil when absent (wire.Exchange, static.Request).
+func (c *lconn) Header(name string) []byte {
+	for i := range c.req.hdr.fields {
+		if f := &c.req.hdr.fields[i]; equalFoldBytes(f.name, name) {
+			return f.value
+		}
+	}
+	return nil
+}
+
+// Query returns the query of the request target, without the "?".
+func (c *lconn) Query() []byte {
+	if i := bytes.IndexByte(c.req.uri, '?'); i >= 0 {
+		return c.req.uri[i+1:]
+	}
+	return nil
+}
+
+// Proto returns "HTTP/1.0" or "HTTP/1.1", as the client sent.
+func (c *lconn) Proto() []byte {
+	if c.req.minor == 0 {
+		return proto10
+	}
+	return proto11
+}
+
+var (
+	proto10 = []byte("HTTP/1.0")
+	proto11 = []byte("HTTP/1.1")
+)
+
+// ForwardRequestID lends the request's id buffer to the pipeline; the
+// request goes to backends with that id as X-Request-Id, and the
+// client's X-Request-Id fields are dropped.
+func (c *lconn) ForwardRequestID(n int) []byte {
+	n = min(n, len(c.req.id))
+	c.req.idLen = n
+	for i := range c.req.hdr.fields {
+		if f := &c.req.hdr.fields[i]; equalFold(f.name, "x-request-id") {
+			f.drop = true
+		}
+	}
+	return c.req.id[:n]
+}
+
+// LimitBody bounds what is read of the request body: past max it fails
+// (a chunked body is counted as it arrives; a declared length the
+// pipeline checks itself).
+func (c *lconn) LimitBody(max int64) { c.reqBody.limit = max }
+
+// checkBuffered checks a body the loop already holds whole in its read
+// buffer against lim.
+func (c *lconn) checkBuffered(lim wire.BufferLimits) error {
+	if n := c.req.contentLength; !lim.Stream && !lim.Discard && n > int64(lim.Memory)+lim.File {
+		return fmt.Errorf("%w: %d bytes buffer at most %d", wire.ErrBodyTooLarge, n, int64(lim.Memory)+lim.File)
+	}
+	return nil
+}
 
 // Respond sends a complete answer with a fixed body.
 func (c *lconn) Respond(status int, header []byte, body []byte) error {
@@ -842,13 +1052,6 @@ func (c *lconn) Respond(status int, header []byte, body []byte) error {
 
 func (c *lconn) respondText(status int, msg string) {
 	c.Respond(status, textPlain, []byte(msg+"\n"))
-}
-
-// ServeHTTP is not used by the loop: the pipeline's ActServeHTTP hands
-// the connection to the goroutine engine instead.
-func (c *lconn) ServeHTTP(http.Handler) (int, int64) {
-	c.respondText(502, "bad gateway")
-	return 502, 0
 }
 
 // lconnList is an intrusive list of a loop's client connections.

@@ -3,17 +3,18 @@ package h1
 import (
 	"context"
 	"errors"
-	"net"
+	"fmt"
+	"net/http"
 	"net/netip"
-	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
+	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/wire"
 )
 
@@ -28,14 +29,14 @@ import (
 // path, and no goroutine parks or wakes per request. The request pipeline
 // is driven step by step through wire.Flow.
 //
-// The loop handles the common exchange completely: a request whose body
-// (if any) is already buffered, answered from the proxy (respond) or by a
-// backend, whatever the size or framing of the answer (bodies stream with
-// backpressure). A connection that needs blocking work — a static file,
-// an upgrade, a streamed request body, Expect: 100-continue — is handed
-// over, with the bytes already read, to the goroutine engine (Server),
-// which serves it from then on. Both engines share the parser, the head
-// rendering and the pipeline, so behaviour is the same.
+// The loop serves every exchange itself, each behaviour in one place:
+// fixed answers, forwarding with retries, bodies of any size and framing
+// both ways with backpressure (lbody.go), Expect: 100-continue, request
+// buffering, upgrades as tunnels (ltunnel.go), and handlers that must
+// block (ActServeHTTP: a net/http handler served on a goroutine of its
+// own behind a socketpair, as an in-process backend; local.go). The
+// poller is internal/netpoll's: epoll on Linux, Go's netpoller elsewhere
+// (and in tests, to run every test on both).
 
 // Engine is the event-loop engine. It is safe for concurrent use.
 type Engine struct {
@@ -46,7 +47,11 @@ type Engine struct {
 	draining atomic.Bool
 	stopped  atomic.Bool
 	errorLog func(msg string, err error)
-	wg       sync.WaitGroup
+	// acceptErr, when set, is told of failed accepts instead of errorLog.
+	acceptErr func(err error)
+	// panics counts requests a panic on a loop ended (Panics).
+	panics atomic.Uint64
+	wg     sync.WaitGroup
 	// dialControl, when set, is given each backend socket before it
 	// connects (tests shrink buffers with it).
 	dialControl func(fd int)
@@ -58,16 +63,42 @@ type Engine struct {
 	resolveRetry time.Duration
 	ctx          context.Context
 	cancel       context.CancelFunc
+	kind         netpoll.Kind
+	// spills carries request-buffering writes to the spill goroutine;
+	// spillBufs holds their buffers (*[]byte, spillSize).
+	spills    chan spillJob
+	spillBufs sync.Pool
+	// locals are the in-process backends serving handlers (local.go).
+	localMu sync.Mutex
+	locals  map[*wire.Local]*localServer
 }
 
-// NewEngine starts n event loops (n <= 0: GOMAXPROCS) serving requests
-// with s.
-func NewEngine(s wire.Stepper, n int) (*Engine, error) {
+// spillSize is the most a loop hands the spill goroutine in one write.
+const spillSize = 32 << 10
+
+// EngineOptions configure an Engine. The zero value is one loop per
+// processor on this system's native poller.
+type EngineOptions struct {
+	// Loops is the number of event loops; 0 or less: GOMAXPROCS.
+	Loops int
+	// Poller is the readiness poller the loops use; "" is
+	// netpoll.Native().
+	Poller netpoll.Kind
+}
+
+// NewEngine starts event loops serving requests with s.
+func NewEngine(s wire.Stepper, o EngineOptions) (*Engine, error) {
+	n := o.Loops
 	if n <= 0 {
 		n = runtime.GOMAXPROCS(0)
 	}
-	e := &Engine{stepper: s, status: newStatusLines(), lookup: lookupHost, resolveEvery: resolveEvery, resolveRetry: resolveRetry}
+	if o.Poller == "" {
+		o.Poller = netpoll.Native()
+	}
+	e := &Engine{stepper: s, status: newStatusLines(), lookup: lookupHost, resolveEvery: resolveEvery, resolveRetry: resolveRetry, kind: o.Poller}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.spills = make(chan spillJob, 1024)
+	e.spillBufs.New = func() any { b := make([]byte, spillSize); return &b }
 	for i := 0; i < n; i++ {
 		l, err := newLoop(e, i)
 		if err != nil {
@@ -80,12 +111,23 @@ func NewEngine(s wire.Stepper, n int) (*Engine, error) {
 		e.wg.Add(1)
 		go l.run()
 	}
+	e.wg.Add(1)
+	go e.spillLoop()
 	return e, nil
 }
 
 // SetErrorLog sets the function told of connection-level errors. Call it
 // before attaching listeners.
 func (e *Engine) SetErrorLog(f func(msg string, err error)) { e.errorLog = f }
+
+// Panics returns how many connections a panic on an event loop has cost
+// (each is closed, its stack logged, and the loop goes on).
+func (e *Engine) Panics() uint64 { return e.panics.Load() }
+
+// SetAcceptErrorHook sets the function told of each failed accept instead
+// of the error log, so that the caller can count them and rate-limit the
+// warning. Call it before attaching listeners.
+func (e *Engine) SetAcceptErrorHook(f func(err error)) { e.acceptErr = f }
 
 // Loops returns the number of event loops.
 func (e *Engine) Loops() int { return len(e.loops) }
@@ -96,7 +138,6 @@ type LoopListener struct {
 	name     string
 	fds      []int
 	opts     atomic.Pointer[Options]
-	fallback *Server
 	admit    func() bool
 	release  func()
 	stopped  atomic.Bool
@@ -107,11 +148,9 @@ type LoopListener struct {
 // listening; the caller keeps owning and closes them after Stop) on the
 // engine's loops, socket i on loop i modulo the loop count. admit is asked
 // before each accepted connection is served (false: it is closed at once,
-// the max_connections cap) and release is called when one ends. fallback
-// serves connections handed over for blocking work; it should carry the
-// same options.
-func (e *Engine) Attach(name string, fds []int, o Options, fallback *Server, admit func() bool, release func()) (*LoopListener, error) {
-	ll := &LoopListener{eng: e, name: name, fds: fds, fallback: fallback, admit: admit, release: release}
+// the max_connections cap) and release is called when one ends.
+func (e *Engine) Attach(name string, fds []int, o Options, admit func() bool, release func()) (*LoopListener, error) {
+	ll := &LoopListener{eng: e, name: name, fds: fds, admit: admit, release: release}
 	ll.SetOptions(o)
 	for i, fd := range fds {
 		l := e.loops[i%len(e.loops)]
@@ -131,9 +170,6 @@ func (ll *LoopListener) SetOptions(o Options) {
 		o.MaxHeaderBytes = defaultMaxHeaderBytes
 	}
 	ll.opts.Store(&o)
-	if ll.fallback != nil {
-		ll.fallback.SetOptions(o)
-	}
 }
 
 // Stop stops accepting on the listener's sockets (connections already
@@ -149,8 +185,7 @@ func (ll *LoopListener) Stop() {
 
 // Shutdown drains the listener's connections (after Stop): those waiting
 // for a request close now, busy ones after their answer; it returns when
-// none is left, or with ctx's error after closing the rest. Connections
-// handed to the fallback Server are drained by its Shutdown.
+// none is left, or with ctx's error after closing the rest.
 func (ll *LoopListener) Shutdown(ctx context.Context) error {
 	ll.draining.Store(true)
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -177,10 +212,9 @@ func (ll *LoopListener) Shutdown(ctx context.Context) error {
 }
 
 // Shutdown drains the engine: connections waiting for a request are
-// closed, busy ones close after their current answer, and connections
-// handed to goroutines are drained by their Server (the caller shuts
-// those down too). It returns when the loops hold no connection, or with
-// ctx's error after closing what was left. Stop the listeners first.
+// closed and busy ones close after their current answer. It returns when
+// the loops hold no connection, or with ctx's error after closing what
+// was left. Stop the listeners first.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	e.draining.Store(true)
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -213,6 +247,7 @@ func (e *Engine) Close() {
 		return
 	}
 	e.cancel() // host name lookups
+	defer e.closeLocals()
 	for _, l := range e.loops {
 		if l != nil {
 			l.post(nil) // nil: close everything and stop
@@ -221,8 +256,7 @@ func (e *Engine) Close() {
 	e.wg.Wait()
 	for _, l := range e.loops {
 		if l != nil {
-			l.epFile.Close()
-			syscall.Close(l.wake)
+			l.poller.Shutdown()
 		}
 	}
 }
@@ -236,14 +270,31 @@ func (e *Engine) OpenConns() int {
 	return n
 }
 
+// Stuck reports whether some loop has been handling one batch of events
+// for longer than d: a handler or a blocking call holds it, and every
+// connection it serves waits. A loop waiting for events is never stuck,
+// however long it waits. It reads a timestamp per loop and posts nothing,
+// so a watchdog may ask as often as it likes.
+func (e *Engine) Stuck(d time.Duration) bool {
+	now := time.Now().UnixNano()
+	for _, l := range e.loops {
+		if w := l.working.Load(); w != 0 && now-w > int64(d) {
+			return true
+		}
+	}
+	return false
+}
+
 // IdleBackendConns returns the idle keep-alive connections to addr kept
 // by all loops.
 func (e *Engine) IdleBackendConns(addr string) int {
 	n := 0
 	for _, l := range e.loops {
 		l.do(func() {
-			if p := l.pools[addr]; p != nil {
-				n += len(p.idle)
+			for k, p := range l.pools {
+				if k.addr == addr {
+					n += len(p.idle)
+				}
 			}
 		})
 	}
@@ -253,15 +304,64 @@ func (e *Engine) IdleBackendConns(addr string) int {
 // errEngineClosed is returned by Attach after Close.
 var errEngineClosed = errors.New("h1: event loops closed")
 
-// Epoll event bits (syscall has them as signed constants for some).
+// Readiness bits, as netpoll reports them, and evTimeout, which the
+// sweeps deliver to a connection whose deadline has passed.
 const (
-	evIn    = uint32(syscall.EPOLLIN)
-	evOut   = uint32(syscall.EPOLLOUT)
-	evErr   = uint32(syscall.EPOLLERR)
-	evHup   = uint32(syscall.EPOLLHUP)
-	evRdHup = uint32(syscall.EPOLLRDHUP)
-	evET    = uint32(1) << 31
+	evIn      = netpoll.In
+	evOut     = netpoll.Out
+	evErr     = netpoll.Err
+	evHup     = netpoll.Hup
+	evRdHup   = netpoll.RdHup
+	evTimeout = uint32(1) << 30
 )
+
+// deliver hands an event to its connection. A panic while the connection
+// handles it costs that connection only: it is closed, the stack is
+// logged once and counted (Engine.Panics), and the loop goes on with its
+// other connections. One bad request must not take every connection of
+// the loop down with it (net/http does the same per connection).
+func (l *loop) deliver(t target, ev uint32) {
+	defer func() {
+		if r := recover(); r != nil {
+			l.recovered(t, r)
+		}
+	}()
+	t.event(ev)
+}
+
+// run1 runs posted work; a panic in it is logged and counted, and the
+// loop goes on.
+func (l *loop) run1(f func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			l.eng.panics.Add(1)
+			l.logf("panic on an event loop", fmt.Errorf("%v\n%s", r, debug.Stack()))
+		}
+	}()
+	f()
+}
+
+// recovered closes the connection a panic came from. The exchange's
+// state is unknown, so nothing more of it runs: its sockets are closed
+// as they are.
+func (l *loop) recovered(t target, r any) {
+	l.eng.panics.Add(1)
+	if r != http.ErrAbortHandler {
+		l.logf("panic on an event loop; the connection is closed", fmt.Errorf("%v\n%s", r, debug.Stack()))
+	}
+	c, _ := t.(*lconn)
+	if u, ok := t.(*lupconn); ok {
+		c = u.client
+		if c == nil {
+			u.closeFD()
+			return
+		}
+	}
+	if c == nil || c.state == lsClosed {
+		return
+	}
+	c.crash()
+}
 
 // sweepEvery is how often a loop checks deadlines: timeouts are exact to
 // within this.
@@ -273,19 +373,14 @@ type target interface {
 }
 
 type loop struct {
-	eng  *Engine
-	id   int
-	ep   int
-	wake int // eventfd: other goroutines post work and wake the loop
-
-	// The epoll descriptor as Go's netpoller sees it, to park on.
-	epFile  *os.File
-	epRaw   syscall.RawConn
-	waitFn  func(uintptr) bool
-	waitN   int
-	waitErr error
+	eng    *Engine
+	id     int
+	poller netpoll.Poller
 	// lastBusy is when the loop last found events after waiting.
 	lastBusy int64
+	// working is when the loop began handling its current batch of
+	// events, or 0 while it waits for one (Engine.Stuck reads it).
+	working atomic.Int64
 
 	mu    sync.Mutex
 	queue []func()
@@ -302,13 +397,17 @@ type loop struct {
 	listeners map[int]*LoopListener
 	conns     lconnList // client connections, for deadline sweeps
 	nconns    atomic.Int64
-	pools     map[string]*lpool
+	pools     map[poolKey]*lpool
 	now       int64 // unix nanoseconds at the last wake-up
 	lastSweep int64
-	events    []syscall.EpollEvent
+	events    []netpoll.Event
 	// acceptLater lists listening sockets with connections left queued
 	// for want of descriptors.
 	acceptLater []int
+	// spillLater holds spill writes the spill goroutine had no room for.
+	spillLater []spillJob
+	// scratchBuf is a piece of request body on its way to a buffer.
+	scratchBuf []byte
 
 	// Free lists: backend read buffers, client read buffers and write
 	// buffers. A client connection starts with a smaller buffer than a
@@ -322,48 +421,13 @@ type loop struct {
 }
 
 func newLoop(e *Engine, id int) (*loop, error) {
-	ep, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	p, err := netpoll.New(e.kind)
 	if err != nil {
-		return nil, os.NewSyscallError("epoll_create1", err)
-	}
-	wfd, _, errno := syscall.Syscall(syscall.SYS_EVENTFD2, 0, syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
-	if errno != 0 {
-		syscall.Close(ep)
-		return nil, os.NewSyscallError("eventfd2", errno)
-	}
-	l := &loop{eng: e, id: id, ep: ep, wake: int(wfd), listeners: map[int]*LoopListener{},
-		pools: map[string]*lpool{}, events: make([]syscall.EpollEvent, 256),
-		readBufs: bufList{size: readBufSize}, headBufs: bufList{size: headBufSize}, writeBufs: bufList{size: writeBufSize}}
-	// The loop's epoll instance is itself registered with Go's netpoller
-	// (an epoll descriptor is readable when events are ready), so an idle
-	// loop parks its goroutine like any other, and its processor runs
-	// other goroutines at once. A blocking epoll_wait would hold the
-	// processor until sysmon took it back (20 µs to 10 ms), stalling the
-	// goroutines that serve handed-over connections, health checks and
-	// the admin API.
-	if err := syscall.SetNonblock(ep, true); err != nil {
-		syscall.Close(ep)
-		syscall.Close(int(wfd))
-		return nil, os.NewSyscallError("fcntl", err)
-	}
-	l.epFile = os.NewFile(uintptr(ep), "epoll")
-	rc, err := l.epFile.SyscallConn()
-	if err != nil {
-		l.epFile.Close()
-		syscall.Close(int(wfd))
 		return nil, err
 	}
-	l.epRaw = rc
-	l.waitFn = func(uintptr) bool {
-		l.waitN, l.waitErr = epollWaitRaw(l.ep, l.events)
-		return l.waitN != 0 || l.waitErr != nil
-	}
-	if err := syscall.EpollCtl(ep, syscall.EPOLL_CTL_ADD, l.wake, &syscall.EpollEvent{Events: evIn, Fd: int32(l.wake)}); err != nil {
-		syscall.Close(ep)
-		syscall.Close(l.wake)
-		return nil, os.NewSyscallError("epoll_ctl", err)
-	}
-	return l, nil
+	return &loop{eng: e, id: id, poller: p, listeners: map[int]*LoopListener{},
+		pools: map[poolKey]*lpool{}, events: make([]netpoll.Event, 256),
+		readBufs: bufList{size: readBufSize}, headBufs: bufList{size: headBufSize}, writeBufs: bufList{size: writeBufSize}}, nil
 }
 
 // post queues f to run on the loop and wakes it. A nil f stops the loop
@@ -378,8 +442,7 @@ func (l *loop) post(f func()) bool {
 	l.stopping = f == nil
 	l.queue = append(l.queue, f)
 	l.mu.Unlock()
-	var one = [8]byte{1}
-	syscall.Write(l.wake, one[:])
+	l.poller.Wake()
 	return true
 }
 
@@ -402,11 +465,13 @@ func (l *loop) run() {
 	for {
 		// Busy: events are usually waiting, so look without a blocking
 		// call first; only an empty look waits, parked in Go's netpoller.
-		n, err := epollWaitRaw(l.ep, l.events)
+		n, err := l.poller.Poll(l.events)
 		if n == 0 && err == nil {
+			l.working.Store(0)
 			n, err = l.wait()
 		}
 		l.now = time.Now().UnixNano()
+		l.working.Store(l.now)
 		if err != nil {
 			n = 0 // EpollWait reports -1 with its error
 			if err != syscall.EINTR {
@@ -428,11 +493,11 @@ func (l *loop) run() {
 
 // dispatch handles a batch of events; it reports false when the loop
 // must stop.
-func (l *loop) dispatch(events []syscall.EpollEvent) bool {
+func (l *loop) dispatch(events []netpoll.Event) bool {
 	for i := range events {
 		ev := &events[i]
-		fd := int(ev.Fd)
-		if fd == l.wake {
+		fd := int(ev.FD)
+		if fd == netpoll.WakeFD {
 			if !l.runQueue() {
 				return false
 			}
@@ -442,8 +507,8 @@ func (l *loop) dispatch(events []syscall.EpollEvent) bool {
 			l.accept(ll, fd)
 			continue
 		}
-		if fd < len(l.targets) && l.targets[fd] != nil && l.tags[fd] == ev.Pad {
-			l.targets[fd].event(ev.Events)
+		if fd < len(l.targets) && l.targets[fd] != nil && l.tags[fd] == ev.Tag {
+			l.deliver(l.targets[fd], ev.Events)
 		}
 	}
 	return true
@@ -451,8 +516,6 @@ func (l *loop) dispatch(events []syscall.EpollEvent) bool {
 
 // runQueue runs posted work; it reports false when the loop must stop.
 func (l *loop) runQueue() bool {
-	var buf [8]byte
-	syscall.Read(l.wake, buf[:])
 	l.mu.Lock()
 	q := l.queue
 	l.queue = nil
@@ -461,7 +524,7 @@ func (l *loop) runQueue() bool {
 		if f == nil {
 			return false
 		}
-		f()
+		l.run1(f)
 	}
 	return true
 }
@@ -482,28 +545,25 @@ func (l *loop) register(fd int, t target) error {
 	l.targets[fd] = t
 	l.lastTag++
 	l.tags[fd] = l.lastTag
-	// The tag rides in the event's data next to the fd.
-	err := syscall.EpollCtl(l.ep, syscall.EPOLL_CTL_ADD, fd, &syscall.EpollEvent{Events: evIn | evOut | evRdHup | evET, Fd: int32(fd), Pad: l.lastTag})
-	if err != nil {
+	// The tag rides in the event next to the fd.
+	if err := l.poller.Add(fd, l.lastTag); err != nil {
 		l.targets[fd] = nil
-		return os.NewSyscallError("epoll_ctl", err)
+		return err
 	}
 	return nil
 }
 
-// forget removes fd from the loop (before it is closed or handed over).
-func (l *loop) forget(fd int, deregister bool) {
+// closeFD forgets a registered socket and closes it.
+func (l *loop) closeFD(fd int) {
 	if fd < len(l.targets) {
 		l.targets[fd] = nil
 	}
-	if deregister {
-		syscall.EpollCtl(l.ep, syscall.EPOLL_CTL_DEL, fd, nil)
-	}
+	l.poller.Close(fd)
 }
 
 func (l *loop) addListener(ll *LoopListener, fd int) error {
-	if err := syscall.EpollCtl(l.ep, syscall.EPOLL_CTL_ADD, fd, &syscall.EpollEvent{Events: evIn | evET, Fd: int32(fd)}); err != nil {
-		return os.NewSyscallError("epoll_ctl", err)
+	if err := l.poller.AddListener(fd); err != nil {
+		return err
 	}
 	l.listeners[fd] = ll
 	// Connections may be queued already: the edge came before we looked.
@@ -514,7 +574,7 @@ func (l *loop) addListener(ll *LoopListener, fd int) error {
 func (l *loop) removeListener(ll *LoopListener) {
 	for fd, x := range l.listeners {
 		if x == ll {
-			syscall.EpollCtl(l.ep, syscall.EPOLL_CTL_DEL, fd, nil)
+			l.poller.Remove(fd)
 			delete(l.listeners, fd)
 		}
 	}
@@ -523,65 +583,80 @@ func (l *loop) removeListener(ll *LoopListener) {
 // accept takes every queued connection (edge-triggered: until EAGAIN).
 func (l *loop) accept(ll *LoopListener, lfd int) {
 	for {
-		var rsa syscall.RawSockaddrAny
-		n := uint32(syscall.SizeofSockaddrAny)
-		r, _, errno := syscall.RawSyscall6(syscall.SYS_ACCEPT4, uintptr(lfd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&n)),
-			syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0, 0)
-		fd := int(r)
-		switch errno {
-		case 0:
+		if ll.stopped.Load() {
+			// Stop is under way: what is queued stays queued, for the
+			// process the socket was handed to, if any.
+			return
+		}
+		fd, remote, err := netpoll.Accept(lfd)
+		switch err {
+		case nil:
 		case syscall.EINTR, syscall.ECONNABORTED:
 			continue
 		case syscall.EAGAIN:
+			l.poller.Drained(lfd)
 			return
 		case syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM:
 			// Out of descriptors: leave the rest queued. No new edge
 			// comes for connections already queued, so the sweeps try
 			// again until the queue is empty.
-			l.logf("accept failed", errno)
+			l.acceptFailed(err.(syscall.Errno))
 			if !slices.Contains(l.acceptLater, lfd) {
 				l.acceptLater = append(l.acceptLater, lfd)
 			}
 			return
 		default:
-			l.logf("accept failed", errno)
+			if errno, ok := err.(syscall.Errno); ok {
+				l.acceptFailed(errno)
+			}
 			return
 		}
-		if ll.stopped.Load() || l.eng.draining.Load() || l.eng.stopped.Load() || !ll.admit() {
-			syscall.Close(fd)
+		// A connection accepted while the listener stops or the engine
+		// drains is served (its first answer says Connection: close):
+		// closing it unread would lose a request the client has sent.
+		if l.eng.stopped.Load() || !ll.admit() {
+			netpoll.CloseFD(fd)
 			continue
 		}
 		c := l.allocConn()
 		if err := l.register(fd, c); err != nil {
 			l.logf("registering a connection", err)
 			l.freeConns = append(l.freeConns, c)
-			syscall.Close(fd)
+			netpoll.CloseFD(fd)
 			ll.release()
 			continue
 		}
-		l.startConn(c, ll, fd, sockaddrAddrPort(&rsa))
-		c.setDeadline(dlIdle, ll.opts.Load().IdleTimeout)
+		l.startConn(c, ll, fd, remote)
+		c.opts = ll.opts.Load()
+		if c.opts.TLS != nil {
+			c.startHandshake(c.opts.TLS)
+			continue
+		}
+		c.setDeadline(dlIdle, c.opts.IdleTimeout)
 	}
 }
 
-// sockaddrAddrPort decodes an accept4 address.
-func sockaddrAddrPort(rsa *syscall.RawSockaddrAny) netip.AddrPort {
-	switch rsa.Addr.Family {
-	case syscall.AF_INET:
-		p := (*syscall.RawSockaddrInet4)(unsafe.Pointer(rsa))
-		port := uint16(p.Port>>8) | uint16(p.Port<<8)
-		return netip.AddrPortFrom(netip.AddrFrom4(p.Addr), port)
-	case syscall.AF_INET6:
-		p := (*syscall.RawSockaddrInet6)(unsafe.Pointer(rsa))
-		port := uint16(p.Port>>8) | uint16(p.Port<<8)
-		return netip.AddrPortFrom(netip.AddrFrom16(p.Addr).Unmap(), port)
+// acceptFailed reports a failed accept to the engine's hook, or logs it.
+func (l *loop) acceptFailed(err error) {
+	if l.eng.acceptErr != nil {
+		l.eng.acceptErr(err)
+		return
 	}
-	return netip.AddrPort{}
+	l.logf("accept failed", err)
+}
+
+// scratch returns the loop's scratch buffer (spillSize bytes).
+func (l *loop) scratch() []byte {
+	if l.scratchBuf == nil {
+		l.scratchBuf = make([]byte, spillSize)
+	}
+	return l.scratchBuf
 }
 
 // sweep enforces deadlines and closes stale idle backend connections.
 func (l *loop) sweep() {
 	now := l.now
+	l.retrySpills()
 	if len(l.acceptLater) > 0 {
 		fds := l.acceptLater
 		l.acceptLater = nil
@@ -593,8 +668,8 @@ func (l *loop) sweep() {
 	}
 	for c := l.conns.head; c != nil; {
 		next := c.next
-		if c.deadline != 0 && now >= c.deadline {
-			c.timeout()
+		if c.deadline != 0 && now >= c.deadline || c.bodyDeadline != 0 && now >= c.bodyDeadline {
+			l.deliver(c, evTimeout)
 		}
 		c = next
 	}
@@ -608,13 +683,34 @@ func (l *loop) sweep() {
 func (l *loop) drain() int {
 	for c := l.conns.head; c != nil; {
 		next := c.next
-		if c.state == lsIdle && len(c.rd.buffered()) == 0 {
-			c.close()
-		}
+		l.closeIfIdle(c)
 		c = next
 	}
 	return int(l.nconns.Load())
 }
+
+// closeIfIdle closes a connection waiting for a request, and reports
+// whether it did. It reads first: a request may have arrived in the
+// kernel's buffer since the last edge was handled, and that one is
+// served instead, with Connection: close. A connection accepted less than
+// freshGrace ago that has not sent its first request yet is left open:
+// its client connected to send one, which may still be on its way, and
+// unlike a request on a reused keep-alive connection it would not be
+// retried (clients retry only there). The drain's next round looks again.
+func (l *loop) closeIfIdle(c *lconn) bool {
+	if c.state != lsIdle || len(c.rd.buffered()) != 0 {
+		return false
+	}
+	l.deliver(c, evIn)
+	if c.state == lsIdle && len(c.rd.buffered()) == 0 && (c.fresh == 0 || l.now-c.fresh >= int64(freshGrace)) {
+		c.close()
+	}
+	return c.state == lsClosed
+}
+
+// freshGrace is how long a drain waits for the first request of a
+// connection accepted just before it.
+const freshGrace = time.Second
 
 // drainListener closes a draining listener's idle connections and
 // returns how many of its connections remain.
@@ -622,12 +718,8 @@ func (l *loop) drainListener(ll *LoopListener) int {
 	n := 0
 	for c := l.conns.head; c != nil; {
 		next := c.next
-		if c.ll == ll {
-			if c.state == lsIdle && len(c.rd.buffered()) == 0 {
-				c.close()
-			} else {
-				n++
-			}
+		if c.ll == ll && !l.closeIfIdle(c) {
+			n++
 		}
 		c = next
 	}
@@ -680,32 +772,6 @@ func (f *bufList) put(b []byte) {
 	}
 }
 
-// handOver gives a client connection to the goroutine engine with the
-// bytes already read from it.
-func (l *loop) handOver(c *lconn, pending []byte) {
-	ll := c.ll
-	fd := c.fd
-	l.forget(fd, true)
-	l.conns.remove(c)
-	l.nconns.Add(-1)
-	c.fd = -1
-	f := os.NewFile(uintptr(fd), "client")
-	nc, err := net.FileConn(f) // a dup, registered with Go's poller
-	f.Close()
-	if err != nil {
-		l.logf("handing a connection over", err)
-		ll.release()
-		l.freeConn(c)
-		return
-	}
-	buf := append([]byte(nil), pending...)
-	l.freeConn(c)
-	go func() {
-		defer ll.release()
-		ll.fallback.ServeConnBuffered(nc, buf)
-	}()
-}
-
 // wait parks until the loop's epoll has events, or until the next sweep
 // is due.
 //
@@ -721,25 +787,21 @@ func (l *loop) wait() (int, error) {
 		// Give the CPU to whatever else is runnable on it (on a shared
 		// machine: the client and the backends, whose answers are the
 		// next events) without leaving Go's processor.
-		schedYield()
-		if n, err := epollWaitRaw(l.ep, l.events); n != 0 || err != nil {
+		netpoll.Yield()
+		if n, err := l.poller.Poll(l.events); n != 0 || err != nil {
 			l.lastBusy = l.now
 			return n, err
 		}
 	}
-	l.waitN, l.waitErr = 0, nil
 	d := sweepEvery
 	if l.now-l.lastBusy < int64(busyFor) {
 		d = busyWait
 	}
-	l.epFile.SetReadDeadline(time.Now().Add(d))
-	if err := l.epRaw.Read(l.waitFn); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-		return 0, err
-	}
-	if l.waitN > 0 {
+	n, err := l.poller.Wait(l.events, d)
+	if n > 0 {
 		l.lastBusy = l.now
 	}
-	return l.waitN, l.waitErr
+	return n, err
 }
 
 const (
@@ -752,20 +814,3 @@ const (
 	busyWait = 2 * time.Millisecond
 	busyFor  = 200 * time.Millisecond
 )
-
-// schedYield lets other runnable threads use this CPU (sched_yield(2));
-// unlike runtime.Gosched it keeps the goroutine on its thread and
-// processor, so it involves no wake-up.
-func schedYield() {
-	syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
-}
-
-// epollWaitRaw polls without blocking and without the scheduler's
-// syscall bookkeeping.
-func epollWaitRaw(ep int, events []syscall.EpollEvent) (int, error) {
-	r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_WAIT, uintptr(ep), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
-	if e != 0 {
-		return 0, e
-	}
-	return int(r), nil
-}

@@ -1,20 +1,43 @@
 package h1
 
 import (
+	"io"
 	"testing"
 	"time"
 
-	"github.com/helios-lb/helios/internal/wire"
+	"github.com/helios-lb/helios/internal/netpoll"
+	"github.com/helios-lb/helios/internal/proxy"
 )
 
+// keepAliveLoop is a client in keep-alive that sends one request and
+// reads its answer of a known size.
+type keepAliveLoop struct {
+	c   *rawClient
+	req []byte
+	buf []byte
+}
+
+var (
+	benchHeader = []byte("Content-Type: text/plain\r\n")
+	benchBody   = []byte("hello, world\n")
+)
+
+func (l *keepAliveLoop) roundTrip() error {
+	if _, err := l.c.nc.Write(l.req); err != nil {
+		return err
+	}
+	_, err := io.ReadFull(l.c.br, l.buf)
+	return err
+}
+
 // newLoopKeepAlive is a client, a loop engine proxy (the real pipeline,
-// without a recorder or guard) and a backend over loopback, with the
-// client in keep-alive.
+// without a recorder or guard) and a backend (another engine, answering
+// from a fixed route) over loopback, with the client in keep-alive.
 func newLoopKeepAlive(t testing.TB) *keepAliveLoop {
-	backend := startServer(t, HandlerFunc(func(ex wire.Exchange) {
-		ex.Respond(200, benchHeader, benchBody)
-	}), Options{IdleTimeout: time.Minute, WriteTimeout: time.Minute})
-	p := startLoopProxy(t, loopConfig{
+	backend := startLoopProxy(t, netpoll.KindEpoll, loopConfig{bare: true, fixed: map[string]proxy.Fixed{
+		"/bench": {Status: 200, Header: benchHeader, Body: benchBody},
+	}, opts: Options{IdleTimeout: time.Minute, WriteTimeout: time.Minute}})
+	p := startLoopProxy(t, netpoll.KindEpoll, loopConfig{
 		backends: []string{backend.addr}, to: defaultTransport, bare: true,
 		opts: Options{ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute, WriteTimeout: time.Minute},
 	})

@@ -2,6 +2,7 @@ package h1
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -26,7 +28,9 @@ import (
 // where the first read ends, with another request behind it still in
 // the socket: the loop must read on after the answer, although no new
 // edge will come for bytes that were already there.
-func TestLoopPipelinedAtBufferEnd(t *testing.T) {
+func TestLoopPipelinedAtBufferEnd(t *testing.T) { run(t, testLoopPipelinedAtBufferEnd) }
+
+func testLoopPipelinedAtBufferEnd(t *testing.T, k netpoll.Kind) {
 	pad := func(head string, size int) string {
 		// head ends in "X-Pad: "; pad so the request is size bytes.
 		return head + strings.Repeat("p", size-len(head)-4) + "\r\n\r\n"
@@ -52,7 +56,7 @@ func TestLoopPipelinedAtBufferEnd(t *testing.T) {
 					io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 				}
 			})
-			p := startLoopProxy(t, loopTo(be.addr))
+			p := startLoopProxy(t, k, loopTo(be.addr))
 			c := dialRaw(t, p.addr)
 			all := strings.Join(tt.reqs, "")
 			if len(all) != headBufSize {
@@ -90,8 +94,10 @@ func parseCL(head string) int64 {
 }
 
 // TestLoopEngineClose checks Close ends the connections the loops hold.
-func TestLoopEngineClose(t *testing.T) {
-	p := startLoopProxy(t, loopConfig{})
+func TestLoopEngineClose(t *testing.T) { run(t, testLoopEngineClose) }
+
+func testLoopEngineClose(t *testing.T, k netpoll.Kind) {
+	p := startLoopProxy(t, k, loopConfig{})
 	c := dialRaw(t, p.addr)
 	c.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
 	c.read("GET")
@@ -100,7 +106,7 @@ func TestLoopEngineClose(t *testing.T) {
 	if n := p.eng.OpenConns(); n != 0 {
 		t.Errorf("got %d open connections, want 0", n)
 	}
-	if _, err := p.eng.Attach("late", []int{p.fd}, Options{}, p.srv, p.admit, p.release); !errors.Is(err, errEngineClosed) {
+	if _, err := p.eng.Attach("late", []int{p.fd}, Options{}, p.admit, p.release); !errors.Is(err, errEngineClosed) {
 		t.Errorf("Attach after Close: got %v, want %v", err, errEngineClosed)
 	}
 }
@@ -161,7 +167,9 @@ func (s *slowBackend) waitReached(t *testing.T) {
 // at a slow backend: the request ends as 499 (not the backend's fault)
 // and the backend connection, whose answer is still to come, is closed
 // rather than pooled.
-func TestLoopClientGoneAtBackend(t *testing.T) {
+func TestLoopClientGoneAtBackend(t *testing.T) { run(t, testLoopClientGoneAtBackend) }
+
+func testLoopClientGoneAtBackend(t *testing.T, k netpoll.Kind) {
 	tests := []struct {
 		name  string
 		leave func(c *rawClient)
@@ -173,7 +181,7 @@ func TestLoopClientGoneAtBackend(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			be := startSlowBackend(t)
-			p := startLoopProxy(t, loopTo(be.addr))
+			p := startLoopProxy(t, k, loopTo(be.addr))
 			c := dialRaw(t, p.addr)
 			c.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
 			be.waitReached(t)
@@ -201,7 +209,9 @@ func TestLoopClientGoneAtBackend(t *testing.T) {
 // backend (Shutdown's deadline passes, or the engine is closed): the
 // connection is closed and the request still finishes (recorded, its
 // attempt reported, the backend's in-flight count back).
-func TestLoopShutdownForced(t *testing.T) {
+func TestLoopShutdownForced(t *testing.T) { run(t, testLoopShutdownForced) }
+
+func testLoopShutdownForced(t *testing.T, k netpoll.Kind) {
 	tests := []struct {
 		name  string
 		close func(t *testing.T, p *loopProxy)
@@ -219,7 +229,7 @@ func TestLoopShutdownForced(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			be := startSlowBackend(t)
-			p := startLoopProxy(t, loopTo(be.addr))
+			p := startLoopProxy(t, k, loopTo(be.addr))
 			c := dialRaw(t, p.addr)
 			c.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
 			be.waitReached(t)
@@ -240,8 +250,10 @@ func TestLoopShutdownForced(t *testing.T) {
 
 // TestLoopMaxConnections checks admit's refusal closes a connection at
 // once, and that a released slot is used again.
-func TestLoopMaxConnections(t *testing.T) {
-	p := startLoopProxy(t, loopConfig{maxConns: 1})
+func TestLoopMaxConnections(t *testing.T) { run(t, testLoopMaxConnections) }
+
+func testLoopMaxConnections(t *testing.T, k netpoll.Kind) {
+	p := startLoopProxy(t, k, loopConfig{maxConns: 1})
 	c1 := dialRaw(t, p.addr)
 	c1.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
 	c1.read("GET")
@@ -263,7 +275,9 @@ func TestLoopMaxConnections(t *testing.T) {
 // just as a POST arrives (both in one batch of events, the POST first):
 // nothing of the POST reached the backend, so it goes again on a new
 // connection instead of failing.
-func TestLoopStalePooledPost(t *testing.T) {
+func TestLoopStalePooledPost(t *testing.T) { run(t, testLoopStalePooledPost) }
+
+func testLoopStalePooledPost(t *testing.T, k netpoll.Kind) {
 	conns := make(chan net.Conn, 4)
 	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
 		conns <- nc
@@ -272,7 +286,7 @@ func TestLoopStalePooledPost(t *testing.T) {
 			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		}
 	})
-	p := startLoopProxy(t, loopTo(be.addr))
+	p := startLoopProxy(t, k, loopTo(be.addr))
 	c := dialRaw(t, p.addr)
 	c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	c.read("GET")
@@ -296,7 +310,9 @@ func TestLoopStalePooledPost(t *testing.T) {
 // its headers) and close at once, the close arriving with the answer:
 // the connection must not be pooled, or the next request, a POST that
 // cannot be sent twice, fails on it.
-func TestLoopBackendClosesAfterAnswer(t *testing.T) {
+func TestLoopBackendClosesAfterAnswer(t *testing.T) { run(t, testLoopBackendClosesAfterAnswer) }
+
+func testLoopBackendClosesAfterAnswer(t *testing.T, k netpoll.Kind) {
 	answer := make(chan struct{})
 	reached := make(chan struct{}, 4)
 	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
@@ -309,7 +325,7 @@ func TestLoopBackendClosesAfterAnswer(t *testing.T) {
 		io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		// Then close: one request per connection.
 	})
-	p := startLoopProxy(t, loopTo(be.addr))
+	p := startLoopProxy(t, k, loopTo(be.addr))
 	c := dialRaw(t, p.addr)
 	c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	<-reached
@@ -331,7 +347,9 @@ func TestLoopBackendClosesAfterAnswer(t *testing.T) {
 // and then the old connection's event (a reset: in, hang-up, error,
 // peer shut down) come up: it must not reach the new connection, which
 // would take the old peer's shutdown for its own and never be pooled.
-func TestLoopStaleEventAfterFDReuse(t *testing.T) {
+func TestLoopStaleEventAfterFDReuse(t *testing.T) { run(t, testLoopStaleEventAfterFDReuse) }
+
+func testLoopStaleEventAfterFDReuse(t *testing.T, k netpoll.Kind) {
 	conns := make(chan net.Conn, 4)
 	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
 		conns <- nc
@@ -339,7 +357,7 @@ func TestLoopStaleEventAfterFDReuse(t *testing.T) {
 			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		}
 	})
-	p := startLoopProxy(t, loopTo(be.addr))
+	p := startLoopProxy(t, k, loopTo(be.addr))
 	c := dialRaw(t, p.addr)
 	c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	c.read("GET")
@@ -348,7 +366,7 @@ func TestLoopStaleEventAfterFDReuse(t *testing.T) {
 	// the next socket opened gets its number once it is closed.
 	ufd := -1
 	l := p.eng.loops[0]
-	l.do(func() { ufd = l.pools[be.addr].idle[0].fd })
+	l.do(func() { ufd = l.pool(p.tr, be.addr, nil).idle[0].fd })
 	for {
 		fd, err := syscall.Dup(0)
 		if err != nil {
@@ -383,8 +401,10 @@ func TestLoopStaleEventAfterFDReuse(t *testing.T) {
 
 // TestLoopInterruptedWait signals the process while the loop sleeps in
 // epoll_wait, which then fails with EINTR (and a count of -1).
-func TestLoopInterruptedWait(t *testing.T) {
-	p := startLoopProxy(t, loopConfig{})
+func TestLoopInterruptedWait(t *testing.T) { run(t, testLoopInterruptedWait) }
+
+func testLoopInterruptedWait(t *testing.T, k netpoll.Kind) {
+	p := startLoopProxy(t, k, loopConfig{})
 	for i := 0; i < 300; i++ {
 		// SIGURG: the Go runtime's own preemption signal, ignored by
 		// everything else.
@@ -402,7 +422,9 @@ func TestLoopInterruptedWait(t *testing.T) {
 // took the whole request (the loop is still writing it): the answer goes
 // to the client at once, whether or not the backend reads the rest, and
 // even on a pooled connection whose last read drained it.
-func TestLoopEarlyAnswerWhileSending(t *testing.T) {
+func TestLoopEarlyAnswerWhileSending(t *testing.T) { run(t, testLoopEarlyAnswerWhileSending) }
+
+func testLoopEarlyAnswerWhileSending(t *testing.T, k netpoll.Kind) {
 	tests := []struct {
 		name     string
 		readRest bool
@@ -453,7 +475,7 @@ func TestLoopEarlyAnswerWhileSending(t *testing.T) {
 			cfg := loopTo(ln.Addr().String())
 			cfg.to.ResponseHeaderTimeout = 3 * time.Second
 			cfg.dialControl = func(fd int) { syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_SNDBUF, 4096) }
-			p := startLoopProxy(t, cfg)
+			p := startLoopProxy(t, k, cfg)
 			c := dialRaw(t, p.addr)
 			c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 			c.read("GET")
@@ -478,8 +500,10 @@ func TestLoopEarlyAnswerWhileSending(t *testing.T) {
 // connections queued on the listener: once descriptors are free again
 // the queued connections are served, although no new edge comes for
 // them.
-func TestLoopAcceptOutOfDescriptors(t *testing.T) {
-	p := startLoopProxy(t, loopConfig{})
+func TestLoopAcceptOutOfDescriptors(t *testing.T) { run(t, testLoopAcceptOutOfDescriptors) }
+
+func testLoopAcceptOutOfDescriptors(t *testing.T, k netpoll.Kind) {
+	p := startLoopProxy(t, k, loopConfig{})
 	unblock := p.blockLoop(0)
 	var cs []*rawClient
 	for i := 0; i < 3; i++ {
@@ -525,7 +549,9 @@ func TestLoopAcceptOutOfDescriptors(t *testing.T) {
 // TestLoopBackendHostName forwards to a backend named by a host name: the
 // loop does not wait for DNS (other requests go on meanwhile), and a
 // failed lookup fails requests (502) only until a lookup succeeds.
-func TestLoopBackendHostName(t *testing.T) {
+func TestLoopBackendHostName(t *testing.T) { run(t, testLoopBackendHostName) }
+
+func testLoopBackendHostName(t *testing.T, k netpoll.Kind) {
 	be := okBackend(t, nil)
 	_, port, _ := net.SplitHostPort(be.addr)
 	answers := make(chan error)
@@ -546,7 +572,7 @@ func TestLoopBackendHostName(t *testing.T) {
 			return nil, ctx.Err()
 		}
 	}
-	p := startLoopProxy(t, cfg)
+	p := startLoopProxy(t, k, cfg)
 
 	// The first lookup fails: the waiting request gets a 502.
 	c := dialRaw(t, p.addr)
@@ -587,7 +613,9 @@ func TestLoopBackendHostName(t *testing.T) {
 
 // TestLoopBackendHostNameWaits covers the ends of a wait for a lookup:
 // the dial timeout, the client leaving, and the system's resolver.
-func TestLoopBackendHostNameWaits(t *testing.T) {
+func TestLoopBackendHostNameWaits(t *testing.T) { run(t, testLoopBackendHostNameWaits) }
+
+func testLoopBackendHostNameWaits(t *testing.T, k netpoll.Kind) {
 	be := okBackend(t, nil)
 	_, port, _ := net.SplitHostPort(be.addr)
 	hang := func(ctx context.Context, host string) ([]netip.Addr, error) {
@@ -598,7 +626,7 @@ func TestLoopBackendHostNameWaits(t *testing.T) {
 		cfg := loopTo("backend.test:" + port)
 		cfg.lookup = hang
 		cfg.to.DialTimeout = 100 * time.Millisecond
-		p := startLoopProxy(t, cfg)
+		p := startLoopProxy(t, k, cfg)
 		c := dialRaw(t, p.addr)
 		c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 		if r := c.read("GET"); r.status != 502 {
@@ -611,7 +639,7 @@ func TestLoopBackendHostNameWaits(t *testing.T) {
 	t.Run("client gone", func(t *testing.T) {
 		cfg := loopTo("backend.test:" + port)
 		cfg.lookup = hang
-		p := startLoopProxy(t, cfg)
+		p := startLoopProxy(t, k, cfg)
 		c := dialRaw(t, p.addr)
 		c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 		time.Sleep(20 * time.Millisecond)
@@ -621,7 +649,7 @@ func TestLoopBackendHostNameWaits(t *testing.T) {
 		}
 	})
 	t.Run("system resolver", func(t *testing.T) {
-		p := startLoopProxy(t, loopTo("localhost:"+port))
+		p := startLoopProxy(t, k, loopTo("localhost:"+port))
 		c := dialRaw(t, p.addr)
 		for i := 0; i < 2; i++ {
 			c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -635,8 +663,10 @@ func TestLoopBackendHostNameWaits(t *testing.T) {
 // TestLoopClientGoneAtFlush has a client reset its connection with
 // pipelined requests sent: the first answer finds the client gone, and
 // the rest are not served.
-func TestLoopClientGoneAtFlush(t *testing.T) {
-	p := startLoopProxy(t, loopConfig{})
+func TestLoopClientGoneAtFlush(t *testing.T) { run(t, testLoopClientGoneAtFlush) }
+
+func testLoopClientGoneAtFlush(t *testing.T, k netpoll.Kind) {
+	p := startLoopProxy(t, k, loopConfig{})
 	c := dialRaw(t, p.addr)
 	c.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
 	c.read("GET")
@@ -657,7 +687,9 @@ func TestLoopClientGoneAtFlush(t *testing.T) {
 // streams from a backend that sends slowly (an event stream): the loop
 // notices at once, not at the backend's next bytes, and lets the backend
 // connection go.
-func TestLoopClientGoneMidStream(t *testing.T) {
+func TestLoopClientGoneMidStream(t *testing.T) { run(t, testLoopClientGoneMidStream) }
+
+func testLoopClientGoneMidStream(t *testing.T, k netpoll.Kind) {
 	tests := []struct {
 		name  string
 		leave func(c *rawClient)
@@ -677,7 +709,7 @@ func TestLoopClientGoneMidStream(t *testing.T) {
 					closed <- struct{}{}
 				}
 			})
-			p := startLoopProxy(t, loopTo(be.addr))
+			p := startLoopProxy(t, k, loopTo(be.addr))
 			c := dialRaw(t, p.addr)
 			c.send("GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
 			c.readHead()
@@ -695,4 +727,198 @@ func TestLoopClientGoneMidStream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Issue 9, item 6: 1,000 slow readers of a 1 MB answer took 459 MB, 450
+// KB each, because up to 256 KiB (and the growth of its buffer) waited for
+// each. What waits for a slow client is bounded by
+// Options.OutputBufferBytes; past it the loop stops reading from the
+// backend, whose own socket buffers then fill.
+func TestLoopSlowReaderOutputBounded(t *testing.T) { run(t, testLoopSlowReaderOutputBounded) }
+
+func testLoopSlowReaderOutputBounded(t *testing.T, k netpoll.Kind) {
+	const size = 8 << 20
+	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
+		readReqHead(br)
+		fmt.Fprintf(nc, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", size)
+		block := bytes.Repeat([]byte("x"), 64<<10)
+		for sent := 0; sent < size; sent += len(block) {
+			if _, err := nc.Write(block); err != nil {
+				return
+			}
+		}
+	})
+	for _, limit := range []int{0, 16 << 10} {
+		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
+			cfg := loopTo(be.addr)
+			cfg.opts.OutputBufferBytes = limit
+			cfg.dialControl = func(fd int) { syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10) }
+			p := startLoopProxy(t, k, cfg)
+			d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+				return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+			}}
+			nc, err := d.Dial("tcp", p.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			io.WriteString(nc, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+			// Let the answer back up while the client reads nothing.
+			time.Sleep(300 * time.Millisecond)
+			want := limit
+			if want == 0 {
+				want = defaultOutputBufferBytes
+			}
+			// Slack: one backend read and the writer's buffer (with the
+			// head) may go on top of the limit before the loop stops, and
+			// the room grows by a writer buffer at a time.
+			if most := want + readBufSize + 2*writeBufSize; p.maxPendingCap() > most || p.maxPendingCap() == 0 {
+				t.Errorf("got %d bytes of room for pending output, want some and at most %d", p.maxPendingCap(), most)
+			}
+			nc.SetReadDeadline(time.Now().Add(testTimeout))
+			br := bufio.NewReader(nc)
+			if head := readReqHead(br); !strings.HasPrefix(head, "HTTP/1.1 200") {
+				t.Fatalf("got %q, want a 200", head)
+			}
+			if n, err := io.CopyN(io.Discard, br, size); n != size {
+				t.Errorf("got %d body bytes (%v), want %d", n, err, size)
+			}
+		})
+	}
+}
+
+// maxPendingCap returns the largest room for pending output any client
+// connection of the loops holds.
+func (p *loopProxy) maxPendingCap() int {
+	most := 0
+	for _, l := range p.eng.loops {
+		l.do(func() {
+			for c := l.conns.head; c != nil; c = c.next {
+				most = max(most, cap(c.fw.pending))
+			}
+		})
+	}
+	return most
+}
+
+// A panic while a loop serves a request costs that connection only: it
+// is closed, counted and logged, and the loop and its other connections
+// go on (issue 10).
+func TestLoopPanicCostsOneConnection(t *testing.T) { run(t, testLoopPanicCostsOneConnection) }
+
+func testLoopPanicCostsOneConnection(t *testing.T, k netpoll.Kind) {
+	p := startLoopProxy(t, k, loopConfig{panicPath: "/fixed/panic"})
+	other := dialRaw(t, p.addr)
+	other.send("GET /fixed/a HTTP/1.1\r\nHost: x\r\n\r\n")
+	other.read("GET")
+	<-p.recs
+	c := dialRaw(t, p.addr)
+	c.send("GET /fixed/panic HTTP/1.1\r\nHost: x\r\n\r\n")
+	c.expectClosed(testTimeout)
+	if got := p.eng.Panics(); got != 1 {
+		t.Errorf("got %d panics counted, want 1", got)
+	}
+	logged := false
+	for len(p.logs) > 0 {
+		if strings.Contains(<-p.logs, "panic on an event loop") {
+			logged = true
+		}
+	}
+	if !logged {
+		t.Error("the panic was not logged")
+	}
+	for i := 0; i < 3; i++ {
+		other.send("GET /fixed/b HTTP/1.1\r\nHost: x\r\n\r\n")
+		if r := other.read("GET"); r.status != 200 {
+			t.Errorf("after the panic: got %d, want 200 on another connection", r.status)
+		}
+		<-p.recs
+	}
+	c2 := dialRaw(t, p.addr)
+	c2.send("GET /fixed/c HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := c2.read("GET"); r.status != 200 {
+		t.Errorf("after the panic: got %d, want 200 on a new connection", r.status)
+	}
+}
+
+// TestLoopConnectionCap checks transport.max_conns_per_backend: requests
+// over the cap wait in order for a connection, up to the queue, and get
+// 503 past it or past the queue timeout, without counting against the
+// backend (issue 10).
+func TestLoopConnectionCap(t *testing.T) { run(t, testLoopConnectionCap) }
+
+func testLoopConnectionCap(t *testing.T, k netpoll.Kind) {
+	// gate answers each request when told to, one at a time, so the test
+	// decides when a connection comes free.
+	answer := make(chan struct{})
+	var open, most, heads atomic.Int32
+	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
+		n := open.Add(1)
+		defer open.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		for h := readReqHead(br); h != ""; h = readReqHead(br) {
+			heads.Add(1)
+			select {
+			case <-answer:
+			case <-time.After(testTimeout):
+				return
+			}
+			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	cfg := loopTo(be.addr)
+	cfg.to.MaxConnsPerBackend = 2
+	cfg.to.MaxQueuePerBackend = 1
+	cfg.to.QueueTimeout = testTimeout
+	p := startLoopProxy(t, k, cfg)
+	var cs []*rawClient
+	for i := 0; i < 3; i++ {
+		c := dialRaw(t, p.addr)
+		c.send("GET /r HTTP/1.1\r\nHost: x\r\n\r\n")
+		cs = append(cs, c)
+	}
+	waitFor(t, "two connections at the backend", func() bool { return most.Load() == 2 })
+	// The fourth finds the queue full: 503 at once.
+	c4 := dialRaw(t, p.addr)
+	c4.send("GET /r HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := c4.read("GET"); r.status != 503 {
+		t.Errorf("past the queue: got %d, want 503", r.status)
+	}
+	// Which two went first is the poller's business: answer three, in
+	// whatever order the backend reads them.
+	go func() {
+		for range cs {
+			answer <- struct{}{}
+		}
+	}()
+	for i, c := range cs {
+		if r := c.read("GET"); r.status != 200 {
+			t.Errorf("request %d: got %d, want 200 (the third waits for a free connection)", i, r.status)
+		}
+	}
+	if m := most.Load(); m != 2 {
+		t.Errorf("got %d connections at the backend at once, want the cap, 2", m)
+	}
+	if f := p.up.Backends[0].Failures(); f != 0 {
+		t.Errorf("got %d failures counted against the backend, want 0", f)
+	}
+
+	// A request that waits longer than the queue timeout gets 503.
+	cfg.to.MaxConnsPerBackend = 1
+	cfg.to.QueueTimeout = 100 * time.Millisecond
+	p2 := startLoopProxy(t, k, cfg)
+	before := heads.Load()
+	held := dialRaw(t, p2.addr)
+	held.send("GET /r HTTP/1.1\r\nHost: x\r\n\r\n")
+	// (The first proxy's idle connections stay open: count requests.)
+	waitFor(t, "the held request at the backend", func() bool { return heads.Load() == before+1 })
+	late := dialRaw(t, p2.addr)
+	start := time.Now()
+	late.send("GET /r HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := late.read("GET"); r.status != 503 || time.Since(start) < 100*time.Millisecond {
+		t.Errorf("got %d after %v, want 503 after the 100ms queue timeout", r.status, time.Since(start))
+	}
+	answer <- struct{}{}
+	held.read("GET")
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/helios-lb/helios/internal/balancer"
+	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/upstream"
@@ -32,7 +33,7 @@ type loopConfig struct {
 	// backends are the upstream's backend addresses; several may repeat
 	// one address (the loops pool by address).
 	backends []string
-	to       TransportOptions
+	to       wire.TransportSettings
 	opts     Options
 	retry    proxy.RetryPolicy
 	// fixed adds exact-path routes with fixed answers.
@@ -49,6 +50,22 @@ type loopConfig struct {
 	// bare leaves out the counting guard and the recorder, which
 	// allocate, for allocation counts and benchmarks.
 	bare bool
+	// poller is the readiness poller ("" the native one); run sets it.
+	poller netpoll.Kind
+	// panicPath makes the recorder panic for requests to this path.
+	panicPath string
+}
+
+// pollers are the drivers every engine test runs on.
+var pollers = []netpoll.Kind{netpoll.KindEpoll, netpoll.KindPortable}
+
+// run runs f once per poller, as subtests named after them (the way
+// net/http's tests run every test in every mode): one test body, every
+// driver.
+func run(t *testing.T, f func(t *testing.T, k netpoll.Kind)) {
+	for _, k := range pollers {
+		t.Run(string(k), func(t *testing.T) { f(t, k) })
+	}
 }
 
 // Routes every loopProxy has besides cfg.fixed; everything else goes to
@@ -65,10 +82,9 @@ type loopProxy struct {
 	t        testing.TB
 	eng      *Engine
 	ll       *LoopListener
-	srv      *Server // the fallback for handed-over connections
 	pipe     *proxy.Pipeline
 	up       *proxy.Upstream
-	tr       *Transport
+	tr       *wire.Transport
 	guard    *countingGuard
 	addr     string
 	fd       int
@@ -80,13 +96,16 @@ type loopProxy struct {
 	maxConns  int32
 	recs      chan proxy.Record
 	logs      chan string
+	// panicPath makes Record panic (loopConfig.panicPath).
+	panicPath string
 }
 
 // startLoopProxy starts a loopProxy that is shut down, checked and closed
 // when the test ends.
-func startLoopProxy(t testing.TB, cfg loopConfig) *loopProxy {
+func startLoopProxy(t testing.TB, k netpoll.Kind, cfg loopConfig) *loopProxy {
+	cfg.poller = k
 	t.Helper()
-	p := &loopProxy{t: t, recs: make(chan proxy.Record, 4096), logs: make(chan string, 100), maxConns: cfg.maxConns}
+	p := &loopProxy{t: t, recs: make(chan proxy.Record, 4096), logs: make(chan string, 100), maxConns: cfg.maxConns, panicPath: cfg.panicPath}
 	p.guard = &countingGuard{}
 	var backends []*upstream.Backend
 	for i, a := range cfg.backends {
@@ -96,7 +115,7 @@ func startLoopProxy(t testing.TB, cfg loopConfig) *loopProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.tr = NewTransport(cfg.to, cfg.backends, nil)
+	p.tr = &wire.Transport{Name: "up", Settings: cfg.to}
 	p.up = &proxy.Upstream{Name: "up", Strategy: balancer.RoundRobin, Backends: backends, Picker: picker,
 		Transport: p.tr, Retry: cfg.retry, Guard: p.guard, Stats: &proxy.UpstreamStats{}}
 	var rec proxy.Recorder = p
@@ -111,8 +130,8 @@ func startLoopProxy(t testing.TB, cfg loopConfig) *loopProxy {
 	entries = append(entries,
 		route.Entry[*proxy.Route]{Name: "fixed", PathPrefix: "/fixed/", Value: &proxy.Route{Name: "fixed", Respond: &fixedRoute}},
 		route.Entry[*proxy.Route]{Name: "big", Path: "/big-fixed", Value: &proxy.Route{Name: "big", Respond: &bigFixed}},
-		route.Entry[*proxy.Route]{Name: "static", PathPrefix: "/static/", Value: &proxy.Route{Name: "static", Static: staticHandler()}},
-		route.Entry[*proxy.Route]{Name: "up", Value: &proxy.Route{Name: "up", Upstream: p.up}},
+		route.Entry[*proxy.Route]{Name: "static", PathPrefix: "/static/", Value: &proxy.Route{Name: "static", Static: &wire.Local{Name: "static", Handler: staticHandler()}}},
+		route.Entry[*proxy.Route]{Name: "up", Value: &proxy.Route{Name: "up", Upstream: p.up, Upgrades: [][]byte{[]byte("websocket")}}},
 	)
 	table, err := route.New(entries)
 	if err != nil {
@@ -123,7 +142,7 @@ func startLoopProxy(t testing.TB, cfg loopConfig) *loopProxy {
 	if !cfg.bare {
 		stepper = &checkedStepper{p: p, s: p.pipe}
 	}
-	p.eng, err = NewEngine(stepper, max(cfg.loops, 1))
+	p.eng, err = NewEngine(stepper, EngineOptions{Loops: max(cfg.loops, 1), Poller: cfg.poller})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,9 +152,8 @@ func startLoopProxy(t testing.TB, cfg loopConfig) *loopProxy {
 		p.eng.lookup = cfg.lookup
 		p.eng.resolveRetry = 0
 	}
-	p.srv = NewServer(p.pipe, cfg.opts)
 	p.fd, p.addr = listenLoopback(t)
-	p.ll, err = p.eng.Attach("test", []int{p.fd}, cfg.opts, p.srv, p.admit, p.release)
+	p.ll, err = p.eng.Attach("test", []int{p.fd}, cfg.opts, p.admit, p.release)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,8 +179,12 @@ func (p *loopProxy) log(s string) {
 	}
 }
 
-// Record implements proxy.Recorder.
-func (p *loopProxy) Record(_ wire.Exchange, r proxy.Record) {
+// Record implements proxy.Recorder. It panics for a request to
+// panicPath, as a buggy recorder might.
+func (p *loopProxy) Record(ex wire.Exchange, r proxy.Record) {
+	if p.panicPath != "" && string(ex.Path()) == p.panicPath {
+		panic("recorder bug")
+	}
 	select {
 	case p.recs <- r:
 	default:
@@ -205,12 +227,8 @@ func (p *loopProxy) stop() {
 	if err := p.ll.Shutdown(ctx); err != nil {
 		t.Errorf("loop listener shutdown: got %v, want nil", err)
 	}
-	if err := p.srv.Shutdown(ctx); err != nil {
-		t.Errorf("fallback shutdown: got %v, want nil", err)
-	}
 	p.checkInvariants()
 	p.eng.Close()
-	p.tr.Close()
 	waitFor(t, "connections to be released", func() bool { return p.admitted.Load() == p.released.Load() })
 	if n := p.guard.open.Load(); n != 0 {
 		t.Errorf("got %d attempts not finished, want 0", n)
@@ -293,10 +311,10 @@ func (l *loop) invariantErrors() []string {
 			errs = append(errs, "a free connection is live")
 		}
 	}
-	for addr, pl := range l.pools {
+	for key, pl := range l.pools {
 		seen := map[*lupconn]bool{}
 		for _, u := range pl.idle {
-			who := "idle backend connection to " + addr
+			who := "idle backend connection to " + key.addr
 			if seen[u] {
 				errs = append(errs, who+": pooled twice")
 			}
@@ -394,11 +412,7 @@ func (f *checkedFlow) Begin(ex wire.Exchange) wire.Action {
 	}
 	f.busy, f.sent = true, false
 	f.last = f.f.Begin(ex)
-	if f.last == wire.ActServeHTTP {
-		f.busy = false // handed over
-	} else {
-		f.p.busyFlows.Add(1)
-	}
+	f.p.busyFlows.Add(1)
 	return f.last
 }
 
@@ -409,9 +423,36 @@ func (f *checkedFlow) Answer() (int, []byte, []byte) {
 	return f.f.Answer()
 }
 
-func (f *checkedFlow) Handler() http.Handler { return f.f.Handler() }
+func (f *checkedFlow) Handler() *wire.Local {
+	if !f.busy || f.last != wire.ActServeHTTP {
+		f.fail("Handler after action %d (busy %v)", f.last, f.busy)
+	}
+	return f.f.Handler()
+}
 
-func (f *checkedFlow) Target() (wire.Transport, *upstream.Backend) {
+func (f *checkedFlow) BufferLimits() wire.BufferLimits {
+	if !f.busy || f.last != wire.ActBuffer {
+		f.fail("BufferLimits after action %d (busy %v)", f.last, f.busy)
+	}
+	return f.f.BufferLimits()
+}
+
+func (f *checkedFlow) Buffered(err error) wire.Action {
+	if !f.busy || f.last != wire.ActBuffer {
+		f.fail("Buffered after action %d (busy %v)", f.last, f.busy)
+	}
+	f.last = f.f.Buffered(err)
+	return f.last
+}
+
+func (f *checkedFlow) Refused(ex wire.Exchange, status int, err error) {
+	if f.busy {
+		f.fail("Refused during a request (last action %d)", f.last)
+	}
+	f.f.Refused(ex, status, err)
+}
+
+func (f *checkedFlow) Target() (*wire.Transport, *upstream.Backend) {
 	if !f.busy || f.last != wire.ActForward {
 		f.fail("Target after action %d (busy %v)", f.last, f.busy)
 	}
@@ -419,7 +460,7 @@ func (f *checkedFlow) Target() (wire.Transport, *upstream.Backend) {
 }
 
 func (f *checkedFlow) Forwarded(status int, err error) wire.Action {
-	if !f.busy || f.last != wire.ActForward {
+	if !f.busy || f.last != wire.ActForward && f.last != wire.ActServeHTTP {
 		f.fail("Forwarded(%d, %v) after action %d (busy %v)", status, err, f.last, f.busy)
 	}
 	f.last = f.f.Forwarded(status, err)
@@ -427,7 +468,7 @@ func (f *checkedFlow) Forwarded(status int, err error) wire.Action {
 }
 
 func (f *checkedFlow) Sent(status int, n int64, err error) {
-	if !f.busy || f.sent || (f.last != wire.ActRespond && f.last != wire.ActSend) {
+	if !f.busy || f.sent || (f.last != wire.ActRespond && f.last != wire.ActSend && f.last != wire.ActServeHTTP) {
 		f.fail("Sent(%d, %d, %v) after action %d (busy %v, sent %v)", status, n, err, f.last, f.busy, f.sent)
 	}
 	f.sent = true

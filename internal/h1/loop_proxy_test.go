@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -27,7 +28,9 @@ func loopTo(addr string) loopConfig {
 	return loopConfig{backends: []string{addr}, to: defaultTransport}
 }
 
-func TestLoopProxyRequestHeaders(t *testing.T) {
+func TestLoopProxyRequestHeaders(t *testing.T) { run(t, testLoopProxyRequestHeaders) }
+
+func testLoopProxyRequestHeaders(t *testing.T, k netpoll.Kind) {
 	tests := []struct {
 		name    string
 		req     string
@@ -102,9 +105,18 @@ func TestLoopProxyRequestHeaders(t *testing.T) {
 			heads := make(chan string, 1)
 			be := okBackend(t, heads)
 			cfg := loopTo(be.addr)
-			cfg.opts.TLS = tt.tlsFlag
-			p := startLoopProxy(t, cfg)
-			c := dialRaw(t, p.addr)
+			var tp *testTLS
+			if tt.tlsFlag {
+				tp = newTestTLS(t)
+				cfg.opts.TLS = tp
+			}
+			p := startLoopProxy(t, k, cfg)
+			var c *rawClient
+			if tp != nil {
+				c = dialTLS(t, p.addr, tp)
+			} else {
+				c = dialRaw(t, p.addr)
+			}
 			c.send(tt.req)
 			if r := c.read("GET"); r.status != 200 {
 				t.Fatalf("got %v, want 200", r.status)
@@ -134,7 +146,9 @@ func TestLoopProxyRequestHeaders(t *testing.T) {
 	}
 }
 
-func TestLoopProxyResponseHeaders(t *testing.T) {
+func TestLoopProxyResponseHeaders(t *testing.T) { run(t, testLoopProxyResponseHeaders) }
+
+func testLoopProxyResponseHeaders(t *testing.T, k netpoll.Kind) {
 	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
 		for readReqHead(br) != "" {
 			io.WriteString(nc, "HTTP/1.1 201 Made It\r\nConnection: X-Hop, keep-alive\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\n"+
@@ -142,7 +156,7 @@ func TestLoopProxyResponseHeaders(t *testing.T) {
 				"Set-Cookie: a=1\r\nSet-Cookie: b=2\r\nContent-Length: 2\r\n\r\nok")
 		}
 	})
-	p := startLoopProxy(t, loopTo(be.addr))
+	p := startLoopProxy(t, k, loopTo(be.addr))
 	c := dialRaw(t, p.addr)
 	c.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
 	head := c.readHead()
@@ -166,9 +180,11 @@ func TestLoopProxyResponseHeaders(t *testing.T) {
 	}
 }
 
-func TestLoopProxyHTTPBackend(t *testing.T) {
+func TestLoopProxyHTTPBackend(t *testing.T) { run(t, testLoopProxyHTTPBackend) }
+
+func testLoopProxyHTTPBackend(t *testing.T, k netpoll.Kind) {
 	hb, _ := newHTTPBackend(t, httpMux())
-	p := startLoopProxy(t, loopTo(hb.Listener.Addr().String()))
+	p := startLoopProxy(t, k, loopTo(hb.Listener.Addr().String()))
 	t.Run("chunked to 1.1 client, trailers kept", func(t *testing.T) {
 		c := dialRaw(t, p.addr)
 		c.send("GET /chunked HTTP/1.1\r\nHost: a\r\nTE: trailers\r\n\r\n")
@@ -297,7 +313,7 @@ func TestLoopProxyHTTPBackend(t *testing.T) {
 	})
 	t.Run("connection reuse", func(t *testing.T) {
 		hb, conns := newHTTPBackend(t, httpMux())
-		p := startLoopProxy(t, loopTo(hb.Listener.Addr().String()))
+		p := startLoopProxy(t, k, loopTo(hb.Listener.Addr().String()))
 		for i := 0; i < 50; i++ {
 			c := dialRaw(t, p.addr)
 			c.send("GET /fixed HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
@@ -317,7 +333,9 @@ func TestLoopProxyHTTPBackend(t *testing.T) {
 // TestLoopProxyRetryDrops checks a response given up for a retry keeps
 // its backend connection when the rest of a small body can be read at
 // once, and closes it otherwise.
-func TestLoopProxyRetryDrops(t *testing.T) {
+func TestLoopProxyRetryDrops(t *testing.T) { run(t, testLoopProxyRetryDrops) }
+
+func testLoopProxyRetryDrops(t *testing.T, k netpoll.Kind) {
 	tests := []struct {
 		name      string
 		resp      string
@@ -343,7 +361,7 @@ func TestLoopProxyRetryDrops(t *testing.T) {
 			cfg := loopConfig{backends: []string{be.addr, be.addr}, to: defaultTransport}
 			cfg.retry.Attempts = 1
 			cfg.retry.Statuses.Add(503)
-			p := startLoopProxy(t, cfg)
+			p := startLoopProxy(t, k, cfg)
 			c := dialRaw(t, p.addr)
 			c.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
 			if r := c.read("GET"); r.status != 200 || r.body != "ok" {
@@ -359,13 +377,15 @@ func TestLoopProxyRetryDrops(t *testing.T) {
 	}
 }
 
-func TestLoopProxyBackendFailures(t *testing.T) {
+func TestLoopProxyBackendFailures(t *testing.T) { run(t, testLoopProxyBackendFailures) }
+
+func testLoopProxyBackendFailures(t *testing.T, k netpoll.Kind) {
 	t.Run("closes mid fixed body", func(t *testing.T) {
 		be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
 			readReqHead(br)
 			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b")
 		})
-		p := startLoopProxy(t, loopTo(be.addr))
+		p := startLoopProxy(t, k, loopTo(be.addr))
 		c := dialRaw(t, p.addr)
 		c.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
 		if _, err := c.tryRead("GET"); !errors.Is(err, io.ErrUnexpectedEOF) {
@@ -384,7 +404,7 @@ func TestLoopProxyBackendFailures(t *testing.T) {
 			readReqHead(br)
 			io.WriteString(nc, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
 		})
-		p := startLoopProxy(t, loopTo(be.addr))
+		p := startLoopProxy(t, k, loopTo(be.addr))
 		c := dialRaw(t, p.addr)
 		c.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
 		if _, err := c.tryRead("GET"); !errors.Is(err, io.ErrUnexpectedEOF) {
@@ -397,7 +417,7 @@ func TestLoopProxyBackendFailures(t *testing.T) {
 			readReqHead(br)
 			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nx")
 		})
-		p := startLoopProxy(t, loopTo(be.addr))
+		p := startLoopProxy(t, k, loopTo(be.addr))
 		c := dialRaw(t, p.addr)
 		c.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
 		if r := c.read("GET"); r.status != 502 {
@@ -414,7 +434,7 @@ func TestLoopProxyBackendFailures(t *testing.T) {
 		})
 		cfg := loopTo(be.addr)
 		cfg.to.ResponseHeaderTimeout = 100 * time.Millisecond
-		p := startLoopProxy(t, cfg)
+		p := startLoopProxy(t, k, cfg)
 		c := dialRaw(t, p.addr)
 		c.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
 		if r := c.read("GET"); r.status != 504 {
@@ -432,7 +452,7 @@ func TestLoopProxyBackendFailures(t *testing.T) {
 		})
 		cfg := loopTo(be.addr)
 		cfg.to.ReadTimeout = 100 * time.Millisecond
-		p := startLoopProxy(t, cfg)
+		p := startLoopProxy(t, k, cfg)
 		c := dialRaw(t, p.addr)
 		c.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
 		if _, err := c.tryRead("GET"); !errors.Is(err, io.ErrUnexpectedEOF) {
@@ -449,7 +469,7 @@ func TestLoopProxyBackendFailures(t *testing.T) {
 		}
 		addr := ln.Addr().String()
 		ln.Close()
-		p := startLoopProxy(t, loopTo(addr))
+		p := startLoopProxy(t, k, loopTo(addr))
 		c := dialRaw(t, p.addr)
 		for i := 0; i < 2; i++ {
 			// The client connection stays fine: nothing was read wrongly.
@@ -472,7 +492,7 @@ func TestLoopProxyBackendFailures(t *testing.T) {
 		be := okBackend(t, nil)
 		cfg := loopConfig{backends: []string{dead, be.addr}, to: defaultTransport}
 		cfg.retry = proxy.RetryPolicy{Attempts: 1, OnConnectError: true}
-		p := startLoopProxy(t, cfg)
+		p := startLoopProxy(t, k, cfg)
 		c := dialRaw(t, p.addr)
 		c.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
 		if r := c.read("GET"); r.status != 200 || r.body != "ok" {
@@ -484,7 +504,9 @@ func TestLoopProxyBackendFailures(t *testing.T) {
 	})
 }
 
-func TestLoopProxyResponseFraming(t *testing.T) {
+func TestLoopProxyResponseFraming(t *testing.T) { run(t, testLoopProxyResponseFraming) }
+
+func testLoopProxyResponseFraming(t *testing.T, k netpoll.Kind) {
 	tests := []struct {
 		name       string
 		resp       string
@@ -553,7 +575,7 @@ func TestLoopProxyResponseFraming(t *testing.T) {
 				readReqHead(br)
 				io.WriteString(nc, tt.resp)
 			})
-			p := startLoopProxy(t, loopTo(be.addr))
+			p := startLoopProxy(t, k, loopTo(be.addr))
 			c := dialRaw(t, p.addr)
 			c.send(tt.client + "\r\n")
 			head := c.readHead()
@@ -594,7 +616,9 @@ var bodyBadGateway = []byte("502 Bad Gateway: the backend could not be reached o
 
 // TestLoopProxyStaleConnection checks a pooled connection the backend
 // closed while it was idle is not used: the loop sees the close.
-func TestLoopProxyStaleConnection(t *testing.T) {
+func TestLoopProxyStaleConnection(t *testing.T) { run(t, testLoopProxyStaleConnection) }
+
+func testLoopProxyStaleConnection(t *testing.T, k netpoll.Kind) {
 	tests := []struct {
 		name       string
 		idle       time.Duration
@@ -621,7 +645,7 @@ func TestLoopProxyStaleConnection(t *testing.T) {
 				}
 				io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 			})
-			p := startLoopProxy(t, loopTo(be.addr))
+			p := startLoopProxy(t, k, loopTo(be.addr))
 			c := dialRaw(t, p.addr)
 			c.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
 			if r := c.read("GET"); r.status != 200 {
@@ -641,7 +665,9 @@ func TestLoopProxyStaleConnection(t *testing.T) {
 
 // TestLoopProxyEarlyAnswer has the backend answer a large (handed over)
 // upload before it read it.
-func TestLoopProxyEarlyAnswer(t *testing.T) {
+func TestLoopProxyEarlyAnswer(t *testing.T) { run(t, testLoopProxyEarlyAnswer) }
+
+func testLoopProxyEarlyAnswer(t *testing.T, k netpoll.Kind) {
 	stop := make(chan struct{})
 	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
 		for h := readReqHead(br); h != ""; h = readReqHead(br) {
@@ -654,7 +680,7 @@ func TestLoopProxyEarlyAnswer(t *testing.T) {
 		}
 	})
 	t.Cleanup(func() { close(stop) })
-	p := startLoopProxy(t, loopTo(be.addr))
+	p := startLoopProxy(t, k, loopTo(be.addr))
 	c := dialRaw(t, p.addr)
 	c.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
 	c.read("GET")
@@ -677,6 +703,10 @@ func TestLoopProxyEarlyAnswer(t *testing.T) {
 }
 
 func TestLoopProxyPipelinedResponseNotHeld(t *testing.T) {
+	run(t, testLoopProxyPipelinedResponseNotHeld)
+}
+
+func testLoopProxyPipelinedResponseNotHeld(t *testing.T, k netpoll.Kind) {
 	release := make(chan struct{})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/fast", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "fast") })
@@ -685,7 +715,7 @@ func TestLoopProxyPipelinedResponseNotHeld(t *testing.T) {
 		io.WriteString(w, "slow")
 	})
 	hb, _ := newHTTPBackend(t, mux)
-	p := startLoopProxy(t, loopTo(hb.Listener.Addr().String()))
+	p := startLoopProxy(t, k, loopTo(hb.Listener.Addr().String()))
 	c := dialRaw(t, p.addr)
 	c.send("GET /fast HTTP/1.1\r\nHost: a\r\n\r\nGET /fixed/ HTTP/1.1\r\nHost: a\r\n\r\nGET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
 	c.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
@@ -703,7 +733,9 @@ func TestLoopProxyPipelinedResponseNotHeld(t *testing.T) {
 	}
 }
 
-func TestLoopProxyUpgrade(t *testing.T) {
+func TestLoopProxyUpgrade(t *testing.T) { run(t, testLoopProxyUpgrade) }
+
+func testLoopProxyUpgrade(t *testing.T, k netpoll.Kind) {
 	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
 		readReqHead(br)
 		io.WriteString(nc, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nhello;")
@@ -718,7 +750,7 @@ func TestLoopProxyUpgrade(t *testing.T) {
 			}
 		}
 	})
-	p := startLoopProxy(t, loopTo(be.addr))
+	p := startLoopProxy(t, k, loopTo(be.addr))
 	c := dialRaw(t, p.addr)
 	c.send("GET /fixed/ HTTP/1.1\r\nHost: a\r\n\r\n")
 	c.read("GET")
@@ -741,12 +773,14 @@ func TestLoopProxyUpgrade(t *testing.T) {
 	c.expectClosed(2 * time.Second)
 }
 
-func TestLoopProxyUpgradeRefused(t *testing.T) {
+func TestLoopProxyUpgradeRefused(t *testing.T) { run(t, testLoopProxyUpgradeRefused) }
+
+func testLoopProxyUpgradeRefused(t *testing.T, k netpoll.Kind) {
 	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
 		readReqHead(br)
 		io.WriteString(nc, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n")
 	})
-	p := startLoopProxy(t, loopTo(be.addr))
+	p := startLoopProxy(t, k, loopTo(be.addr))
 	c := dialRaw(t, p.addr)
 	c.send("GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n")
 	if r := c.read("GET"); r.status != 502 {
@@ -757,12 +791,14 @@ func TestLoopProxyUpgradeRefused(t *testing.T) {
 // TestLoopProxySlowReader checks a large answer reaches a client slower
 // than the backend with the loop's buffering bounded (backpressure: the
 // loop stops reading the backend while the client lags).
-func TestLoopProxySlowReader(t *testing.T) {
+func TestLoopProxySlowReader(t *testing.T) { run(t, testLoopProxySlowReader) }
+
+func testLoopProxySlowReader(t *testing.T, k netpoll.Kind) {
 	hb, _ := newHTTPBackend(t, httpMux())
 	cfg := loopTo(hb.Listener.Addr().String())
 	cfg.to.ReadTimeout = 500 * time.Millisecond
 	cfg.opts.WriteTimeout = 5 * time.Second
-	p := startLoopProxy(t, cfg)
+	p := startLoopProxy(t, k, cfg)
 	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
 		rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10) })
 		return nil
@@ -800,7 +836,7 @@ func TestLoopProxySlowReader(t *testing.T) {
 		t.Errorf("got %d bytes, want %d", got, size)
 	}
 	// The backend's next read and its re-chunking may come on top.
-	if limit := highWater + 2*readBufSize; maxPending > limit || maxPending == 0 {
+	if limit := defaultOutputBufferBytes + 2*readBufSize; maxPending > limit || maxPending == 0 {
 		t.Errorf("got at most %d bytes pending, want some and no more than %d", maxPending, limit)
 	}
 	if rec := p.nextRec(t); rec.Status != 200 || rec.Err != nil || rec.Bytes != size {

@@ -12,19 +12,23 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/helios-lb/helios/internal/netpoll"
 )
 
 // TestLoopSeveralLoops serves one address from two SO_REUSEPORT sockets on
 // two loops: both take connections, and each keeps its own backend pool.
-func TestLoopSeveralLoops(t *testing.T) {
+func TestLoopSeveralLoops(t *testing.T) { run(t, testLoopSeveralLoops) }
+
+func testLoopSeveralLoops(t *testing.T, k netpoll.Kind) {
 	hb, conns := newHTTPBackend(t, httpMux())
-	p := startLoopProxy(t, loopConfig{backends: []string{hb.Listener.Addr().String()}, to: defaultTransport, loops: 2})
+	p := startLoopProxy(t, k, loopConfig{backends: []string{hb.Listener.Addr().String()}, to: defaultTransport, loops: 2})
 	// A second socket on the same port, served by the second loop
 	// (socket i goes to loop i modulo the loop count).
 	_, port, _ := net.SplitHostPort(p.addr)
 	fdA, _ := listenLoopbackAt(t, atoiT(t, port))
 	fdB, _ := listenLoopbackAt(t, atoiT(t, port))
-	ll2, err := p.eng.Attach("second", []int{fdA, fdB}, Options{}, p.srv, p.admit, p.release)
+	ll2, err := p.eng.Attach("second", []int{fdA, fdB}, Options{}, p.admit, p.release)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,11 +90,13 @@ func atoiT(t *testing.T, s string) int {
 // proxied answers, pipelining, bodies, hand-overs, clients leaving
 // mid-answer) and checks every answer that is read and, when the test
 // ends, the harness's invariants.
-func TestLoopSoak(t *testing.T) {
+func TestLoopSoak(t *testing.T) { run(t, testLoopSoak) }
+
+func testLoopSoak(t *testing.T, k netpoll.Kind) {
 	hb, _ := newHTTPBackend(t, httpMux())
 	cfg := loopConfig{backends: []string{hb.Listener.Addr().String()}, to: defaultTransport, loops: 2,
 		opts: Options{ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}}
-	p := startLoopProxy(t, cfg)
+	p := startLoopProxy(t, k, cfg)
 	type step struct {
 		req, method, body string
 	}
@@ -159,6 +165,6 @@ func TestLoopSoak(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d answers read", answered.Load())
-	waitFor(t, "the connections to end", func() bool { return p.eng.OpenConns() == 0 && p.srv.OpenConns() == 0 })
+	waitFor(t, "the connections to end", func() bool { return p.eng.OpenConns() == 0 })
 	p.checkInvariants()
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -20,7 +21,9 @@ import (
 // event loops: fixed answers come from the pipeline's respond routes,
 // bodies are echoed by a backend.
 
-func TestLoopKeepAlive(t *testing.T) {
+func TestLoopKeepAlive(t *testing.T) { run(t, testLoopKeepAlive) }
+
+func testLoopKeepAlive(t *testing.T, k netpoll.Kind) {
 	tests := []struct {
 		name      string
 		req       string // sent twice
@@ -34,7 +37,7 @@ func TestLoopKeepAlive(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := startLoopProxy(t, loopConfig{})
+			p := startLoopProxy(t, k, loopConfig{})
 			c := dialRaw(t, p.addr)
 			for i := 0; i < 2; i++ {
 				c.send(tt.req)
@@ -61,9 +64,11 @@ func TestLoopKeepAlive(t *testing.T) {
 	}
 }
 
-func TestLoopPipelining(t *testing.T) {
+func TestLoopPipelining(t *testing.T) { run(t, testLoopPipelining) }
+
+func testLoopPipelining(t *testing.T, k netpoll.Kind) {
 	hb, _ := newHTTPBackend(t, httpMux())
-	p := startLoopProxy(t, loopConfig{backends: []string{hb.Listener.Addr().String()}, to: defaultTransport})
+	p := startLoopProxy(t, k, loopConfig{backends: []string{hb.Listener.Addr().String()}, to: defaultTransport})
 	c := dialRaw(t, p.addr)
 	c.send("GET /fixed/1 HTTP/1.1\r\nHost: x\r\n\r\n" +
 		"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello" +
@@ -94,9 +99,11 @@ func TestLoopPipelining(t *testing.T) {
 // TestLoopPipeliningMany sends many pipelined requests in one write,
 // proxied and fixed ones interleaved, and checks every answer comes back
 // in order.
-func TestLoopPipeliningMany(t *testing.T) {
+func TestLoopPipeliningMany(t *testing.T) { run(t, testLoopPipeliningMany) }
+
+func testLoopPipeliningMany(t *testing.T, k netpoll.Kind) {
 	hb, conns := newHTTPBackend(t, httpMux())
-	p := startLoopProxy(t, loopConfig{backends: []string{hb.Listener.Addr().String()}, to: defaultTransport})
+	p := startLoopProxy(t, k, loopConfig{backends: []string{hb.Listener.Addr().String()}, to: defaultTransport})
 	c := dialRaw(t, p.addr)
 	const n = 200
 	var sb strings.Builder
@@ -123,9 +130,11 @@ func TestLoopPipeliningMany(t *testing.T) {
 	}
 }
 
-func TestLoopSplitHead(t *testing.T) {
+func TestLoopSplitHead(t *testing.T) { run(t, testLoopSplitHead) }
+
+func testLoopSplitHead(t *testing.T, k netpoll.Kind) {
 	hb, _ := newHTTPBackend(t, httpMux())
-	p := startLoopProxy(t, loopConfig{backends: []string{hb.Listener.Addr().String()}, to: defaultTransport,
+	p := startLoopProxy(t, k, loopConfig{backends: []string{hb.Listener.Addr().String()}, to: defaultTransport,
 		opts: Options{ReadHeaderTimeout: 5 * time.Second}})
 	c := dialRaw(t, p.addr)
 	req := "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\nhello world"
@@ -143,9 +152,11 @@ func TestLoopSplitHead(t *testing.T) {
 // TestLoopHeadFillsBuffer sends heads whose end falls at or near the end
 // of the read buffer (a client connection starts with headBufSize and
 // grows), followed by a body the loop buffers itself.
-func TestLoopHeadFillsBuffer(t *testing.T) {
+func TestLoopHeadFillsBuffer(t *testing.T) { run(t, testLoopHeadFillsBuffer) }
+
+func testLoopHeadFillsBuffer(t *testing.T, k netpoll.Kind) {
 	hb, _ := newHTTPBackend(t, httpMux())
-	p := startLoopProxy(t, loopConfig{backends: []string{hb.Listener.Addr().String()}, to: defaultTransport})
+	p := startLoopProxy(t, k, loopConfig{backends: []string{hb.Listener.Addr().String()}, to: defaultTransport})
 	for _, size := range []int{headBufSize - 1, headBufSize, headBufSize + 1, readBufSize - 100, readBufSize - 1, readBufSize, readBufSize + 1, 2 * readBufSize} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			c := dialRaw(t, p.addr)
@@ -165,7 +176,9 @@ func TestLoopHeadFillsBuffer(t *testing.T) {
 	}
 }
 
-func TestLoopHeadErrors(t *testing.T) {
+func TestLoopHeadErrors(t *testing.T) { run(t, testLoopHeadErrors) }
+
+func testLoopHeadErrors(t *testing.T, k netpoll.Kind) {
 	tests := []struct {
 		name   string
 		opts   Options
@@ -184,7 +197,7 @@ func TestLoopHeadErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := startLoopProxy(t, loopConfig{opts: tt.opts})
+			p := startLoopProxy(t, k, loopConfig{opts: tt.opts})
 			c := dialRaw(t, p.addr)
 			if tt.first != "" {
 				c.send(tt.first)
@@ -206,9 +219,11 @@ func TestLoopHeadErrors(t *testing.T) {
 	}
 }
 
-func TestLoopTimeouts(t *testing.T) {
+func TestLoopTimeouts(t *testing.T) { run(t, testLoopTimeouts) }
+
+func testLoopTimeouts(t *testing.T, k netpoll.Kind) {
 	t.Run("stalled head gets 408", func(t *testing.T) {
-		p := startLoopProxy(t, loopConfig{opts: Options{ReadHeaderTimeout: 100 * time.Millisecond}})
+		p := startLoopProxy(t, k, loopConfig{opts: Options{ReadHeaderTimeout: 100 * time.Millisecond}})
 		c := dialRaw(t, p.addr)
 		start := time.Now()
 		c.send("GET / HTTP/1.1\r\nHost:")
@@ -222,7 +237,7 @@ func TestLoopTimeouts(t *testing.T) {
 		c.expectClosed(time.Second)
 	})
 	t.Run("read timeout bounds the head too", func(t *testing.T) {
-		p := startLoopProxy(t, loopConfig{opts: Options{ReadTimeout: 100 * time.Millisecond}})
+		p := startLoopProxy(t, k, loopConfig{opts: Options{ReadTimeout: 100 * time.Millisecond}})
 		c := dialRaw(t, p.addr)
 		c.send("GET / HTTP/1.1\r\nHost:")
 		c.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
@@ -231,7 +246,7 @@ func TestLoopTimeouts(t *testing.T) {
 		}
 	})
 	t.Run("idle timeout bounds a stalled head without a header timeout", func(t *testing.T) {
-		p := startLoopProxy(t, loopConfig{opts: Options{IdleTimeout: 100 * time.Millisecond}})
+		p := startLoopProxy(t, k, loopConfig{opts: Options{IdleTimeout: 100 * time.Millisecond}})
 		c := dialRaw(t, p.addr)
 		c.send("GET / HTTP/1.1\r\nHost:")
 		c.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
@@ -244,7 +259,7 @@ func TestLoopTimeouts(t *testing.T) {
 			be := okBackend(t, nil)
 			cfg := loopTo(be.addr)
 			cfg.opts.IdleTimeout = 100 * time.Millisecond
-			p := startLoopProxy(t, cfg)
+			p := startLoopProxy(t, k, cfg)
 			c := dialRaw(t, p.addr)
 			// An answer, then the start of a head that never ends.
 			c.send(first + "GET / HTTP/1.1\r\nHost:")
@@ -256,7 +271,7 @@ func TestLoopTimeouts(t *testing.T) {
 		}
 	})
 	t.Run("idle connection closed silently", func(t *testing.T) {
-		p := startLoopProxy(t, loopConfig{opts: Options{IdleTimeout: 150 * time.Millisecond}})
+		p := startLoopProxy(t, k, loopConfig{opts: Options{IdleTimeout: 150 * time.Millisecond}})
 		c := dialRaw(t, p.addr)
 		c.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
 		c.read("GET")
@@ -264,7 +279,7 @@ func TestLoopTimeouts(t *testing.T) {
 		c.expectClosed(2 * time.Second)
 	})
 	t.Run("idle wait not cut by the read timeout", func(t *testing.T) {
-		p := startLoopProxy(t, loopConfig{opts: Options{ReadTimeout: 100 * time.Millisecond, IdleTimeout: 5 * time.Second}})
+		p := startLoopProxy(t, k, loopConfig{opts: Options{ReadTimeout: 100 * time.Millisecond, IdleTimeout: 5 * time.Second}})
 		c := dialRaw(t, p.addr)
 		c.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
 		c.read("GET")
@@ -275,7 +290,7 @@ func TestLoopTimeouts(t *testing.T) {
 		}
 	})
 	t.Run("idle wait not cut by the header timeout", func(t *testing.T) {
-		p := startLoopProxy(t, loopConfig{opts: Options{ReadHeaderTimeout: 100 * time.Millisecond}})
+		p := startLoopProxy(t, k, loopConfig{opts: Options{ReadHeaderTimeout: 100 * time.Millisecond}})
 		c := dialRaw(t, p.addr)
 		c.send("GET /fixed/ HTTP/1.1\r\n")
 		time.Sleep(10 * time.Millisecond)
@@ -288,7 +303,7 @@ func TestLoopTimeouts(t *testing.T) {
 		}
 	})
 	t.Run("write timeout counts from the write", func(t *testing.T) {
-		p := startLoopProxy(t, loopConfig{opts: Options{WriteTimeout: 100 * time.Millisecond, IdleTimeout: 5 * time.Second}})
+		p := startLoopProxy(t, k, loopConfig{opts: Options{WriteTimeout: 100 * time.Millisecond, IdleTimeout: 5 * time.Second}})
 		c := dialRaw(t, p.addr)
 		for i := 0; i < 2; i++ {
 			c.send("GET /big-fixed HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -300,7 +315,7 @@ func TestLoopTimeouts(t *testing.T) {
 	})
 	t.Run("client that stops reading is cut off", func(t *testing.T) {
 		hb, _ := newHTTPBackend(t, httpMux())
-		p := startLoopProxy(t, loopConfig{backends: []string{hb.Listener.Addr().String()}, to: defaultTransport,
+		p := startLoopProxy(t, k, loopConfig{backends: []string{hb.Listener.Addr().String()}, to: defaultTransport,
 			opts: Options{WriteTimeout: 100 * time.Millisecond}})
 		c := dialRaw(t, p.addr)
 		c.tcp().SetReadBuffer(16 << 10)
@@ -318,7 +333,7 @@ func TestLoopTimeouts(t *testing.T) {
 		waitFor(t, "the connection to close", func() bool { return p.eng.OpenConns() == 0 })
 	})
 	t.Run("slow body gets 408", func(t *testing.T) {
-		p := startLoopProxy(t, loopConfig{opts: Options{IdleTimeout: 200 * time.Millisecond}})
+		p := startLoopProxy(t, k, loopConfig{opts: Options{IdleTimeout: 200 * time.Millisecond}})
 		c := dialRaw(t, p.addr)
 		c.send("POST /fixed/ HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
 		if r := c.read("POST"); r.status != 408 {
@@ -327,7 +342,7 @@ func TestLoopTimeouts(t *testing.T) {
 		c.expectClosed(2 * time.Second)
 	})
 	t.Run("read timeout bounds a trickled body", func(t *testing.T) {
-		p := startLoopProxy(t, loopConfig{opts: Options{ReadTimeout: 200 * time.Millisecond, IdleTimeout: 5 * time.Second}})
+		p := startLoopProxy(t, k, loopConfig{opts: Options{ReadTimeout: 200 * time.Millisecond, IdleTimeout: 5 * time.Second}})
 		c := dialRaw(t, p.addr)
 		start := time.Now()
 		c.send("POST /fixed/ HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
@@ -349,10 +364,12 @@ func TestLoopTimeouts(t *testing.T) {
 	})
 }
 
-func TestLoopFixedBodyDropped(t *testing.T) {
+func TestLoopFixedBodyDropped(t *testing.T) { run(t, testLoopFixedBodyDropped) }
+
+func testLoopFixedBodyDropped(t *testing.T, k netpoll.Kind) {
 	// A body sent to a fixed answer is read and dropped; the next
 	// request on the connection is served.
-	p := startLoopProxy(t, loopConfig{})
+	p := startLoopProxy(t, k, loopConfig{})
 	c := dialRaw(t, p.addr)
 	c.send("POST /fixed/ HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + strings.Repeat("a", 1000) +
 		"GET /fixed/next HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -363,9 +380,11 @@ func TestLoopFixedBodyDropped(t *testing.T) {
 	}
 }
 
-func TestLoopExpectContinue(t *testing.T) {
+func TestLoopExpectContinue(t *testing.T) { run(t, testLoopExpectContinue) }
+
+func testLoopExpectContinue(t *testing.T, k netpoll.Kind) {
 	hb, _ := newHTTPBackend(t, httpMux())
-	p := startLoopProxy(t, loopConfig{backends: []string{hb.Listener.Addr().String()}, to: defaultTransport})
+	p := startLoopProxy(t, k, loopConfig{backends: []string{hb.Listener.Addr().String()}, to: defaultTransport})
 	t.Run("100 sent when the body is wanted", func(t *testing.T) {
 		c := dialRaw(t, p.addr)
 		c.send("PUT /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
@@ -390,7 +409,9 @@ func TestLoopExpectContinue(t *testing.T) {
 	})
 }
 
-func TestLoopRespond(t *testing.T) {
+func TestLoopRespond(t *testing.T) { run(t, testLoopRespond) }
+
+func testLoopRespond(t *testing.T, k netpoll.Kind) {
 	fixed := map[string]proxy.Fixed{
 		"/r/200": {Status: 200, Body: []byte("abc")},
 		"/r/204": {Status: 204, Body: []byte("abc")},
@@ -412,7 +433,7 @@ func TestLoopRespond(t *testing.T) {
 		{"404", "GET", "/r/404", 404, "3", "abc"},
 		{"no backend", "GET", "/up", 503, "", ""},
 	}
-	p := startLoopProxy(t, loopConfig{fixed: fixed})
+	p := startLoopProxy(t, k, loopConfig{fixed: fixed})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := dialRaw(t, p.addr)
@@ -439,8 +460,10 @@ func TestLoopRespond(t *testing.T) {
 
 // TestLoopStatic checks requests for handlers (static files) are handed
 // over to the goroutine engine with their connection.
-func TestLoopStatic(t *testing.T) {
-	p := startLoopProxy(t, loopConfig{})
+func TestLoopStatic(t *testing.T) { run(t, testLoopStatic) }
+
+func testLoopStatic(t *testing.T, k netpoll.Kind) {
+	p := startLoopProxy(t, k, loopConfig{})
 	t.Run("chunked for 1.1", func(t *testing.T) {
 		c := dialRaw(t, p.addr)
 		c.send("GET /static/a HTTP/1.1\r\nHost: h.example\r\n\r\nGET /static/b HTTP/1.1\r\nHost: h.example\r\n\r\n")
@@ -482,7 +505,9 @@ func TestLoopStatic(t *testing.T) {
 	}
 }
 
-func TestLoopShutdown(t *testing.T) {
+func TestLoopShutdown(t *testing.T) { run(t, testLoopShutdown) }
+
+func testLoopShutdown(t *testing.T, k netpoll.Kind) {
 	release := make(chan struct{})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
@@ -490,7 +515,7 @@ func TestLoopShutdown(t *testing.T) {
 		io.WriteString(w, "done")
 	})
 	hb, _ := newHTTPBackend(t, mux)
-	p := startLoopProxy(t, loopConfig{backends: []string{hb.Listener.Addr().String()}, to: defaultTransport})
+	p := startLoopProxy(t, k, loopConfig{backends: []string{hb.Listener.Addr().String()}, to: defaultTransport})
 	idle := dialRaw(t, p.addr)
 	idle.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
 	idle.read("GET")
@@ -541,7 +566,9 @@ func TestLoopShutdown(t *testing.T) {
 
 // TestLoopEngineShutdown drains the whole engine: idle connections close
 // at once, a busy one after its answer, which says so.
-func TestLoopEngineShutdown(t *testing.T) {
+func TestLoopEngineShutdown(t *testing.T) { run(t, testLoopEngineShutdown) }
+
+func testLoopEngineShutdown(t *testing.T, k netpoll.Kind) {
 	release := make(chan struct{})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
@@ -549,7 +576,7 @@ func TestLoopEngineShutdown(t *testing.T) {
 		io.WriteString(w, "done")
 	})
 	hb, _ := newHTTPBackend(t, mux)
-	p := startLoopProxy(t, loopConfig{backends: []string{hb.Listener.Addr().String()}, to: defaultTransport, loops: 2})
+	p := startLoopProxy(t, k, loopConfig{backends: []string{hb.Listener.Addr().String()}, to: defaultTransport, loops: 2})
 	idle := dialRaw(t, p.addr)
 	idle.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
 	idle.read("GET")
@@ -574,11 +601,67 @@ func TestLoopEngineShutdown(t *testing.T) {
 	}
 }
 
+// TestLoopDrainServesFirstRequests guards issue 12's upgrade: a drain
+// closed connections whose first request had not been read yet, and an
+// upgrade under load lost those requests. A keep-alive connection that
+// has served a request closes at once (its client retries); one accepted
+// just before the drain gets its first request served, with Connection:
+// close, whether the request is already in the kernel's buffer or
+// arrives a moment later; one that never sends is closed after the grace.
+func TestLoopDrainServesFirstRequests(t *testing.T) { run(t, testLoopDrainServesFirstRequests) }
+
+func testLoopDrainServesFirstRequests(t *testing.T, k netpoll.Kind) {
+	p := startLoopProxy(t, k, loopConfig{loops: 1})
+	kept := dialRaw(t, p.addr)
+	kept.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
+	kept.read("GET")
+	late := dialRaw(t, p.addr)
+	dialed := time.Now() // silent is accepted after this
+	silent := dialRaw(t, p.addr)
+	buffered := dialRaw(t, p.addr)
+	waitFor(t, "four connections", func() bool { return p.eng.OpenConns() == 4 })
+
+	p.ll.Stop()
+	p.ll.draining.Store(true)
+	// The first drain round runs while buffered's request waits in the
+	// kernel: the loop is held until it is there, so no event has told it.
+	l := p.eng.loops[0]
+	l.do(func() {
+		buffered.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
+		time.Sleep(50 * time.Millisecond)
+		l.drainListener(p.ll)
+	})
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		shut <- p.ll.Shutdown(ctx)
+	}()
+	kept.expectClosed(freshGrace / 2)
+	if r := buffered.read("GET"); r.status != 200 || !r.close {
+		t.Errorf("request sent before the drain: got (%v, close %v), want (200, close)", r.status, r.close)
+	}
+	time.Sleep(freshGrace / 5)
+	late.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := late.read("GET"); r.status != 200 || !r.close {
+		t.Errorf("first request sent during the drain: got (%v, close %v), want (200, close)", r.status, r.close)
+	}
+	silent.expectClosed(2 * freshGrace)
+	if d := time.Since(dialed); d < freshGrace {
+		t.Errorf("a connection that sent nothing was closed %v after it was accepted, before its grace (%v)", d, freshGrace)
+	}
+	if err := <-shut; err != nil {
+		t.Errorf("Shutdown: got %v, want nil", err)
+	}
+}
+
 // TestLoopListenerStop checks a stopped listener's socket can be closed
 // at once, new connections are then refused, and connections already
 // accepted go on being served.
-func TestLoopListenerStop(t *testing.T) {
-	p := startLoopProxy(t, loopConfig{})
+func TestLoopListenerStop(t *testing.T) { run(t, testLoopListenerStop) }
+
+func testLoopListenerStop(t *testing.T, k netpoll.Kind) {
+	p := startLoopProxy(t, k, loopConfig{})
 	c := dialRaw(t, p.addr)
 	c.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
 	c.read("GET")

@@ -7,19 +7,36 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"syscall"
+	"strconv"
 	"time"
 
+	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/wire"
+	"golang.org/x/sys/unix"
 )
 
-// lpool is one loop's idle keep-alive connections to one backend. Pools
-// are per loop, so taking and returning a connection needs no lock.
+// lpool is one loop's idle keep-alive connections to one backend of one
+// transport. Pools are per loop, so taking and returning a connection
+// needs no lock; they are found by poolKey, so that a reload keeping an
+// upstream's name, a backend's address and the settings keeps them, and
+// two upstreams naming one backend never share one.
 type lpool struct {
-	l    *loop
-	addr string
-	idle []*lupconn
-	opts TransportOptions
+	l     *loop
+	key   poolKey
+	addr  string
+	idle  []*lupconn
+	opts  wire.TransportSettings
+	local *localServer // an in-process backend (nil: a network one)
+	// lastUsed is when an attempt last took the pool (sweeps drop pools
+	// left unused).
+	lastUsed int64
+	// The connection cap (wire.TransportSettings.MaxConnsPerBackend),
+	// shared out among the loops as nginx shares max_conns among its
+	// workers: open counts this loop's connections (busy and idle),
+	// capped at maxOpen (0: no cap); queue holds the requests waiting for
+	// one, in order, up to maxQueue.
+	open, maxOpen, maxQueue int
+	queue                   []*lconn
 
 	// The backend's socket address. An IP address is taken as it is; a
 	// host name is looked up on another goroutine (a loop must not
@@ -28,7 +45,7 @@ type lpool struct {
 	host       string
 	port       int
 	literal    bool
-	sa         syscall.Sockaddr
+	sa         unix.Sockaddr
 	family     int
 	err        error // the last lookup failed and there is no address
 	resolvedAt int64 // when the last lookup ended (unix nanoseconds)
@@ -36,16 +53,34 @@ type lpool struct {
 	waiters    []*lconn
 }
 
-// pool returns the loop's pool for a backend address with the
-// transport's current options.
-func (l *loop) pool(addr string, t *Transport) *lpool {
-	p := l.pools[addr]
+// poolKey finds a loop's pool.
+type poolKey struct {
+	name     string
+	addr     string
+	settings wire.TransportSettings
+	local    *localServer
+}
+
+// pool returns the loop's pool for backend addr of transport t (and the
+// in-process backend local, if any).
+func (l *loop) pool(t *wire.Transport, addr string, local *localServer) *lpool {
+	k := poolKey{name: t.Name, addr: addr, settings: t.Settings, local: local}
+	p := l.pools[k]
 	if p == nil {
-		p = &lpool{l: l, addr: addr}
-		p.parse()
-		l.pools[addr] = p
+		p = &lpool{l: l, key: k, addr: addr, opts: t.Settings, local: local}
+		if n := t.Settings.MaxConnsPerBackend; n > 0 {
+			loops := len(l.eng.loops)
+			p.maxOpen = max(1, (n+loops-1)/loops)
+			p.maxQueue = (t.Settings.MaxQueuePerBackend + loops - 1) / loops
+		}
+		if local == nil {
+			p.parse()
+		} else {
+			p.literal = true
+		}
+		l.pools[k] = p
 	}
-	p.opts = t.opts
+	p.lastUsed = l.now
 	return p
 }
 
@@ -54,7 +89,9 @@ func (l *loop) pool(addr string, t *Transport) *lpool {
 func (p *lpool) parse() {
 	host, port, err := net.SplitHostPort(p.addr)
 	if err == nil {
-		p.port, err = net.LookupPort("tcp", port)
+		// Numeric, as validation requires: a service name would be
+		// looked up in a file, on the loop.
+		p.port, err = strconv.Atoi(port)
 	}
 	if err != nil {
 		p.literal, p.err = true, err
@@ -75,9 +112,9 @@ func (p *lpool) parse() {
 func (p *lpool) setAddr(a netip.Addr) {
 	a = a.Unmap()
 	if a.Is4() {
-		p.sa, p.family = &syscall.SockaddrInet4{Port: p.port, Addr: a.As4()}, syscall.AF_INET
+		p.sa, p.family = &unix.SockaddrInet4{Port: p.port, Addr: a.As4()}, unix.AF_INET
 	} else {
-		p.sa, p.family = &syscall.SockaddrInet6{Port: p.port, Addr: a.As16()}, syscall.AF_INET6
+		p.sa, p.family = &unix.SockaddrInet6{Port: p.port, Addr: a.As16()}, unix.AF_INET6
 	}
 	p.err = nil
 }
@@ -116,7 +153,7 @@ func (p *lpool) ready(c *lconn) bool {
 	}
 	p.waiters = append(p.waiters, c)
 	c.resolving = p
-	c.setDeadline(dlConnect, c.tr.opts.DialTimeout)
+	c.setDeadline(dlConnect, c.tr.Settings.DialTimeout)
 	return false
 }
 
@@ -249,11 +286,11 @@ func (p *lpool) closeIdle() {
 type upState uint8
 
 const (
-	upIdle upState = iota
-	upConnecting
-	upSending
-	upWaitHead
-	upBody
+	upIdle       upState = iota
+	upConnecting         // connecting; the request is not written yet
+	upWaitHead           // the request is going or gone; waiting for the answer's head
+	upBody               // the answer's body
+	upTunnel             // an upgraded connection
 	upClosed
 )
 
@@ -268,6 +305,11 @@ type lupconn struct {
 	state  upState
 	client *lconn
 	used   bool
+	// sending: the request (head or body) is still going out; w buffers
+	// it (wbuf is a loop write buffer, held only while sending).
+	sending bool
+	w       writer
+	wbuf    []byte
 	// wfailed: writing the request failed; the backend may still have
 	// answered.
 	wfailed   error
@@ -278,30 +320,48 @@ type lupconn struct {
 
 // dial starts a non-blocking connect to the pool's backend.
 func (l *loop) dial(p *lpool) (*lupconn, error) {
+	if p.local != nil {
+		fd, err := l.dialLocal(p)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", wire.ErrConnect, p.addr, err)
+		}
+		p.open++
+		u := &lupconn{l: l, pool: p, fd: fd, state: upIdle}
+		u.fr = fdReader{fd: fd, p: l.poller}
+		u.fw = fdWriter{fd: fd, p: l.poller, file: -1}
+		if err := l.register(fd, u); err != nil {
+			netpoll.CloseFD(fd)
+			p.open--
+			return nil, fmt.Errorf("%w: %s: %w", wire.ErrConnect, p.addr, err)
+		}
+		return u, nil
+	}
 	if p.sa == nil {
 		return nil, fmt.Errorf("%w: resolving %s: %w", wire.ErrConnect, p.addr, p.err)
 	}
-	fd, err := syscall.Socket(p.family, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, syscall.IPPROTO_TCP)
+	fd, err := netpoll.Socket(p.family)
 	if err != nil {
 		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, os.NewSyscallError("socket", err))
 	}
-	syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1)
+	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	if l.eng.dialControl != nil {
 		l.eng.dialControl(fd)
 	}
-	err = syscall.Connect(fd, p.sa)
-	if err != nil && err != syscall.EINPROGRESS && err != syscall.EINTR {
-		syscall.Close(fd)
+	err = unix.Connect(fd, p.sa)
+	if err != nil && err != unix.EINPROGRESS && err != unix.EINTR {
+		netpoll.CloseFD(fd)
 		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, os.NewSyscallError("connect", err))
 	}
+	p.open++
 	u := &lupconn{l: l, pool: p, fd: fd, state: upConnecting}
-	u.fr = fdReader{fd: fd}
-	u.fw = fdWriter{fd: fd}
+	u.fr = fdReader{fd: fd, p: l.poller}
+	u.fw = fdWriter{fd: fd, p: l.poller, file: -1}
 	if err == nil {
-		u.state = upSending
+		u.state = upIdle // connected already; sendRequest follows at once
 	}
 	if err := l.register(fd, u); err != nil {
-		syscall.Close(fd)
+		netpoll.CloseFD(fd)
+		p.open--
 		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, err)
 	}
 	return u, nil
@@ -310,7 +370,7 @@ func (l *loop) dial(p *lpool) (*lupconn, error) {
 // attempt sends the request to the chosen backend: a pooled connection,
 // or a new one.
 func (c *lconn) attempt() {
-	p := c.l.pool(c.be.Addr, c.tr)
+	p := c.l.pool(c.tr, c.be.Addr, c.local)
 	c.state = lsForward
 	if !p.ready(c) {
 		return // resolved() resumes
@@ -326,26 +386,44 @@ func (c *lconn) connect(p *lpool) {
 		u = p.get()
 	}
 	if u == nil {
+		if p.maxOpen > 0 && p.open >= p.maxOpen {
+			// At the cap: wait in order for a connection, or give up
+			// at once when the queue is full.
+			if len(p.queue) >= p.maxQueue {
+				c.forwarded(0, fmt.Errorf("%w: %s: %d connections open and %d requests waiting", wire.ErrBackendBusy, p.addr, p.open, len(p.queue)))
+				return
+			}
+			p.queue = append(p.queue, c)
+			c.queued = p
+			c.setDeadline(dlQueue, c.tr.Settings.QueueTimeout)
+			return // dequeue() resumes
+		}
 		var err error
 		if u, err = c.l.dial(p); err != nil {
 			c.forwarded(0, err)
 			return
 		}
 	}
+	c.useConn(u)
+}
+
+// useConn sends the request on u (open already, or connecting).
+func (c *lconn) useConn(u *lupconn) {
 	u.client = c
 	c.up = u
 	c.state = lsForward
 	if u.state == upConnecting {
-		c.setDeadline(dlConnect, c.tr.opts.DialTimeout)
+		c.setDeadline(dlConnect, c.tr.Settings.DialTimeout)
 		return // event() continues once connected
 	}
 	c.sendRequest()
 }
 
-// sendRequest writes the request head and its buffered body.
+// sendRequest writes the request head and the body: a small one already
+// in the buffer (kept for a retry), what request buffering holds, or the
+// start of a body that streams (pumpReq).
 func (c *lconn) sendRequest() {
 	u := c.up
-	u.state = upSending
 	if u.rd.buf == nil {
 		u.rd.reset(&u.fr, c.l.readBufs.get())
 	}
@@ -353,32 +431,79 @@ func (c *lconn) sendRequest() {
 	// whether any of them reached the backend.
 	u.fw.sent = 0
 	u.wfailed = nil
-	wbuf := c.l.writeBufs.get()
-	var w writer
-	w.reset(&u.fw, wbuf)
-	writeRequestHead(&w, &c.req, c.remote.Addr(), c.opts.TLS, c.be.Addr)
-	if p, ok := c.reqBody.fullyBuffered(); ok && len(p) > 0 {
-		w.Write(p)
-		c.replay = true
+	u.state = upWaitHead
+	u.sending = true
+	u.wbuf = c.l.writeBufs.get()
+	u.w.reset(&u.fw, u.wbuf)
+	bodyLen := int64(-1)
+	if c.bodyBuf == bufferedWhole {
+		bodyLen = c.bb.Len()
 	}
-	err := w.flush()
-	c.l.writeBufs.put(wbuf)
-	if err != nil {
+	writeRequestHead(&u.w, &c.req, c.remote.Addr(), c.opts.TLS != nil, c.be.Addr, bodyLen, c.local != nil)
+	switch {
+	case c.bodyBuf != notBuffered:
+		c.sendBuffered()
+		c.streaming = c.bodyBuf == bufferedPrefix
+	case c.reqBody.done:
+	default:
+		if p, ok := c.reqBody.fullyBuffered(); ok {
+			u.w.Write(p)
+			c.replay = true
+		} else {
+			c.streaming = true
+		}
+	}
+	if u.w.flush() != nil {
+		err := u.w.err
+		c.releaseUpWriter()
 		c.upFailed(err, true)
 		return
 	}
-	if len(u.fw.pending) > 0 {
-		c.setDeadline(dlUpHead, c.tr.opts.ResponseHeaderTimeout)
-		return // event() finishes the write
+	c.setDeadline(dlUpHead, c.tr.Settings.ResponseHeaderTimeout)
+	if c.streaming {
+		c.pumpReq()
+		return
 	}
-	c.waitHead()
+	c.requestWritten()
+	// The answer may be in already (an edge seen while sending).
+	if c.up != nil && c.up.state == upWaitHead {
+		c.readUpHead()
+	}
 }
 
-func (c *lconn) waitHead() {
-	c.up.state = upWaitHead
-	c.setDeadline(dlUpHead, c.tr.opts.ResponseHeaderTimeout)
-	// The answer may be in already (an edge seen while sending).
-	c.readUpHead()
+// requestWritten runs when the whole request has been handed over (some
+// may still be pending in u.fw, which event() writes out).
+func (c *lconn) requestWritten() {
+	u := c.up
+	c.releaseUpWriter()
+	if !u.fw.busy() {
+		c.requestSent()
+	}
+}
+
+// requestSent runs when the backend's socket has taken the whole request.
+func (c *lconn) requestSent() {
+	u := c.up
+	u.sending = false
+	if u.state == upWaitHead && c.state == lsForward {
+		c.setDeadline(dlUpHead, c.tr.Settings.ResponseHeaderTimeout)
+	}
+}
+
+// releaseUpWriter gives back the write buffer of the current backend
+// connection.
+func (c *lconn) releaseUpWriter() {
+	if c.up != nil {
+		c.releaseUpWriterOf(c.up)
+	}
+}
+
+func (c *lconn) releaseUpWriterOf(u *lupconn) {
+	if u.wbuf != nil {
+		c.l.writeBufs.put(u.wbuf)
+		u.wbuf = nil
+		u.w.reset(nil, nil)
+	}
 }
 
 // event handles readiness of a backend socket.
@@ -395,8 +520,10 @@ func (u *lupconn) event(ev uint32) {
 	switch u.state {
 	case upIdle:
 		// An idle connection that becomes readable was closed by the
-		// backend (or it sent something unasked): it is not reusable.
-		if readable {
+		// backend (or it sent something unasked): it is not reusable. A
+		// report of bytes already read (a poller may report late) is
+		// not that, and the connection stays.
+		if readable && !u.quiet() {
 			u.pool.remove(u)
 			u.close()
 		}
@@ -405,46 +532,62 @@ func (u *lupconn) event(ev uint32) {
 			return
 		}
 		c := u.client
-		soerr, err := syscall.GetsockoptInt(u.fd, syscall.SOL_SOCKET, syscall.SO_ERROR)
+		soerr, err := unix.GetsockoptInt(u.fd, unix.SOL_SOCKET, unix.SO_ERROR)
 		if err == nil && soerr != 0 {
-			err = syscall.Errno(soerr)
+			err = unix.Errno(soerr)
 		}
 		if err != nil {
 			c.upFailed(fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, u.pool.addr, os.NewSyscallError("connect", err)), false)
 			return
 		}
 		c.sendRequest()
-	case upSending:
-		if ev&evOut != 0 && len(u.fw.pending) > 0 {
-			done, err := u.fw.flushPending()
-			if err == nil && done {
-				u.client.waitHead()
+	default:
+		c := u.client
+		if c == nil {
+			return
+		}
+		if ev&evOut != 0 && u.state == upTunnel && u.fw.busy() {
+			if _, err := u.fw.flushPending(); err != nil {
+				c.endTunnel()
 				return
 			}
-			if err != nil {
+			c.tunnelUpWritable()
+			return
+		}
+		if ev&evOut != 0 && u.sending && u.fw.busy() {
+			done, err := u.fw.flushPending()
+			switch {
+			case err != nil:
 				// The backend stopped taking the request. It may
 				// have answered first (an early 413): look for the
 				// answer before blaming the write.
+				c.streaming = false
 				u.wfailed = err
 				readable = true
+			case done && c.streaming:
+				c.pumpReq()
+			case done && u.w.buf == nil:
+				c.requestSent()
+			}
+			if c.up != u {
+				return // the exchange moved on
 			}
 		}
-		if readable {
-			// An answer while the request is still going out: take
-			// it (the connection is not reused: its request was cut
-			// short). A read error fails the attempt.
-			u.client.readUpHead()
+		if !readable {
+			return
 		}
-	case upWaitHead:
-		if readable {
-			u.client.readUpHead()
-		}
-	case upBody:
-		if readable {
-			c := u.client
-			if len(c.fw.pending) <= highWater {
+		switch u.state {
+		case upWaitHead:
+			// An answer while the request may still be going out:
+			// take it (a connection whose request was cut short is
+			// not reused). A read error fails the attempt.
+			c.readUpHead()
+		case upBody:
+			if len(c.fw.pending) <= c.opts.outputLimit() {
 				c.pump()
 			}
+		case upTunnel:
+			c.tunnelFromBackend()
 		}
 	}
 }
@@ -467,8 +610,9 @@ func (c *lconn) readUpHead() {
 				u.rd.pin = 0 // interim answers are not relayed, nor kept
 				continue
 			}
-			if u.resp.status == 101 {
-				// Upgrades go to the goroutine engine before they get here.
+			if u.resp.status == 101 && !c.req.upgrade {
+				// Switching to a protocol nobody asked for (or the route
+				// refused) would open a tunnel past routing.
 				c.upFailed(fmt.Errorf("%w: 101 Switching Protocols to a request without Upgrade", wire.ErrBackend), true)
 				return
 			}
@@ -576,10 +720,61 @@ func (c *lconn) dropUp(reuse bool) {
 func (u *lupconn) release(reusable bool) {
 	if reusable && u.state == upBody && !u.fr.rdhup && len(u.rd.buffered()) == 0 && len(u.fw.pending) == 0 {
 		u.rd.unpin()
+		if c := u.pool.dequeue(); c != nil {
+			// A request waits for a connection: it takes this one.
+			u.state = upIdle
+			u.used = true
+			u.client = nil
+			c.useConn(u)
+			return
+		}
 		u.pool.put(u)
 		return
 	}
 	u.close()
+}
+
+// dequeue takes the first request waiting for a connection, if any.
+func (p *lpool) dequeue() *lconn {
+	for len(p.queue) > 0 {
+		c := p.queue[0]
+		p.queue[0] = nil
+		p.queue = p.queue[1:]
+		if c.queued == p {
+			c.queued = nil
+			c.deadline, c.dkind = 0, dlNone
+			return c
+		}
+	}
+	return nil
+}
+
+// unqueue takes c out of the queue it waits in (it left, or timed out).
+func (p *lpool) unqueue(c *lconn) {
+	for i, x := range p.queue {
+		if x == c {
+			p.queue = append(p.queue[:i], p.queue[i+1:]...)
+			break
+		}
+	}
+	c.queued = nil
+}
+
+// freed runs when a connection of the pool closes: a request waiting for
+// one may open one now.
+func (p *lpool) freed() {
+	p.open--
+	if c := p.dequeue(); c != nil {
+		c.connect(p)
+	}
+}
+
+// quiet peeks at an idle connection: true when it has nothing to read
+// and its backend has not closed it.
+func (u *lupconn) quiet() bool {
+	var b [1]byte
+	_, _, err := unix.Recvfrom(u.fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	return err == unix.EAGAIN
 }
 
 // close closes the connection and frees its buffers.
@@ -592,12 +787,12 @@ func (u *lupconn) close() {
 
 func (u *lupconn) closeFD() {
 	u.state = upClosed
-	u.l.forget(u.fd, false)
-	rawClose(u.fd)
+	u.l.closeFD(u.fd)
 	u.fd = -1
 	if u.rd.buf != nil {
 		u.l.readBufs.put(u.rd.buf)
 		u.rd.buf = nil
 	}
 	u.client = nil
+	u.pool.freed()
 }

@@ -39,12 +39,27 @@ type request struct {
 	upgrade       bool // Connection: upgrade with an Upgrade header
 	expect100     bool
 	hasXFF        bool
+
+	// id is the request id the pipeline made, forwarded as X-Request-Id
+	// in place of the client's when idLen > 0 (ForwardRequestID).
+	id    [32]byte
+	idLen int
 }
 
 func (r *request) reset() {
 	hdr := r.hdr
 	hdr.reset()
 	*r = request{hdr: hdr, contentLength: -1}
+}
+
+// upgradeProtocols returns the Upgrade header's value when the request
+// asks for an upgrade, nil otherwise.
+func (r *request) upgradeProtocols() []byte {
+	if !r.upgrade {
+		return nil
+	}
+	v, _ := r.hdr.get("upgrade")
+	return v
 }
 
 // hasBody reports whether the request carries a body.
@@ -91,11 +106,41 @@ func nextLine(b []byte) (line, rest []byte) {
 	return line, b[i+1:]
 }
 
-// parseRequest parses a complete request head (as found by findHeadEnd).
-// It enforces the framing rules that keep a request from meaning two
-// different things to Helios and the backend (RFC 9112 §6.3, §11.2).
-func parseRequest(head []byte, r *request) error {
+// limits bound a request head beyond its size, and say what happens to
+// header names with underscores. The zero value gives the defaults.
+type limits struct {
+	// maxFields bounds the header fields; more get 431. 0: 100.
+	maxFields int
+	// maxMethod bounds the method's length; longer ones get 501. 0: 32.
+	maxMethod int
+	// underscores forwards header names with an underscore; otherwise
+	// they are dropped (nginx's underscores_in_headers off): CGI, WSGI
+	// and PHP read X_Forwarded_For as X-Forwarded-For.
+	underscores bool
+}
+
+// Defaults of limits, and of the listener keys that set them.
+const (
+	defaultMaxHeaderCount = 100
+	defaultMaxMethodBytes = 32
+)
+
+// parseRequest parses a complete request head with the default limits.
+func parseRequest(head []byte, r *request) error { return parseRequestLimits(head, r, limits{}) }
+
+// parseRequestLimits parses a complete request head (as found by
+// findHeadEnd). It enforces the framing rules that keep a request from
+// meaning two different things to Helios and the backend (RFC 9112 §6.3,
+// §11.2), and the bounds of lim.
+func parseRequestLimits(head []byte, r *request, lim limits) error {
 	r.reset()
+	maxFields, maxMethod := lim.maxFields, lim.maxMethod
+	if maxFields <= 0 {
+		maxFields = defaultMaxHeaderCount
+	}
+	if maxMethod <= 0 {
+		maxMethod = defaultMaxMethodBytes
+	}
 	// RFC 9112 §2.2: ignore empty lines before the request line.
 	for len(head) > 0 && (head[0] == '\r' || head[0] == '\n') {
 		head = head[1:]
@@ -108,6 +153,9 @@ func parseRequest(head []byte, r *request) error {
 	r.method = line[:sp1]
 	if !isToken(r.method) {
 		return badRequest("malformed method")
+	}
+	if len(r.method) > maxMethod {
+		return &statusError{501, "method not implemented"}
 	}
 	line = line[sp1+1:]
 	sp2 := bytes.LastIndexByte(line, ' ')
@@ -164,8 +212,14 @@ func parseRequest(head []byte, r *request) error {
 		if !validValue(value) {
 			return badRequest("invalid character in header value")
 		}
+		if len(r.hdr.fields) == maxFields {
+			return &statusError{431, "too many header fields"}
+		}
 		k := classify(name)
-		r.hdr.fields = append(r.hdr.fields, field{name: name, value: value, kind: k})
+		r.hdr.fields = append(r.hdr.fields, field{name: name, value: value, kind: k,
+			// No name Helios acts on has an underscore: such a field is
+			// kOther, and dropping it only keeps it from the backend.
+			drop: !lim.underscores && indexByte(name, '_') >= 0})
 		switch k {
 		case kHost:
 			hostSeen++
@@ -212,6 +266,12 @@ func parseRequest(head []byte, r *request) error {
 		return badRequest("multiple Host headers")
 	}
 	r.hasHost = hostSeen == 1
+	if r.hasHost && len(r.authority) == 0 {
+		// RFC 9112 §3.2 allows an empty Host only for a target without
+		// an authority, which a proxy has no use for: every route and
+		// every backend wants a host.
+		return badRequest("empty Host")
+	}
 	if !validHost(r.authority) {
 		return badRequest("invalid Host")
 	}
@@ -312,15 +372,55 @@ func parseContentLength(v []byte) (int64, bool) {
 	return n, true
 }
 
-// validHost accepts an RFC 3986 reg-name or IP literal with an optional
-// port; empty is allowed (HTTP/1.0 requests may omit Host).
+// validHost accepts an RFC 3986 reg-name, IPv4 address or bracketed IP
+// literal, with an optional port of digits (RFC 9110 §7.2); empty is
+// allowed (HTTP/1.0 requests may omit Host). Percent-encoding, which RFC
+// 3986 allows in a reg-name, is refused: no DNS name needs it, and
+// net/http decodes it in an absolute-form target ("http://%80/" names the
+// host "\x80") but not in a Host field, so a backend and Helios could
+// disagree on the host a request was routed by.
 func validHost(h []byte) bool {
+	if len(h) > 0 && h[0] == '[' {
+		end := indexByte(h, ']')
+		if end < 0 {
+			return false
+		}
+		for _, c := range h[1:end] {
+			if !(c == ':' || c == '.' || '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+		return validPort(h[end+1:])
+	}
+	if i := indexByte(h, ':'); i >= 0 {
+		if !validPort(h[i:]) {
+			return false
+		}
+		h = h[:i]
+	}
 	for _, c := range h {
 		switch {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '.', c == '-', c == ':', c == '[', c == ']', c == '_', c == '~', c == '%',
+		case c == '.', c == '-', c == '_', c == '~',
 			c == '!', c == '$', c == '&', c == '\'', c == '(', c == ')', c == '*', c == '+', c == ',', c == ';', c == '=':
 		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validPort accepts what may follow a host: nothing, or ":" and up to
+// five digits (RFC 3986 allows an empty port).
+func validPort(p []byte) bool {
+	if len(p) == 0 {
+		return true
+	}
+	if p[0] != ':' || len(p) > 6 {
+		return false
+	}
+	for _, c := range p[1:] {
+		if c < '0' || c > '9' {
 			return false
 		}
 	}
@@ -388,6 +488,12 @@ func parseResponse(head []byte, r *response, headRequest bool) error {
 			return errMalformedResponse
 		}
 		r.reason = line[13:]
+		// RFC 9112 §4: no controls but HTAB. The reason is relayed to the
+		// client, and a bare CR in it could read as a line break there
+		// (§2.2).
+		if !validValue(r.reason) {
+			return errMalformedResponse
+		}
 	}
 	var (
 		clSeen, teSeen int

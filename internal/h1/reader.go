@@ -139,7 +139,9 @@ func (b *reader) Read(p []byte) (int, error) {
 				b.beforeBlock()
 			}
 			n, err := b.src.Read(p)
-			if err != nil {
+			if err != nil && err != errWouldBlock {
+				// A non-blocking source with nothing yet is not an
+				// error to remember (as in fill).
 				b.err = err
 			}
 			return n, err

@@ -82,22 +82,10 @@ func (g *Guard) Done(b *upstream.Backend, ticket func(error), o proxy.Outcome) {
 		return
 	}
 	t := g.trackers[b.Index]
-	now := t.clock.Now()
-	d := t.observeFailure(now, g.passive)
-	if d == 0 {
-		return
-	}
 	// Never eject the last available backend: with none left every
 	// request would fail at once, which is worse than a bad backend.
-	if !g.othersAvailable(b.Index) {
-		t.spareFailures()
-		if g.OnEject != nil {
-			g.OnEject(b.Addr, 0)
-		}
-		return
-	}
-	t.eject(now, d)
-	if g.OnEject != nil {
+	d, refused := t.failure(t.clock.Now(), g.passive, func() bool { return g.othersAvailable(b.Index) })
+	if (d != 0 || refused) && g.OnEject != nil {
 		g.OnEject(b.Addr, d)
 	}
 }

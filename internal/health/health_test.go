@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -328,4 +329,82 @@ func applied(name string, bs []*upstream.Backend, ts []*Tracker, p *PassivePolic
 	g := NewGuard(name, bs, ts, p, b)
 	g.Apply()
 	return g
+}
+
+// TestFailuresWhileEjectedDoNotEscalate guards issue 9 item 2: one SIGKILL
+// of a backend under load logged six ejections in 6 ms (30s, 1m, 2m, 4m, 5m,
+// 5m) because each in-flight request that failed after the ejection counted
+// towards a new, longer one. Failures reported while a backend is ejected
+// are its past, not news: they neither start an ejection nor extend one
+// (Envoy ignores them too), and only an ejection that follows the end of
+// the previous one is longer.
+func TestFailuresWhileEjectedDoNotEscalate(t *testing.T) {
+	pol := &PassivePolicy{MaxFails: 3, FailWindow: 10 * time.Second, EjectFor: 30 * time.Second, MaxEjectFor: 300 * time.Second}
+	tests := []struct {
+		name string
+		// lateFailures arrive this long after the ejection, all at once.
+		lateAfter    time.Duration
+		lateFailures int
+		want         []time.Duration
+	}{
+		{name: "in-flight failures at the instant of ejection", lateAfter: 0, lateFailures: 97, want: []time.Duration{30 * time.Second}},
+		{name: "failures during the ejection", lateAfter: 20 * time.Second, lateFailures: 9, want: []time.Duration{30 * time.Second}},
+		{name: "failures after the ejection ended double it", lateAfter: 31 * time.Second, lateFailures: 9, want: []time.Duration{30 * time.Second, 60 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fc := clock.NewFake(t0)
+			bs, ts := backends(fc, 3)
+			g := applied("app", bs, ts, pol, nil)
+			var got []time.Duration
+			g.OnEject = func(_ string, d time.Duration) { got = append(got, d) }
+			for i := 0; i < 3; i++ {
+				g.Done(bs[0], nil, proxy.Failure)
+			}
+			until, _ := bs[0].State.EjectedUntil()
+			fc.Advance(tt.lateAfter)
+			for i := 0; i < tt.lateFailures; i++ {
+				g.Done(bs[0], nil, proxy.Failure)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("got ejections %v, want %v", got, tt.want)
+			}
+			if len(tt.want) == 1 {
+				if now, _ := bs[0].State.EjectedUntil(); !now.Equal(until) && !now.IsZero() {
+					t.Errorf("got ejected until %v, want %v (not extended)", now, until)
+				}
+			}
+		})
+	}
+}
+
+// TestConcurrentFailuresEjectOnce guards the race behind issue 9 item 2:
+// failures arriving together must not each pass the threshold and eject
+// again on the heels of the first.
+func TestConcurrentFailuresEjectOnce(t *testing.T) {
+	fc := clock.NewFake(t0)
+	bs, ts := backends(fc, 3)
+	g := applied("app", bs, ts, &PassivePolicy{MaxFails: 3, FailWindow: 10 * time.Second, EjectFor: 30 * time.Second, MaxEjectFor: 300 * time.Second}, nil)
+	var mu sync.Mutex
+	var got []time.Duration
+	g.OnEject = func(_ string, d time.Duration) {
+		mu.Lock()
+		got = append(got, d)
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < 64; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			g.Done(bs[0], nil, proxy.Failure)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if want := []time.Duration{30 * time.Second}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got ejections %v, want %v", got, want)
+	}
 }

@@ -13,48 +13,49 @@ type PassivePolicy struct {
 	MaxEjectFor time.Duration
 }
 
-// observeFailure counts one failure at now and reports how long to eject
-// the backend for (0: not now). It does not eject: the guard decides,
-// because an ejection must not leave the upstream empty.
-func (t *Tracker) observeFailure(now time.Time, p *PassivePolicy) time.Duration {
+// failure counts one failure at now and, when it makes MaxFails within
+// FailWindow, ejects the backend and returns for how long (0: not now). The
+// count and the ejection happen under one lock, so failures that arrive
+// together eject once. spare reports whether the upstream can do without
+// the backend; when it cannot, the count is forgotten (so the next failure
+// asks again) and refused is true.
+//
+// A failure reported while the backend is ejected is ignored: it belongs
+// to a request sent before the ejection (issue 9: one SIGKILL under load
+// made six ejections in 6 ms, 30s to 5m, because each in-flight failure
+// escalated it). Envoy's outlier detector ignores them too. So an ejection
+// is doubled only when it follows the end of the previous one.
+func (t *Tracker) failure(now time.Time, p *PassivePolicy, spare func() bool) (d time.Duration, refused bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if until, ejected := t.state.EjectedUntil(); ejected && now.Before(until) {
+		return 0, false
+	}
 	if t.windowStart.IsZero() || now.Sub(t.windowStart) > p.FailWindow {
 		t.windowStart = now
 		t.fails = 0
 	}
 	t.fails++
 	if t.fails < p.MaxFails {
-		return 0
+		return 0, false
+	}
+	t.fails = 0
+	t.windowStart = time.Time{}
+	if !spare() {
+		return 0, true
 	}
 	// A backend that has stayed in for MaxEjectFor since its last
 	// ejection starts over at EjectFor.
 	if !t.ejectedTill.IsZero() && now.Sub(t.ejectedTill) > p.MaxEjectFor {
 		t.ejections = 0
 	}
-	d := p.EjectFor
+	d = p.EjectFor
 	for i := 0; i < t.ejections && d < p.MaxEjectFor; i++ {
 		d *= 2
 	}
-	return min(d, p.MaxEjectFor)
-}
-
-// eject takes the backend out until now+d and resets the failure count.
-func (t *Tracker) eject(now time.Time, d time.Duration) {
-	t.mu.Lock()
+	d = min(d, p.MaxEjectFor)
 	t.ejections++
 	t.ejectedTill = now.Add(d)
-	t.fails = 0
-	t.windowStart = time.Time{}
-	t.mu.Unlock()
-	t.state.Eject(now.Add(d))
-}
-
-// spareFailures forgets the failure count when an ejection was refused (it
-// would have emptied the upstream), so the next failure asks again.
-func (t *Tracker) spareFailures() {
-	t.mu.Lock()
-	t.fails = 0
-	t.windowStart = time.Time{}
-	t.mu.Unlock()
+	t.state.Eject(t.ejectedTill)
+	return d, false
 }

@@ -109,6 +109,9 @@ func (t *Tracker) observeCheck(ok bool, errText string, fails, passes int) (chan
 			// Passing checks are evidence of recovery: they end a passive
 			// ejection too (as Envoy's successful_active_health_check_
 			// uneject_host does by default).
+			if _, ejected := t.state.EjectedUntil(); ejected {
+				t.ejectedTill = t.lastCheck // the ejection ended now
+			}
 			t.state.ClearEjection()
 			t.state.SetDown(false)
 			return true, false

@@ -1,16 +1,13 @@
 // Package listener owns listening sockets: a pool of SO_REUSEPORT sockets
-// per address with one accept loop each, the listen backlog, and the cap
-// on open connections.
+// per address, the listen backlog, and the cap on open connections. The
+// engine (internal/h1) accepts on the sockets itself.
 package listener
 
 import (
-	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 )
 
 // Config describes one listener. Zero values: Sockets 1, Backlog 4096,
@@ -24,14 +21,12 @@ type Config struct {
 }
 
 // Pool is a set of sockets bound to one address with SO_REUSEPORT, so the
-// kernel spreads new connections across them and each accept loop runs
-// on its own. It is safe for concurrent use.
+// kernel spreads new connections across them and the engine's loops each
+// accept on their own. It is safe for concurrent use.
 type Pool struct {
-	name    string
-	addr    net.Addr
-	lns     []net.Listener
-	serve   func(net.Conn)
-	onError func(msg string, err error)
+	name string
+	addr net.Addr
+	lns  []net.Listener
 
 	maxConns atomic.Int64
 	open     atomic.Int64
@@ -39,14 +34,11 @@ type Pool struct {
 	accepted atomic.Uint64
 
 	closed atomic.Bool
-	loops  sync.WaitGroup
-	conns  sync.WaitGroup
 }
 
-// Listen binds cfg.Sockets sockets to cfg.Address. serve is called on a
-// new goroutine for each accepted connection and owns it. onError
-// receives accept errors (nil: dropped). Nothing is accepted before Start.
-func Listen(cfg Config, serve func(net.Conn), onError func(string, error)) (*Pool, error) {
+// Listen binds cfg.Sockets sockets to cfg.Address. Nothing is accepted
+// until an engine attaches to the sockets (FDs).
+func Listen(cfg Config) (*Pool, error) {
 	if cfg.Sockets <= 0 {
 		cfg.Sockets = 1
 	}
@@ -57,7 +49,7 @@ func Listen(cfg Config, serve func(net.Conn), onError func(string, error)) (*Poo
 	if err != nil {
 		return nil, fmt.Errorf("listener %s: resolving %s: %w", cfg.Name, cfg.Address, err)
 	}
-	p := &Pool{name: cfg.Name, serve: serve, onError: onError}
+	p := &Pool{name: cfg.Name}
 	p.SetMaxConnections(cfg.MaxConnections)
 	for i := 0; i < cfg.Sockets; i++ {
 		ln, err := sysListen(ta, cfg.Backlog)
@@ -167,63 +159,14 @@ func (p *Pool) Refused() uint64 { return p.refused.Load() }
 // Accepted returns how many connections were accepted and served.
 func (p *Pool) Accepted() uint64 { return p.accepted.Load() }
 
-// Start runs one accept loop per socket.
-func (p *Pool) Start() {
-	for _, ln := range p.lns {
-		p.loops.Add(1)
-		go p.acceptLoop(ln)
-	}
-}
-
-func (p *Pool) acceptLoop(ln net.Listener) {
-	defer p.loops.Done()
-	var backoff time.Duration
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if p.closed.Load() || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// Out of descriptors or memory: wait and try again rather
-			// than spin (net/http does the same).
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			if p.onError != nil {
-				p.onError("accept failed; retrying in "+backoff.String(), err)
-			}
-			time.Sleep(backoff)
-			continue
-		}
-		backoff = 0
-		if p.open.Add(1) > p.maxConns.Load() {
-			p.open.Add(-1)
-			p.refused.Add(1)
-			c.Close()
-			continue
-		}
-		p.accepted.Add(1)
-		p.conns.Add(1)
-		go p.handle(c)
-	}
-}
-
-func (p *Pool) handle(c net.Conn) {
-	defer p.conns.Done()
-	defer p.open.Add(-1)
-	p.serve(c)
-}
-
-// Close stops accepting and closes the sockets; connections being served
-// go on (drain them through whatever serves them, then Wait).
+// Close closes the sockets (stop the engine accepting on them first);
+// connections being served go on.
 func (p *Pool) Close() {
 	if p.closed.Swap(true) {
 		return
 	}
 	p.closeSockets()
-	p.loops.Wait()
 }
-
-// Wait blocks until every accepted connection has been served.
-func (p *Pool) Wait() { p.conns.Wait() }
 
 func (p *Pool) closeSockets() {
 	for _, ln := range p.lns {

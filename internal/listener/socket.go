@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/helios-lb/helios/internal/netpoll"
 )
 
 // sysListen opens one TCP listening socket on addr with SO_REUSEADDR and
@@ -12,41 +15,40 @@ import (
 // the backlog nor, without a Control hook, reuseport; a raw socket gives
 // both in one place.
 func sysListen(addr *net.TCPAddr, backlog int) (net.Listener, error) {
-	family := syscall.AF_INET6
+	family := unix.AF_INET6
 	ip := addr.IP
 	if ip4 := ip.To4(); ip4 != nil {
-		family = syscall.AF_INET
+		family = unix.AF_INET
 		ip = ip4
 	}
-	fd, err := syscall.Socket(family, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, syscall.IPPROTO_TCP)
+	fd, err := netpoll.Socket(family)
 	if err != nil {
 		return nil, os.NewSyscallError("socket", err)
 	}
 	ok := false
 	defer func() {
 		if !ok {
-			syscall.Close(fd)
+			unix.Close(fd)
 		}
 	}()
-	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
 		return nil, os.NewSyscallError("setsockopt SO_REUSEADDR", err)
 	}
-	const soReusePort = 0xf // SO_REUSEPORT on Linux
-	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, soReusePort, 1); err != nil {
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
 		return nil, os.NewSyscallError("setsockopt SO_REUSEPORT", err)
 	}
-	var sa syscall.Sockaddr
-	if family == syscall.AF_INET {
-		s4 := &syscall.SockaddrInet4{Port: addr.Port}
+	var sa unix.Sockaddr
+	if family == unix.AF_INET {
+		s4 := &unix.SockaddrInet4{Port: addr.Port}
 		copy(s4.Addr[:], ip)
 		sa = s4
 	} else {
 		// An unspecified v6 address serves IPv4 too (dual stack), as
 		// net.Listen does for ":port".
 		if ip == nil || ip.IsUnspecified() {
-			syscall.SetsockoptInt(fd, syscall.IPPROTO_IPV6, syscall.IPV6_V6ONLY, 0)
+			unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0)
 		}
-		s6 := &syscall.SockaddrInet6{Port: addr.Port}
+		s6 := &unix.SockaddrInet6{Port: addr.Port}
 		if ip != nil {
 			copy(s6.Addr[:], ip.To16())
 		}
@@ -57,10 +59,10 @@ func sysListen(addr *net.TCPAddr, backlog int) (net.Listener, error) {
 		}
 		sa = s6
 	}
-	if err := syscall.Bind(fd, sa); err != nil {
+	if err := unix.Bind(fd, sa); err != nil {
 		return nil, os.NewSyscallError("bind", err)
 	}
-	if err := syscall.Listen(fd, backlog); err != nil {
+	if err := unix.Listen(fd, backlog); err != nil {
 		return nil, os.NewSyscallError("listen", err)
 	}
 	f := os.NewFile(uintptr(fd), fmt.Sprintf("tcp:%s", addr))

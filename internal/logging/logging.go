@@ -5,7 +5,6 @@ package logging
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -47,11 +46,14 @@ func encoder(format string, dur zapcore.DurationEncoder) (zapcore.Encoder, error
 }
 
 // AccessSink is where access log lines go: a writer, the format named in
-// the config, and how to close it.
+// the config, how to close it and, for a file, how to open it again.
 type AccessSink struct {
 	W      io.Writer
 	Format string
 	Close  func() error
+	// Reopen opens the file again by its path, after logrotate moved it
+	// (SIGUSR1). Nil for stdout and stderr.
+	Reopen func() error
 }
 
 // OpenAccess opens the access log destination named by cfg.AccessLog:
@@ -59,7 +61,7 @@ type AccessSink struct {
 // returns nil when the access log is off. The caller buffers (package
 // accesslog does).
 func OpenAccess(cfg config.Logging, stdout, stderr io.Writer) (*AccessSink, error) {
-	sink := &AccessSink{Format: cfg.Format, Close: func() error { return nil }}
+	sink := &AccessSink{Format: cfg.AccessLineFormat(), Close: func() error { return nil }}
 	switch cfg.AccessLog {
 	case "", config.AccessLogOff:
 		return nil, nil
@@ -68,15 +70,17 @@ func OpenAccess(cfg config.Logging, stdout, stderr io.Writer) (*AccessSink, erro
 	case config.AccessLogStderr:
 		sink.W = stderr
 	default:
-		f, err := os.OpenFile(cfg.AccessLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+		f, err := openReopenable(cfg.AccessLog)
 		if err != nil {
 			return nil, fmt.Errorf("logging.access_log: %w", err)
 		}
-		sink.W = f
-		sink.Close = f.Close
+		sink.W, sink.Close, sink.Reopen = f, f.Close, f.Reopen
 	}
-	if sink.Format != "" && sink.Format != "json" && sink.Format != "console" {
-		return nil, fmt.Errorf("logging.format: %q is not a format (json, console)", sink.Format)
+	switch sink.Format {
+	case "json", "console", "combined":
+	default:
+		sink.Close()
+		return nil, fmt.Errorf("logging.access_format: %q is not an access log format (json, console, combined)", sink.Format)
 	}
 	return sink, nil
 }

@@ -10,10 +10,12 @@ package metrics
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/tlsconf"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -27,6 +29,14 @@ type Source interface {
 	BreakerState(upstreamName string, i int) int
 	// OpenConnections returns open client connections by listener name.
 	OpenConnections() map[string]int64
+	// AcceptErrors returns failed accepts by reason (emfile, enfile,
+	// enobufs, enomem, other).
+	AcceptErrors() map[string]uint64
+	// Panics returns the connections a panic on an event loop has cost.
+	Panics() uint64
+	// TLSProviders returns the TLS providers of the listeners that have
+	// one.
+	TLSProviders() []*tlsconf.Provider
 }
 
 // Metrics holds Helios's collectors.
@@ -38,7 +48,8 @@ type Metrics struct {
 
 	requestsDesc, retriesDesc, noBackendDesc                    *prometheus.Desc
 	upDesc, ejectedDesc, inflightDesc, backendReqDesc, failDesc *prometheus.Desc
-	breakerDesc, openConnsDesc                                  *prometheus.Desc
+	breakerDesc, openConnsDesc, acceptErrsDesc, panicsDesc      *prometheus.Desc
+	tls                                                         tlsDescs
 }
 
 // Labels used for a request that matched no route.
@@ -80,6 +91,12 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 			"Circuit breaker state: 0 closed, 1 half-open, 2 open (absent without a breaker).", []string{"upstream", "backend"}, nil),
 		openConnsDesc: prometheus.NewDesc("helios_open_connections",
 			"Open client connections by listener.", []string{"listener"}, nil),
+		acceptErrsDesc: prometheus.NewDesc("helios_accept_errors_total",
+			"Failed accepts of client connections by reason: emfile (process out of descriptors), enfile (system out), enobufs, enomem, other.",
+			[]string{"reason"}, nil),
+		panicsDesc: prometheus.NewDesc("helios_panics_total",
+			"Connections closed because a panic happened while an event loop served them (the loop went on).", nil, nil),
+		tls: newTLSDescs(),
 	}
 	m.noRoute.Duration = m.duration.WithLabelValues(noRouteLabel, "")
 	for _, c := range []prometheus.Collector{
@@ -148,6 +165,11 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for name, n := range m.src.OpenConnections() {
 		ch <- prometheus.MustNewConstMetric(m.openConnsDesc, prometheus.GaugeValue, float64(n), name)
 	}
+	for reason, n := range m.src.AcceptErrors() {
+		ch <- prometheus.MustNewConstMetric(m.acceptErrsDesc, prometheus.CounterValue, float64(n), reason)
+	}
+	ch <- prometheus.MustNewConstMetric(m.panicsDesc, prometheus.CounterValue, float64(m.src.Panics()))
+	m.collectTLS(ch, time.Now())
 }
 
 func (m *Metrics) collectBackend(ch chan<- prometheus.Metric, upName string, b *upstream.Backend) {

@@ -8,7 +8,8 @@
 package proxy
 
 import (
-	"net/http"
+	"bytes"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -38,13 +39,69 @@ type Route struct {
 	Upstream *Upstream
 	// Respond answers with a fixed response; nil when another action is set.
 	Respond *Fixed
-	// Static answers from files; nil when another action is set.
-	Static http.Handler
+	// Static answers from files (served as an in-process handler); nil
+	// when another action is set.
+	Static *wire.Local
 	// Index is the route's position in the configuration.
 	Index int
 	// Stats counts the route's requests; nil counts nothing. It is kept
 	// across reloads for a route of the same name and upstream.
 	Stats *RouteStats
+	// Upgrades lists the protocols (lower case, without a version) a
+	// request may switch to through the route; nil allows none.
+	Upgrades [][]byte
+	// AllowTrace and AllowConnect accept TRACE and CONNECT, which are
+	// answered 405 otherwise.
+	AllowTrace, AllowConnect bool
+	// MaxBody bounds request bodies (413 beyond); 0 is no bound.
+	MaxBody int64
+	// Buffer, when set, makes the engine read a request body before a
+	// backend is chosen (request buffering), under these limits; nil
+	// streams bodies to the backend as they arrive.
+	Buffer *wire.BufferLimits
+}
+
+// refuses reports whether the route refuses method m: TRACE and CONNECT
+// unless allowed. TRACE echoes the request, cookies and credentials
+// included, and CONNECT opens a tunnel; neither belongs on a reverse
+// proxy by accident.
+func (rt *Route) refuses(m []byte) bool {
+	switch string(m) {
+	case "TRACE":
+		return !rt.AllowTrace
+	case "CONNECT":
+		return !rt.AllowConnect
+	}
+	return false
+}
+
+// upgradeAllowed reports whether every protocol of an Upgrade header
+// value (a comma-separated list of name[/version]) is one the route
+// allows. A list with any other protocol is refused whole: forwarding
+// part of it would need a rewritten header, and clients offer one.
+func (rt *Route) upgradeAllowed(v []byte) bool {
+	seen := false
+	for len(v) > 0 {
+		i := bytes.IndexByte(v, ',')
+		tok := v
+		if i >= 0 {
+			tok, v = v[:i], v[i+1:]
+		} else {
+			v = nil
+		}
+		tok = bytes.TrimSpace(tok)
+		if j := bytes.IndexByte(tok, '/'); j >= 0 {
+			tok = tok[:j]
+		}
+		if len(tok) == 0 {
+			continue
+		}
+		if !slices.ContainsFunc(rt.Upgrades, func(p []byte) bool { return bytes.EqualFold(p, tok) }) {
+			return false
+		}
+		seen = true
+	}
+	return seen
 }
 
 // RouteStats are a route's request counters, written on the request path
@@ -101,8 +158,8 @@ type Upstream struct {
 	Backends []*upstream.Backend
 	// Picker chooses a backend.
 	Picker upstream.Picker
-	// Transport forwards to the backends.
-	Transport wire.Transport
+	// Transport says how the engine reaches the backends.
+	Transport *wire.Transport
 	// HashClient says the picker uses upstream.Key.Hash (ip_hash), so the
 	// pipeline computes it.
 	HashClient bool
@@ -164,12 +221,16 @@ type Record struct {
 	Attempts int
 	// Err is the error that decided the status, if any.
 	Err error
+	// RequestID is the request's id: the client's X-Request-Id, or one
+	// the pipeline made (and forwarded, when the engine can).
+	RequestID RequestID
 }
 
 // Pipeline serves exchanges with the current graph. It implements the
 // engine's handler (h1.Handler).
 type Pipeline struct {
 	graph atomic.Pointer[Graph]
+	ids   requestIDs
 }
 
 // New returns a pipeline serving g.

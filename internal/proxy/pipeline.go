@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"errors"
-	"net/http"
 	"net/netip"
 	"time"
 
@@ -23,49 +22,17 @@ var (
 	bodyBadGW    = []byte("502 Bad Gateway: the backend could not be reached or failed\n")
 	bodyTimeout  = []byte("504 Gateway Timeout: the backend did not answer in time\n")
 	bodyBadReq   = []byte("400 Bad Request: the request could not be forwarded as sent\n")
+	bodyTimedOut = []byte("408 Request Timeout: the request body stopped arriving\n")
+	bodyTooLarge = []byte("413 Content Too Large: the request body is larger than this route accepts\n")
+	bodyBusy     = []byte("503 Service Unavailable: the backend is at its connection limit\n")
+	// RFC 9110 §15.5.6: a 405 lists the methods that are allowed.
+	notAllowedHeader = []byte("Allow: GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH\r\nContent-Type: text/plain; charset=utf-8\r\n")
+	bodyNotAllowed   = []byte("405 Method Not Allowed: this route does not accept the method\n")
 )
 
-// ServeExchange routes and answers one request, blocking as it goes: the
-// driver for engines that run each connection on its own goroutine. It
-// takes the same steps as an event-loop engine does through a Flow, so
-// both engines follow one pipeline.
-func (p *Pipeline) ServeExchange(ex wire.Exchange) {
-	var (
-		f    flow
-		resp wire.Response
-	)
-	f.p = p
-	act := f.Begin(ex)
-	for act == wire.ActForward {
-		if resp != nil {
-			resp.Discard()
-			resp = nil
-		}
-		tr, b := f.Target()
-		r, err := tr.RoundTrip(ex, b)
-		status := 0
-		if err == nil {
-			resp, status = r, r.StatusCode()
-		}
-		act = f.Forwarded(status, err)
-	}
-	if act != wire.ActSend && resp != nil {
-		resp.Discard()
-	}
-	switch act {
-	case wire.ActRespond:
-		status, header, body := f.Answer()
-		err := ex.Respond(status, header, body)
-		f.Sent(status, int64(len(body)), err)
-	case wire.ActServeHTTP:
-		status, n := ex.ServeHTTP(f.Handler())
-		f.Sent(status, n, nil)
-	case wire.ActSend:
-		n, err := resp.Send()
-		f.Sent(f.status, n, err)
-	}
-	f.Finish()
-}
+// StatusClientTimeout is sent and logged when the client stopped sending
+// its request before it was complete.
+const StatusClientTimeout = 408
 
 // NewFlow returns a Flow for one connection of an event-loop engine
 // (wire.Stepper).
@@ -105,12 +72,35 @@ func (f *flow) Begin(ex wire.Exchange) wire.Action {
 	p := f.p
 	*f = flow{p: p, g: p.graph.Load(), ex: ex}
 	f.rec.Start = time.Now()
+	f.setRequestID(ex)
 	rt, ok := f.g.Routes.Match(ex.Host(), ex.Path())
+	if ok {
+		if rt.refuses(ex.Method()) {
+			f.rec.Route = rt
+			return f.answer(405, notAllowedHeader, bodyNotAllowed)
+		}
+		if up := ex.Upgrade(); up != nil && !rt.upgradeAllowed(up) {
+			// Served as a plain request (issue 9: an h2c upgrade
+			// forwarded past the proxy reached paths other routes
+			// guard).
+			ex.RefuseUpgrade()
+		}
+	}
 	switch {
 	case !ok:
 		return f.answer(404, textHeader, bodyNoRoute)
 	case rt.Upstream != nil:
 		f.rec.Route = rt
+		if ex.HasBody() {
+			if rt.MaxBody > 0 && ex.BodyLength() > rt.MaxBody {
+				return f.answer(413, textHeader, bodyTooLarge)
+			}
+			ex.LimitBody(rt.MaxBody)
+			if rt.Buffer != nil {
+				f.last = wire.ActBuffer
+				return wire.ActBuffer
+			}
+		}
 		return f.startForward(rt.Upstream)
 	case rt.Respond != nil:
 		f.rec.Route = rt
@@ -131,11 +121,23 @@ func (f *flow) answer(status int, header, body []byte) wire.Action {
 // Answer returns the answer for ActRespond.
 func (f *flow) Answer() (int, []byte, []byte) { return f.ansStatus, f.ansHeader, f.ansB }
 
-// Handler returns the static handler of the route for ActServeHTTP.
-func (f *flow) Handler() http.Handler { return f.rec.Route.Static }
+// Handler returns the route's in-process handler for ActServeHTTP.
+func (f *flow) Handler() *wire.Local { return f.rec.Route.Static }
+
+// BufferLimits returns the route's request buffering limits.
+func (f *flow) BufferLimits() wire.BufferLimits { return *f.rec.Route.Buffer }
+
+// Buffered goes on once the request body has been buffered.
+func (f *flow) Buffered(err error) wire.Action {
+	if err != nil {
+		f.rec.Err = err
+		return f.fail(err)
+	}
+	return f.startForward(f.rec.Route.Upstream)
+}
 
 // Target returns the upstream's transport and the backend to try.
-func (f *flow) Target() (wire.Transport, *upstream.Backend) { return f.up.Transport, f.b }
+func (f *flow) Target() (*wire.Transport, *upstream.Backend) { return f.up.Transport, f.b }
 
 func (f *flow) startForward(up *Upstream) wire.Action {
 	f.up = up
@@ -144,7 +146,7 @@ func (f *flow) startForward(up *Upstream) wire.Action {
 		f.key.Hash = hashAddr(f.ex.ClientAddr())
 	}
 	if up.Budget != nil {
-		up.Budget.Earn()
+		up.Budget.Earn(f.rec.Start)
 	}
 	f.idem = idempotent(f.ex.Method())
 	return f.pick()
@@ -197,10 +199,30 @@ func (f *flow) done(out Outcome) {
 // elsewhere, or answer with an error.
 func (f *flow) Forwarded(status int, err error) wire.Action {
 	up := f.up
+	if up == nil {
+		// An in-process handler (ActServeHTTP): no backend to judge,
+		// nothing to retry.
+		if err != nil {
+			f.rec.Err = err
+			return f.fail(err)
+		}
+		f.status = status
+		f.last = wire.ActSend
+		return wire.ActSend
+	}
 	if err != nil {
 		out := outcomeOf(err)
 		f.done(out)
 		f.rec.Err = err
+		if errors.Is(err, wire.ErrBackendBusy) {
+			// At its connection cap: nothing was sent, and it says
+			// nothing against the backend; another may take it.
+			f.key.Exclude.Add(f.b.Index)
+			if f.rec.Attempts <= up.Retry.Attempts {
+				return f.pick()
+			}
+			return f.fail(err)
+		}
 		if out == Ignored {
 			return f.fail(err)
 		}
@@ -232,8 +254,14 @@ func (f *flow) Forwarded(status int, err error) wire.Action {
 
 // Sent records how the answer went.
 func (f *flow) Sent(status int, n int64, err error) {
-	switch f.last {
-	case wire.ActSend:
+	switch {
+	case f.last == wire.ActSend && f.b == nil:
+		// An in-process handler's answer.
+		f.rec.Status, f.rec.Bytes, f.rec.Err = status, n, err
+		if err != nil && outcomeOf(err) == Ignored {
+			f.rec.Status = clientFault(err)
+		}
+	case f.last == wire.ActSend:
 		f.rec.Status, f.rec.Bytes, f.rec.Err = status, n, err
 		out := Success
 		switch {
@@ -242,14 +270,14 @@ func (f *flow) Sent(status int, n int64, err error) {
 		case err != nil:
 			out = outcomeOf(err)
 			if out == Ignored {
-				f.rec.Status = StatusClientClosed
+				f.rec.Status = clientFault(err)
 			}
 		}
 		f.done(out)
-	case wire.ActRespond:
+	case f.last == wire.ActRespond:
 		f.rec.Status, f.rec.Bytes = status, n
 		if err != nil {
-			f.rec.Status, f.rec.Err = StatusClientClosed, err
+			f.rec.Status, f.rec.Err = clientFault(err), err
 		}
 	default:
 		f.rec.Status, f.rec.Bytes = status, n
@@ -266,11 +294,45 @@ func (f *flow) Finish() {
 		// instead of reporting): it says nothing about the backend.
 		f.done(Ignored)
 	}
-	if f.g != nil && f.g.Recorder != nil {
+	g := f.g
+	f.g = nil // once: a Finish after a panic records nothing twice
+	if g != nil && g.Recorder != nil {
 		f.rec.Duration = time.Since(f.rec.Start)
-		f.g.Recorder.Record(f.ex, f.rec)
+		g.Recorder.Record(f.ex, f.rec)
 	}
 	f.ex = nil
+}
+
+// Refused records a request the engine answered itself (wire.Flow).
+func (f *flow) Refused(ex wire.Exchange, status int, err error) { f.p.Refused(ex, status, err) }
+
+// Refused records a request the engine answered itself before it went
+// through the pipeline: a malformed head (no route: ex has no method), or
+// a body that stalled (routed, for the route's metrics).
+func (p *Pipeline) Refused(ex wire.Exchange, status int, err error) {
+	g := p.graph.Load()
+	if g == nil || g.Recorder == nil {
+		return
+	}
+	rec := Record{Start: time.Now(), Status: status, Err: err}
+	if len(ex.Method()) > 0 {
+		if rt, ok := g.Routes.Match(ex.Host(), ex.Path()); ok {
+			rec.Route, rec.Upstream = rt, rt.Upstream
+		}
+	}
+	g.Recorder.Record(ex, rec)
+}
+
+// clientFault is the status logged for an exchange the client cut
+// short: 408 when it stopped sending its request, 499 when it left.
+func clientFault(err error) int {
+	switch {
+	case errors.Is(err, wire.ErrClientTimeout):
+		return StatusClientTimeout
+	case errors.Is(err, wire.ErrBodyTooLarge):
+		return 413
+	}
+	return StatusClientClosed
 }
 
 // mayRetry checks what every retry needs: attempts left and a request
@@ -279,7 +341,7 @@ func (f *flow) mayRetry() bool {
 	return f.rec.Attempts <= f.up.Retry.Attempts && !f.ex.BodyStarted()
 }
 
-func spend(up *Upstream) bool { return up.Budget == nil || up.Budget.Spend() }
+func spend(up *Upstream) bool { return up.Budget == nil || up.Budget.Spend(time.Now()) }
 
 // fail answers with the status err calls for: 503 when no backend could
 // be tried, 502 unreachable or broken, 504 timeout, 400 bad request, and
@@ -295,6 +357,12 @@ func (f *flow) fail(err error) wire.Action {
 		f.rec.Status = StatusClientClosed
 		f.last = wire.ActClose
 		return wire.ActClose
+	case errors.Is(err, wire.ErrClientTimeout):
+		return f.answer(StatusClientTimeout, textHeader, bodyTimedOut)
+	case errors.Is(err, wire.ErrBodyTooLarge):
+		return f.answer(413, textHeader, bodyTooLarge)
+	case errors.Is(err, wire.ErrBackendBusy):
+		return f.answer(503, textHeader, bodyBusy)
 	case errors.Is(err, wire.ErrTimeout):
 		return f.answer(504, textHeader, bodyTimeout)
 	case errors.Is(err, wire.ErrBadRequest):
@@ -306,7 +374,8 @@ func (f *flow) fail(err error) wire.Action {
 
 // outcomeOf says what an engine error means for the backend.
 func outcomeOf(err error) Outcome {
-	if errors.Is(err, wire.ErrClientGone) || errors.Is(err, wire.ErrBadRequest) {
+	if errors.Is(err, wire.ErrClientGone) || errors.Is(err, wire.ErrClientTimeout) ||
+		errors.Is(err, wire.ErrBadRequest) || errors.Is(err, wire.ErrBodyTooLarge) || errors.Is(err, wire.ErrBackendBusy) {
 		return Ignored
 	}
 	return Failure

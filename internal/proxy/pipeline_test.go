@@ -3,9 +3,10 @@ package proxy
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/upstream"
@@ -19,12 +20,28 @@ type fakeExchange struct {
 	bodyStarted bool
 	status      int
 	respBody    string
+	respHeader  string
+	// upgrade is the Upgrade header of a request asking for one;
+	// upgradeRefused records RefuseUpgrade.
+	upgrade        string
+	upgradeRefused bool
+	// length is the body's declared length (when body is set); limit
+	// and buffered record LimitBody and BufferBody, which returns
+	// bufferErr.
+	length    int64
+	limit     int64
+	buffered  *wire.BufferLimits
+	bufferErr error
+	// forwarded is what the engine would send as X-Request-Id.
+	forwarded []byte
 }
 
 var (
-	fakeHost = []byte("example.test")
-	fakePath = []byte("/")
-	methods  = map[string][]byte{"GET": []byte("GET"), "POST": []byte("POST"), "PUT": []byte("PUT")}
+	fakeHost  = []byte("example.test")
+	fakePath  = []byte("/")
+	fakeProto = []byte("HTTP/1.1")
+	methods   = map[string][]byte{"GET": []byte("GET"), "POST": []byte("POST"), "PUT": []byte("PUT"),
+		"TRACE": []byte("TRACE"), "CONNECT": []byte("CONNECT")}
 )
 
 func (e *fakeExchange) Method() []byte         { return methods[e.method] }
@@ -33,11 +50,41 @@ func (e *fakeExchange) Path() []byte           { return fakePath }
 func (e *fakeExchange) ClientAddr() netip.Addr { return netip.MustParseAddr("192.0.2.1") }
 func (e *fakeExchange) HasBody() bool          { return e.body }
 func (e *fakeExchange) BodyStarted() bool      { return e.bodyStarted }
-func (e *fakeExchange) Respond(status int, _ []byte, body []byte) error {
-	e.status, e.respBody = status, string(body)
+func (e *fakeExchange) Upgrade() []byte {
+	if e.upgrade == "" || e.upgradeRefused {
+		return nil
+	}
+	return []byte(e.upgrade)
+}
+func (e *fakeExchange) RefuseUpgrade() { e.upgradeRefused = true }
+func (e *fakeExchange) BodyLength() int64 {
+	if e.body {
+		return e.length
+	}
+	return 0
+}
+func (e *fakeExchange) LimitBody(max int64) { e.limit = max }
+func (e *fakeExchange) BodyRead() int64     { return 0 }
+
+// BufferBody stands in for an engine's request buffering.
+func (e *fakeExchange) BufferBody(lim wire.BufferLimits) error {
+	e.buffered = &lim
+	return e.bufferErr
+}
+func (e *fakeExchange) Respond(status int, header []byte, body []byte) error {
+	e.status, e.respHeader, e.respBody = status, string(header), string(body)
 	return nil
 }
-func (e *fakeExchange) ServeHTTP(http.Handler) (int, int64) { return 0, 0 }
+func (e *fakeExchange) Query() []byte        { return nil }
+func (e *fakeExchange) Proto() []byte        { return fakeProto }
+func (e *fakeExchange) Header(string) []byte { return nil }
+func (e *fakeExchange) ForwardRequestID(n int) []byte {
+	if cap(e.forwarded) < n {
+		e.forwarded = make([]byte, n)
+	}
+	e.forwarded = e.forwarded[:n]
+	return e.forwarded
+}
 
 // fakeTransport answers each backend from a script: an error or a status.
 type fakeTransport struct {
@@ -48,38 +95,54 @@ type fakeTransport struct {
 	sendsBody bool
 }
 
-type fakeResponse struct {
-	ex        *fakeExchange
-	status    int
-	discarded *bool
-}
-
-func (r *fakeResponse) StatusCode() int { return r.status }
-func (r *fakeResponse) Send() (int64, error) {
-	r.ex.status = r.status
-	return 0, nil
-}
-func (r *fakeResponse) Discard() { *r.discarded = true }
-
-func (t *fakeTransport) RoundTrip(ex wire.Exchange, b *upstream.Backend) (wire.Response, error) {
+// attempt answers one attempt at b as the script says.
+func (t *fakeTransport) attempt(fe *fakeExchange, b *upstream.Backend) (int, error) {
 	t.tried = append(t.tried, b.Addr)
-	fe := ex.(*fakeExchange)
 	switch v := t.script[b.Addr].(type) {
 	case error:
 		if t.sendsBody && !errors.Is(v, wire.ErrConnect) && fe.body {
 			fe.bodyStarted = true
 		}
-		return nil, v
+		return 0, v
 	case int:
 		if t.sendsBody && fe.body {
 			fe.bodyStarted = true
 		}
-		var d bool
-		return &fakeResponse{ex: fe, status: v, discarded: &d}, nil
+		return v, nil
 	}
 	panic("no script for " + b.Addr)
 }
-func (t *fakeTransport) Close() {}
+
+// scripted stands in for the engine's forwarding: what each attempt gives.
+type scripted interface {
+	attempt(ex *fakeExchange, b *upstream.Backend) (status int, err error)
+}
+
+// serve drives one request through a flow the way an engine does, the
+// attempts answered by s.
+func serve(f wire.Flow, s scripted, ex *fakeExchange) {
+	act := f.Begin(ex)
+	if act == wire.ActBuffer {
+		act = f.Buffered(ex.BufferBody(f.BufferLimits()))
+	}
+	status := 0
+	for act == wire.ActForward {
+		_, b := f.Target()
+		var err error
+		status, err = s.attempt(ex, b)
+		act = f.Forwarded(status, err)
+	}
+	switch act {
+	case wire.ActRespond:
+		st, header, body := f.Answer()
+		err := ex.Respond(st, header, body)
+		f.Sent(st, int64(len(body)), err)
+	case wire.ActSend:
+		ex.status = status
+		f.Sent(status, 0, nil)
+	}
+	f.Finish()
+}
 
 // firstAvailable picks backends in order: deterministic retries.
 type firstAvailable []*upstream.Backend
@@ -99,7 +162,7 @@ func pipelineFor(t *testing.T, tr *fakeTransport, policy RetryPolicy, budget *Bu
 	for i := 0; i < 3; i++ {
 		bs = append(bs, &upstream.Backend{State: upstream.NewState(nil), Addr: fmt.Sprintf("b%d", i+1), Weight: 1, Index: i})
 	}
-	up := &Upstream{Name: "app", Backends: bs, Picker: firstAvailable(bs), Transport: tr, Retry: policy, Budget: budget, Stats: &UpstreamStats{}}
+	up := &Upstream{Name: "app", Backends: bs, Picker: firstAvailable(bs), Transport: &wire.Transport{Name: "app"}, Retry: policy, Budget: budget, Stats: &UpstreamStats{}}
 	tab, err := route.New([]route.Entry[*Route]{{Name: "app", Value: &Route{Name: "app", Upstream: up}}})
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +224,7 @@ func TestRetryRules(t *testing.T) {
 			}
 			p, _ := pipelineFor(t, tr, pol, nil)
 			ex := &fakeExchange{method: tt.method, body: tt.body}
-			p.ServeExchange(ex)
+			serve(p.NewFlow(), tr, ex)
 			if got := fmt.Sprint(tr.tried); got != tt.wantTried {
 				t.Errorf("got backends tried %s, want %s", got, tt.wantTried)
 			}
@@ -172,52 +235,22 @@ func TestRetryRules(t *testing.T) {
 	}
 }
 
-func TestRetryBudgetExhaustion(t *testing.T) {
-	b := NewBudget(0.2, 3)
-	for i := 0; i < 3; i++ {
-		if !b.Spend() {
-			t.Fatalf("retry %d refused from a full budget of 3", i+1)
-		}
-	}
-	if b.Spend() {
-		t.Fatal("a fourth retry was allowed with a burst of 3 and no requests since")
-	}
-	// Five requests earn one retry at ratio 0.2, four do not.
-	for i := 0; i < 4; i++ {
-		b.Earn()
-	}
-	if b.Spend() {
-		t.Fatal("4 requests earned a retry at ratio 0.2")
-	}
-	b.Earn()
-	if !b.Spend() {
-		t.Fatal("5 requests did not earn a retry at ratio 0.2")
-	}
-	// Earnings stop at the burst.
-	for i := 0; i < 1000; i++ {
-		b.Earn()
-	}
-	if got := b.Tokens(); got != 3 {
-		t.Errorf("got %d tokens after 1000 requests, want the burst, 3", got)
-	}
-}
-
 func TestBudgetBoundsStatusRetriesInThePipeline(t *testing.T) {
 	tr := &fakeTransport{script: map[string]any{"b1": 503, "b2": 200, "b3": 200}}
-	budget := NewBudget(0.2, 2)
+	budget := NewBudget(0.2, 0, time.Minute)
 	p, up := pipelineFor(t, tr, defaultPolicy(), budget)
 	retried := 0
 	for i := 0; i < 20; i++ {
 		tr.tried = nil
 		ex := &fakeExchange{method: "GET"}
-		p.ServeExchange(ex)
+		serve(p.NewFlow(), tr, ex)
 		if len(tr.tried) > 1 {
 			retried++
 		}
 	}
-	// Burst 2, then 20 requests at 0.2 earn 4 more: at most 6 retries.
-	if retried > 6 || retried < 5 {
-		t.Errorf("got %d retried requests of 20, want 5 or 6 (burst 2 + 20*0.2)", retried)
+	// No floor: 20 requests at 0.2 earn 4 retries.
+	if retried != 4 {
+		t.Errorf("got %d retried requests of 20, want 4 (20*0.2)", retried)
 	}
 	if got := up.Stats.Retries.Load(); got != uint64(retried) {
 		t.Errorf("got retries counter %d, want %d", got, retried)
@@ -231,7 +264,7 @@ func TestNoBackendIs503AtOnce(t *testing.T) {
 		b.SetDown(true)
 	}
 	ex := &fakeExchange{method: "GET"}
-	p.ServeExchange(ex)
+	serve(p.NewFlow(), tr, ex)
 	if ex.status != 503 || len(tr.tried) != 0 {
 		t.Errorf("got status %d after trying %v, want 503 without trying", ex.status, tr.tried)
 	}
@@ -242,32 +275,84 @@ func TestNoBackendIs503AtOnce(t *testing.T) {
 
 func TestPipelineAllocatesNothing(t *testing.T) {
 	tr := &fakeTransport{script: map[string]any{"b1": 200, "b2": 200, "b3": 200}}
-	p, _ := pipelineFor(t, tr, defaultPolicy(), NewBudget(0.2, 10))
+	p, _ := pipelineFor(t, tr, defaultPolicy(), NewBudget(0.2, 10, time.Minute))
 	ex := &fakeExchange{method: "GET"}
-	resp := &fakeResponse{ex: ex, status: 200, discarded: new(bool)}
-	fixed := &staticTransport{resp: resp}
-	p.Graph().Upstreams[0].Transport = fixed
-	allocs := testing.AllocsPerRun(1000, func() { p.ServeExchange(ex) })
+	f := p.NewFlow()
+	allocs := testing.AllocsPerRun(1000, func() { serve(f, okTransport{}, ex) })
 	if allocs != 0 {
 		t.Errorf("got %v allocations per request through the pipeline, want 0", allocs)
 	}
 }
 
-// staticTransport returns the same response every time (no allocation).
-type staticTransport struct{ resp *fakeResponse }
+// okTransport answers 200 to every attempt (no allocation).
+type okTransport struct{}
 
-func (s *staticTransport) RoundTrip(wire.Exchange, *upstream.Backend) (wire.Response, error) {
-	return s.resp, nil
-}
-func (s *staticTransport) Close() {}
+func (okTransport) attempt(*fakeExchange, *upstream.Backend) (int, error) { return 200, nil }
 
 func BenchmarkPipeline(b *testing.B) {
-	tr := &fakeTransport{}
-	p, up := pipelineFor(&testing.T{}, tr, defaultPolicy(), NewBudget(0.2, 10))
+	p, _ := pipelineFor(&testing.T{}, &fakeTransport{}, defaultPolicy(), NewBudget(0.2, 10, time.Minute))
 	ex := &fakeExchange{method: "GET"}
-	up.Transport = &staticTransport{resp: &fakeResponse{ex: ex, status: 200, discarded: new(bool)}}
+	f := p.NewFlow()
 	b.ReportAllocs()
 	for b.Loop() {
-		p.ServeExchange(ex)
+		serve(f, okTransport{}, ex)
+	}
+}
+
+// Issue 9, items 3 and 9: TRACE and CONNECT are refused unless a route
+// allows them, and an upgrade is forwarded only for a protocol the route
+// allows; anything else is served as a plain request.
+func TestMethodAndUpgradePolicy(t *testing.T) {
+	tests := []struct {
+		name         string
+		method       string
+		upgrade      string
+		route        func(*Route)
+		wantStatus   int
+		wantTried    bool
+		wantRefused  bool // the upgrade was refused
+		wantAllowHdr bool
+	}{
+		{name: "TRACE refused", method: "TRACE", wantStatus: 405, wantAllowHdr: true},
+		{name: "CONNECT refused", method: "CONNECT", wantStatus: 405, wantAllowHdr: true},
+		{name: "TRACE allowed by the route", method: "TRACE", route: func(r *Route) { r.AllowTrace = true }, wantStatus: 200, wantTried: true},
+		{name: "CONNECT allowed by the route", method: "CONNECT", route: func(r *Route) { r.AllowConnect = true }, wantStatus: 200, wantTried: true},
+		{name: "TRACE allowance is not CONNECT's", method: "CONNECT", route: func(r *Route) { r.AllowTrace = true }, wantStatus: 405, wantAllowHdr: true},
+		{name: "websocket upgrade allowed", method: "GET", upgrade: "websocket", wantStatus: 200, wantTried: true},
+		{name: "websocket with a version, any case", method: "GET", upgrade: "WebSocket/13", wantStatus: 200, wantTried: true},
+		{name: "h2c upgrade refused", method: "GET", upgrade: "h2c", wantStatus: 200, wantTried: true, wantRefused: true},
+		{name: "one refused protocol refuses the upgrade", method: "GET", upgrade: "websocket, h2c", wantStatus: 200, wantTried: true, wantRefused: true},
+		{name: "no upgrades allowed", method: "GET", upgrade: "websocket", route: func(r *Route) { r.Upgrades = nil }, wantStatus: 200, wantTried: true, wantRefused: true},
+		{name: "other protocol allowed by the route", method: "GET", upgrade: "example/2", route: func(r *Route) { r.Upgrades = [][]byte{[]byte("example")} },
+			wantStatus: 200, wantTried: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := &fakeTransport{script: map[string]any{"b1": 200, "b2": 200, "b3": 200}}
+			p, up := pipelineFor(t, tr, defaultPolicy(), nil)
+			rt := &Route{Name: "app", Upstream: up, Upgrades: [][]byte{[]byte("websocket")}}
+			if tt.route != nil {
+				tt.route(rt)
+			}
+			tab, err := route.New([]route.Entry[*Route]{{Name: "app", Value: rt}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Swap(&Graph{Routes: tab, Upstreams: []*Upstream{up}})
+			ex := &fakeExchange{method: tt.method, upgrade: tt.upgrade}
+			serve(p.NewFlow(), tr, ex)
+			if ex.status != tt.wantStatus {
+				t.Errorf("got status %d, want %d", ex.status, tt.wantStatus)
+			}
+			if got := len(tr.tried) > 0; got != tt.wantTried {
+				t.Errorf("got forwarded %v, want %v", got, tt.wantTried)
+			}
+			if ex.upgradeRefused != tt.wantRefused {
+				t.Errorf("got upgrade refused %v, want %v", ex.upgradeRefused, tt.wantRefused)
+			}
+			if got := strings.Contains(ex.respHeader, "Allow: "); got != tt.wantAllowHdr {
+				t.Errorf("got Allow header %v (%q), want %v", got, ex.respHeader, tt.wantAllowHdr)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -74,55 +75,109 @@ func (p *RetryPolicy) retryableStatus(status int, idempotent bool) bool {
 	return p.Statuses.Has(status) && (idempotent || !p.IdempotentOnly)
 }
 
-// Budget limits retries to a share of requests, so that retrying cannot
-// multiply the load on an upstream that is failing (the retry storms of
-// SRE lore). It is a token bucket: every request earns Ratio of a token,
-// every retry spends one, and at most Burst tokens are kept. Lock-free.
+// Budget limits retries to a share of recent requests, so that retrying
+// cannot multiply the load on an upstream that is failing (the retry
+// storms of SRE lore), while a stall of one backend is still retried in
+// full. Over any window, retries may be Ratio of the requests seen in the
+// window plus a floor of MinPerSecond per second of it, whatever the
+// traffic (Finagle's and Linkerd's retry budget: ttl, percent_can_retry,
+// min_retries_per_second).
+//
+// A fixed token bucket cannot do both (issue 9 item 4): with a burst of
+// 10, a hundred requests that timed out together on a hung backend got
+// 59 504s where nginx retried them all. The window's credit grows with
+// traffic, and requests that time out together draw on what the requests
+// of the whole window earned.
+//
+// Counts live in a ring of time slots, each an atomic word holding the
+// slot's epoch and its count: lock-free and allocation-free.
 type Budget struct {
-	ratio  int64 // milli-tokens earned per request
-	burst  int64 // milli-tokens
-	tokens atomic.Int64
+	ratio    int64 // milli-retries earned per request
+	floor    int64 // milli-retries allowed per window whatever the traffic
+	slotNano int64
+	requests [budgetSlots]atomic.Uint64 // epoch<<32 | count
+	retries  [budgetSlots]atomic.Uint64 // epoch<<32 | count
 }
 
-// NewBudget returns a full budget. ratio is retries per request (0.2
-// allows one retry per five requests over time); burst is how many
-// retries may happen back to back (at least 1).
-func NewBudget(ratio float64, burst int) *Budget {
-	if burst < 1 {
-		burst = 1
+// budgetSlots is how many slots a window is cut into; the window slides
+// by one slot at a time.
+const budgetSlots = 12
+
+// NewBudget returns a budget that allows, over any window of the given
+// length, ratio retries per request of the window (0.2: one retry per five
+// requests) plus minPerSecond retries per second of the window. A window
+// of zero or less means 10s.
+func NewBudget(ratio float64, minPerSecond int, window time.Duration) *Budget {
+	if window <= 0 {
+		window = 10 * time.Second
 	}
-	b := &Budget{ratio: int64(ratio * 1000), burst: int64(burst) * 1000}
-	b.tokens.Store(b.burst)
-	return b
+	return &Budget{
+		ratio:    int64(ratio * 1000),
+		floor:    int64(minPerSecond) * window.Milliseconds(),
+		slotNano: max(int64(window)/budgetSlots, 1),
+	}
 }
 
-// Earn credits one request.
-func (b *Budget) Earn() {
+func (b *Budget) epoch(now time.Time) uint32 { return uint32(now.UnixNano() / b.slotNano) }
+
+// Earn credits one request at now.
+func (b *Budget) Earn(now time.Time) {
 	if b.ratio == 0 {
 		return
 	}
-	// Skip the write when full: a shared cache line written by every
-	// request on every core costs more than the check.
-	if b.tokens.Load() >= b.burst {
-		return
-	}
-	if t := b.tokens.Add(b.ratio); t > b.burst {
-		b.tokens.CompareAndSwap(t, b.burst)
+	e := b.epoch(now)
+	w := &b.requests[e%budgetSlots]
+	for {
+		v := w.Load()
+		ve := uint32(v >> 32)
+		if ve == e {
+			w.Add(1)
+			return
+		}
+		if ve-e < budgetSlots {
+			return // the slot moved on already: a request from the past
+		}
+		if w.CompareAndSwap(v, uint64(e)<<32|1) {
+			return
+		}
 	}
 }
 
-// Spend takes one retry's token and reports whether there was one.
-func (b *Budget) Spend() bool {
+// Spend takes one retry at now and reports whether the window allowed it.
+func (b *Budget) Spend(now time.Time) bool {
+	e := b.epoch(now)
+	w := &b.retries[e%budgetSlots]
 	for {
-		t := b.tokens.Load()
-		if t < 1000 {
+		v := w.Load()
+		n := uint64(0)
+		if uint32(v>>32) == e {
+			n = v & (1<<32 - 1)
+		}
+		if b.allowance(e) < 1000 {
 			return false
 		}
-		if b.tokens.CompareAndSwap(t, t-1000) {
+		// A CAS on the current slot: two retries cannot both take the
+		// window's last one.
+		if w.CompareAndSwap(v, uint64(e)<<32|(n+1)) {
 			return true
 		}
 	}
 }
 
-// Tokens returns the whole retries currently available.
-func (b *Budget) Tokens() int64 { return b.tokens.Load() / 1000 }
+// allowance returns the milli-retries the window ending in epoch e has
+// left.
+func (b *Budget) allowance(e uint32) int64 {
+	var reqs, tries int64
+	for i := range budgetSlots {
+		if v := b.requests[i].Load(); e-uint32(v>>32) < budgetSlots {
+			reqs += int64(v & (1<<32 - 1))
+		}
+		if v := b.retries[i].Load(); e-uint32(v>>32) < budgetSlots {
+			tries += int64(v & (1<<32 - 1))
+		}
+	}
+	return b.floor + b.ratio*reqs - 1000*tries
+}
+
+// Available returns the whole retries the window ending at now has left.
+func (b *Budget) Available(now time.Time) int64 { return max(b.allowance(b.epoch(now)), 0) / 1000 }

@@ -5,31 +5,44 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/helios-lb/helios/internal/balancer"
 	"github.com/helios-lb/helios/internal/config"
-	"github.com/helios-lb/helios/internal/h1"
 	"github.com/helios-lb/helios/internal/health"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/static"
+	"github.com/helios-lb/helios/internal/tlsconf"
 	"github.com/helios-lb/helios/internal/upstream"
+	"github.com/helios-lb/helios/internal/wire"
 )
 
-// retryBurst is how many retries an upstream's budget allows back to back
-// before the ratio applies.
-const retryBurst = 10
+// retryFloor is how many retries per second an upstream's budget allows
+// whatever the traffic (Linkerd's min_retries_per_second), so that at low
+// traffic a stall is still retried; harmless to a fleet at any scale.
+const retryFloor = 10
+
+// retryWindow is the retry budget's window for an upstream: twice the
+// response-header timeout (at least 10s), so the credit that requests
+// earned before a backend hung is still there when they time out on it
+// (issue 9 item 4).
+func retryWindow(responseHeaderTimeout time.Duration) time.Duration {
+	return max(10*time.Second, 2*responseHeaderTimeout)
+}
 
 // generation is everything built from one configuration: the routing
 // graph and the resources behind it. Building one changes nothing that is
 // running; commit makes it live; close releases what it alone holds.
 type generation struct {
-	cfg        *config.Config
-	graph      *proxy.Graph
-	transports map[string]*h1.Transport // by upstream name
+	cfg   *config.Config
+	graph *proxy.Graph
+	// clientTLS is the TLS config of each upstream whose transport has a
+	// tls block, by name, for the engine to dial its backends with.
+	clientTLS map[string]*tlsconf.Client
 	// Kept across generations, by stateKey: what is known about each
 	// backend.
 	states   map[string]*upstream.State
@@ -48,13 +61,14 @@ type generation struct {
 func stateKey(upstreamName, addr string) string { return upstreamName + "\x00" + addr }
 
 // build turns a validated configuration into a generation. Backends that
-// prev also had keep their state; transports share warm pools with prev's.
+// prev also had keep their state; the engine keeps warm connections for
+// transports whose name, backend address and settings did not change.
 // On error nothing is left open and nothing running has changed.
 func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err error) {
 	g := &generation{
 		cfg:        cfg,
 		graph:      &proxy.Graph{},
-		transports: make(map[string]*h1.Transport),
+		clientTLS:  make(map[string]*tlsconf.Client),
 		states:     make(map[string]*upstream.State),
 		trackers:   make(map[string]*health.Tracker),
 		upTrackers: make(map[string][]*health.Tracker),
@@ -80,6 +94,25 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 	entries := make([]route.Entry[*proxy.Route], 0, len(cfg.Routes))
 	for i, rc := range cfg.Routes {
 		rt := &proxy.Route{Name: rc.Name, Index: i}
+		for _, u := range rc.Upgrades {
+			rt.Upgrades = append(rt.Upgrades, []byte(strings.ToLower(u)))
+		}
+		rt.MaxBody = rc.MaxBodyBytes
+		if rc.RequestBuffering == config.BufferingAuto || rc.RequestBuffering == config.BufferingOn {
+			rt.Buffer = &wire.BufferLimits{
+				Memory: rc.RequestBufferMemoryBytes,
+				File:   rc.RequestBufferFileBytes,
+				Stream: rc.RequestBuffering == config.BufferingAuto,
+			}
+		}
+		for _, m := range rc.AllowMethods {
+			switch m {
+			case config.MethodTrace:
+				rt.AllowTrace = true
+			case config.MethodConnect:
+				rt.AllowConnect = true
+			}
+		}
 		switch rc.Action() {
 		case config.ActionUpstream:
 			rt.Upstream = byName[rc.Upstream]
@@ -89,12 +122,12 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 		case config.ActionRespond:
 			rt.Respond = renderFixed(rc.Respond)
 		case config.ActionStatic:
-			h, err := static.New(rc.Static.Root, rc.Static.Index, rc.Static.StripPrefix)
+			h, err := static.New(rc.Static.Root, rc.Static.Index, rc.Static.StripPrefix, static.Options{})
 			if err != nil {
 				return nil, fmt.Errorf("route %s: %w", rc.Name, err)
 			}
 			g.statics = append(g.statics, h)
-			rt.Static = h
+			rt.Static = &wire.Local{Name: rc.Name, Handler: h}
 		default:
 			return nil, fmt.Errorf("route %s: no action", rc.Name)
 		}
@@ -150,19 +183,19 @@ func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream) (*proxy.
 	up.Picker = picker
 	up.HashClient = uc.Strategy == balancer.IPHash
 
-	var prevTr *h1.Transport
-	if prev != nil {
-		prevTr = prev.transports[uc.Name]
+	if err := s.buildClientTLS(g, prev, uc); err != nil {
+		return nil, err
 	}
-	tr := h1.NewTransport(h1.TransportOptions{
+	up.Transport = &wire.Transport{Name: uc.Name, Settings: wire.TransportSettings{
 		MaxIdlePerBackend:     uc.Transport.MaxIdlePerBackend,
 		IdleTimeout:           uc.Transport.IdleTimeout.D(),
 		DialTimeout:           uc.Transport.DialTimeout.D(),
 		ResponseHeaderTimeout: uc.Transport.ResponseHeaderTimeout.D(),
 		ReadTimeout:           uc.Transport.ReadTimeout.D(),
-	}, addrs, prevTr)
-	g.transports[uc.Name] = tr
-	up.Transport = tr
+		MaxConnsPerBackend:    uc.Transport.MaxConnsPerBackend,
+		MaxQueuePerBackend:    uc.Transport.MaxQueuePerBackend,
+		QueueTimeout:          uc.Transport.QueueTimeout.D(),
+	}}
 
 	if rc := uc.Retries; rc != nil {
 		cond := rc.Conditions()
@@ -179,7 +212,7 @@ func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream) (*proxy.
 			}
 		}
 		if rc.BudgetRatio > 0 {
-			up.Budget = proxy.NewBudget(rc.BudgetRatio, retryBurst)
+			up.Budget = proxy.NewBudget(rc.BudgetRatio, retryFloor, retryWindow(uc.Transport.ResponseHeaderTimeout.D()))
 		}
 	}
 	if prev != nil && prev.upStats[uc.Name] != nil {
@@ -310,9 +343,6 @@ func renderFixed(r *config.Respond) *proxy.Fixed {
 // must have finished (or be allowed to fail).
 func (g *generation) close() {
 	g.stopChecks()
-	for _, t := range g.transports {
-		t.Close()
-	}
 	for _, h := range g.statics {
 		h.Close()
 	}

@@ -106,7 +106,9 @@ func startServer(t *testing.T, cfg *config.Config, o Options) (*Server, string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Start()
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -21,7 +21,9 @@ import (
 	"github.com/helios-lb/helios/internal/h1"
 	"github.com/helios-lb/helios/internal/listener"
 	"github.com/helios-lb/helios/internal/metrics"
+	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/tlsconf"
 )
 
 // Options are the parts of a Server that do not come from the config
@@ -40,6 +42,16 @@ type Options struct {
 	// ConfigPath is the file the admin reload and ReloadFile read. Empty:
 	// reloading from a file is refused.
 	ConfigPath string
+	// Rlimit reads and raises the descriptor limit. Zero: the process's
+	// own (listener.SystemRlimit).
+	Rlimit listener.Rlimit
+	// Sockets hands over listening sockets that exist already (binary
+	// upgrade, socket activation). Nil: every listener binds its address.
+	Sockets Sockets
+	// OnReload is told the outcome of every ReloadFile (SIGHUP or the
+	// admin API): the configuration now served, or the error. Nil:
+	// nobody is told.
+	OnReload func(cfg *config.Config, err error)
 }
 
 // Server is a running Helios: listeners, pipeline, upstreams.
@@ -51,11 +63,17 @@ type Server struct {
 	registry   *prometheus.Registry
 	metrics    *metrics.Metrics
 	configPath string
+	rlimit     listener.Rlimit
+	fds        listener.DescriptorPlan // caps client connections below the descriptor limit
+	acceptErrs *listener.AcceptErrors  // failed accepts, from both engines
+	nofile     atomic.Uint64           // the soft descriptor limit, for the accept warning
+	sockets    Sockets
+	onReload   func(*config.Config, error)
 	draining   atomic.Bool
 	cur        atomic.Pointer[generation] // the generation being served
 
-	mu        sync.Mutex // serialises Start, Reload and Shutdown
-	loops     *h1.Engine // the event loops, made when a listener needs them
+	mu        sync.Mutex                  // serialises Start, Reload and Shutdown
+	engines   map[netpoll.Kind]*h1.Engine // the event loops, by poller, made when a listener needs them
 	gen       *generation
 	listeners map[string]*boundListener // by address
 	admin     *admin.Server
@@ -63,15 +81,17 @@ type Server struct {
 	stopped   bool
 }
 
-// boundListener is a socket pool and the engines serving its
-// connections: the event loops (when the listener's engine is "loop"),
-// and the goroutine engine, which serves every connection in goroutine
-// mode and the connections the loops hand over in loop mode.
+// boundListener is a socket pool and the event loops serving its
+// connections.
 type boundListener struct {
-	cfg    config.Listener
-	pool   *listener.Pool
-	engine *h1.Server
-	loop   *h1.LoopListener // nil in goroutine mode, and before start
+	cfg  config.Listener
+	pool *listener.Pool
+	loop *h1.LoopListener // nil before start
+	// tls serves the listener's handshakes (tls.TLSConfig(), with
+	// BeginHandshake, Record and EndHandshake around each); nil without a
+	// tls block. It lives as long as the listener: reloads change what it
+	// serves in place.
+	tls *tlsconf.Provider
 }
 
 // stop stops accepting and closes the listener's sockets.
@@ -80,18 +100,19 @@ func (bl *boundListener) stop() {
 		bl.loop.Stop()
 	}
 	bl.pool.Close()
+	if bl.tls != nil {
+		bl.tls.Close()
+	}
 }
 
 // drain waits for the listener's connections to finish (closing idle
 // ones), up to ctx.
 func (bl *boundListener) drain(ctx context.Context) error {
-	var lerr error
+	var err error
 	if bl.loop != nil {
-		lerr = bl.loop.Shutdown(ctx)
+		err = bl.loop.Shutdown(ctx)
 	}
-	err := bl.engine.Shutdown(ctx)
-	bl.pool.Wait()
-	return errors.Join(lerr, err)
+	return err
 }
 
 // New builds the object graph for cfg and binds its listeners. Nothing is
@@ -102,6 +123,9 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		clock:      o.Clock,
 		registry:   o.Registry,
 		configPath: o.ConfigPath,
+		rlimit:     o.Rlimit,
+		sockets:    o.Sockets,
+		onReload:   o.OnReload,
 		listeners:  make(map[string]*boundListener),
 	}
 	if s.log == nil {
@@ -110,6 +134,11 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	if s.clock == nil {
 		s.clock = clock.Real{}
 	}
+	if s.rlimit.Get == nil {
+		s.rlimit = listener.SystemRlimit()
+	}
+	s.acceptErrs = s.newAcceptErrors()
+	s.fds = s.planDescriptors(cfg)
 	if s.registry == nil {
 		s.registry = prometheus.NewRegistry()
 	}
@@ -129,7 +158,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	s.gen = g
 	s.pipeline = proxy.New(g.graph)
 	for _, lc := range cfg.Listeners {
-		bl, err := s.bind(lc)
+		bl, err := s.bind(cfg, lc)
 		if err != nil {
 			s.closeListeners()
 			g.close()
@@ -138,8 +167,14 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		s.listeners[lc.Address] = bl
 	}
 	if cfg.Admin.Enabled() {
+		ln, err := s.adminListener(cfg.Admin.Address)
+		if err != nil {
+			s.closeListeners()
+			g.close()
+			return nil, err
+		}
 		a, err := admin.Listen(cfg.Admin.Address, adminSource{s}, admin.Options{
-			Token: cfg.Admin.Token, Pprof: cfg.Admin.Pprof, Gatherer: s.registry,
+			Token: cfg.Admin.Token, Pprof: cfg.Admin.Pprof, Gatherer: s.registry, Listener: ln,
 			ErrorLog: func(msg string, err error) { s.log.Warn(msg, zap.Error(err)) },
 		})
 		if err != nil {
@@ -160,50 +195,93 @@ func engineOptions(lc config.Listener) h1.Options {
 		ReadTimeout:       lc.ReadTimeout.D(),
 		WriteTimeout:      lc.WriteTimeout.D(),
 		MaxHeaderBytes:    lc.MaxHeaderBytes,
+		MaxHeaderCount:    lc.MaxHeaderCount,
+		MaxMethodBytes:    lc.MaxMethodBytes,
+
+		UnderscoresInHeaders: lc.UnderscoresInHeaders,
+		OutputBufferBytes:    lc.OutputBufferBytes,
 	}
 }
 
-func (s *Server) bind(lc config.Listener) (*boundListener, error) {
-	eng := h1.NewServer(s.pipeline, engineOptions(lc))
-	eng.SetErrorLog(func(msg string, err error) {
-		s.log.Warn(msg, zap.String("listener", lc.Name), zap.Error(err))
-	})
-	pool, err := listener.Listen(listener.Config{
+// engineOptions are the engine's options for the listener configured as
+// lc: engineOptions(lc) and the listener's TLS provider.
+func (bl *boundListener) engineOptions(lc config.Listener) h1.Options {
+	o := engineOptions(lc)
+	if bl.tls != nil { // a nil *Provider in the interface would not be nil
+		o.TLS = bl.tls
+	}
+	return o
+}
+
+func (s *Server) bind(cfg *config.Config, lc config.Listener) (*boundListener, error) {
+	var tp *tlsconf.Provider
+	if lc.TLS != nil {
+		var err error
+		if tp, err = s.newTLSProvider(cfg, lc); err != nil {
+			return nil, err
+		}
+	}
+	pool, err := s.openPool(lc, listener.Config{
 		Name:           lc.Name,
 		Address:        lc.Address,
 		Sockets:        lc.Sockets,
 		Backlog:        lc.Backlog,
-		MaxConnections: lc.MaxConnections,
-	}, eng.ServeConn, func(msg string, err error) {
-		s.log.Error(msg, zap.String("listener", lc.Name), zap.Error(err))
+		MaxConnections: s.fds.Cap(lc.MaxConnections),
 	})
 	if err != nil {
+		if tp != nil {
+			tp.Close()
+		}
 		return nil, err
 	}
-	return &boundListener{cfg: lc, pool: pool, engine: eng}, nil
+	return &boundListener{cfg: lc, pool: pool, tls: tp}, nil
 }
 
-// Start begins accepting on every listener.
-func (s *Server) Start() {
+// Start begins accepting on every listener. An error (the event loops
+// could not be made, or could not take a socket) leaves nothing serving.
+func (s *Server) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.started {
-		return
+		return nil
+	}
+	for _, bl := range s.listeners {
+		if err := s.startListener(bl); err != nil {
+			for _, started := range s.listeners {
+				if started.loop != nil {
+					started.loop.Stop()
+				}
+			}
+			return fmt.Errorf("listener %s: %w", bl.cfg.Name, err)
+		}
 	}
 	s.started = true
 	s.gen.commit(nil)
 	if s.admin != nil {
 		s.admin.Start()
 		s.log.Info("admin listening", zap.String("address", s.admin.Addr().String()))
+		s.warnInsecureAdmin(s.gen.cfg.Admin)
 	}
 	for _, bl := range s.listeners {
-		if err := s.startListener(bl); err != nil {
-			s.log.Error("listener cannot serve on event loops; serving it with goroutines", zap.String("listener", bl.cfg.Name), zap.Error(err))
-			bl.pool.Start()
-		}
 		s.log.Info("listening", zap.String("listener", bl.cfg.Name), zap.String("address", bl.pool.Addr().String()),
-			zap.Int("sockets", bl.pool.Sockets()))
+			zap.Int("sockets", bl.pool.Sockets()), zap.String("poller", string(pollerOf(bl.cfg))))
+		s.logMemory(bl.cfg)
 	}
+	return nil
+}
+
+// logMemory says what a listener's connections may hold in memory, so an
+// operator sees what max_connections commits them to.
+func (s *Server) logMemory(lc config.Listener) {
+	o := engineOptions(lc)
+	worst, slow := o.ConnMemory()
+	s.log.Info("memory per client connection",
+		zap.String("listener", lc.Name),
+		zap.Int("worst_kib", worst>>10),
+		zap.Int("slow_reader_kib", slow>>10),
+		zap.Int("max_connections", lc.MaxConnections),
+		zap.Int("worst_total_mib", int(int64(worst)*int64(lc.MaxConnections)>>20)),
+		zap.Int("slow_readers_total_mib", int(int64(slow)*int64(lc.MaxConnections)>>20)))
 }
 
 // Addr returns the bound address of the named listener (with the real
@@ -247,6 +325,15 @@ func (s *Server) Reload(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	// Load the certificates of the listeners that stay before anything
+	// starts: a bad one refuses the reload.
+	commitTLS, err := s.prepareTLS(cfg)
+	if err != nil {
+		g.close()
+		return err
+	}
+	oldFDs := s.fds
+	s.fds = s.planDescriptors(cfg)
 	// Bind what is new before touching anything.
 	keep := make(map[string]*boundListener)
 	fresh := make(map[string]*boundListener)
@@ -255,18 +342,29 @@ func (s *Server) Reload(cfg *config.Config) error {
 			keep[lc.Address] = bl
 			continue
 		}
-		bl, err := s.bind(lc)
+		bl, err := s.bind(cfg, lc)
+		if err == nil && s.started {
+			// Serving a new listener before the swap is harmless (its
+			// first requests see the old graph); failing to, after it,
+			// would leave half a reload.
+			if err = s.startListener(bl); err != nil {
+				bl.stop()
+				err = fmt.Errorf("listener %s: %w", lc.Name, err)
+			}
+		}
 		if err != nil {
 			for _, f := range fresh {
-				f.pool.Close()
+				f.stop()
 			}
 			g.close()
+			s.fds = oldFDs
 			return err
 		}
 		fresh[lc.Address] = bl
 	}
 
 	// Commit: swap the graph, hand health over, then adjust listeners.
+	commitTLS()
 	s.pipeline.Swap(g.graph)
 	s.cur.Store(g)
 	s.gen = g
@@ -296,10 +394,6 @@ func (s *Server) Reload(cfg *config.Config) error {
 	for a, bl := range fresh {
 		s.listeners[a] = bl
 		if s.started {
-			if err := s.startListener(bl); err != nil {
-				s.log.Error("listener cannot serve on event loops; serving it with goroutines", zap.String("listener", bl.cfg.Name), zap.Error(err))
-				bl.pool.Start()
-			}
 			s.log.Info("listening", zap.String("listener", bl.cfg.Name), zap.String("address", bl.pool.Addr().String()))
 		}
 	}
@@ -313,28 +407,38 @@ func (s *Server) Reload(cfg *config.Config) error {
 // startListener begins accepting: on the event loops in loop mode, with
 // an accept goroutine per socket in goroutine mode.
 func (s *Server) startListener(bl *boundListener) error {
-	if bl.cfg.Engine != config.EngineLoop {
-		bl.pool.Start()
-		return nil
-	}
-	if s.loops == nil {
-		eng, err := h1.NewEngine(s.pipeline, 0)
-		if err != nil {
+	kind := pollerOf(bl.cfg)
+	eng := s.engines[kind]
+	if eng == nil {
+		var err error
+		if eng, err = h1.NewEngine(s.pipeline, h1.EngineOptions{Poller: kind}); err != nil {
 			return err
 		}
 		eng.SetErrorLog(func(msg string, err error) { s.log.Warn(msg, zap.Error(err)) })
-		s.loops = eng
+		eng.SetAcceptErrorHook(s.acceptErrs.Observe)
+		if s.engines == nil {
+			s.engines = make(map[netpoll.Kind]*h1.Engine)
+		}
+		s.engines[kind] = eng
 	}
 	fds, err := bl.pool.FDs()
 	if err != nil {
 		return err
 	}
-	ll, err := s.loops.Attach(bl.cfg.Name, fds, engineOptions(bl.cfg), bl.engine, bl.pool.Admit, bl.pool.Release)
+	ll, err := eng.Attach(bl.cfg.Name, fds, bl.engineOptions(bl.cfg), bl.pool.Admit, bl.pool.Release)
 	if err != nil {
 		return err
 	}
 	bl.loop = ll
 	return nil
+}
+
+// pollerOf returns the poller a listener's engine setting asks for.
+func pollerOf(lc config.Listener) netpoll.Kind {
+	if lc.Engine == config.EnginePortable {
+		return netpoll.KindPortable
+	}
+	return netpoll.Native()
 }
 
 // findListener returns the running listener for a configured address:
@@ -362,11 +466,10 @@ func (s *Server) updateListener(bl *boundListener, lc config.Listener) {
 			zap.String("listener", lc.Name), zap.String("running", bl.cfg.Engine), zap.String("configured", lc.Engine))
 		lc.Engine = bl.cfg.Engine
 	}
-	bl.engine.SetOptions(engineOptions(lc))
 	if bl.loop != nil {
-		bl.loop.SetOptions(engineOptions(lc))
+		bl.loop.SetOptions(bl.engineOptions(lc))
 	}
-	bl.pool.SetMaxConnections(lc.MaxConnections)
+	bl.pool.SetMaxConnections(s.fds.Cap(lc.MaxConnections))
 	if lc.Backlog != bl.cfg.Backlog {
 		if err := bl.pool.SetBacklog(lc.Backlog); err != nil {
 			s.log.Warn("could not change the backlog", zap.String("listener", lc.Name), zap.Error(err))
@@ -441,8 +544,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	if s.loops != nil {
-		s.loops.Close()
+	for _, eng := range s.engines {
+		eng.Close()
 	}
 	g.close()
 	if s.admin != nil {
@@ -472,8 +575,18 @@ func (s *Server) applyAdmin(old, cur config.Admin) {
 		return
 	}
 	s.admin.SetToken(cur.Token)
+	s.warnInsecureAdmin(cur)
 	if old.Address != cur.Address || old.Pprof != cur.Pprof {
 		s.log.Warn("admin.address and admin.pprof changes need a restart; the admin listener keeps its old settings",
+			zap.String("address", s.admin.Addr().String()))
+	}
+}
+
+// warnInsecureAdmin says, at every start and reload, that the admin API
+// takes no token because admin.insecure_no_token asked for it.
+func (s *Server) warnInsecureAdmin(a config.Admin) {
+	if a.InsecureNoToken && a.Token == "" {
+		s.log.Warn("admin API has no token (admin.insecure_no_token: true): whoever reaches it can reload Helios and read its metrics and profiles",
 			zap.String("address", s.admin.Addr().String()))
 	}
 }

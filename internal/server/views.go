@@ -110,6 +110,9 @@ func (s *Server) ReloadFile() (problems []string, err error) {
 			s.log.Error("reload refused; the running config stays", zap.String("config", s.configPath),
 				zap.Error(err), zap.Strings("problems", problems))
 		}
+		if s.onReload != nil {
+			s.onReload(s.Config(), err)
+		}
 	}()
 	if s.configPath == "" {
 		return nil, errors.New("no config file to reload from")
@@ -124,6 +127,12 @@ func (s *Server) ReloadFile() (problems []string, err error) {
 			}
 			return lines, fmt.Errorf("%s: %d problem(s)", s.configPath, len(ps))
 		}
+		return nil, err
+	}
+	for _, w := range cfg.Warnings {
+		s.log.Warn(w.String())
+	}
+	if err := NotServedYet(cfg); err != nil {
 		return nil, err
 	}
 	return nil, s.Reload(cfg)

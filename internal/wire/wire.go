@@ -12,11 +12,13 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
+	"time"
 
 	"github.com/helios-lb/helios/internal/upstream"
 )
 
-// Errors an engine returns from RoundTrip and Send, wrapped with detail.
+// Errors an engine reports to the pipeline (Flow.Forwarded, Sent,
+// Buffered), wrapped with detail.
 // The pipeline classifies them with errors.Is, never by their text.
 var (
 	// ErrConnect means the request never reached the backend: the dial
@@ -30,10 +32,39 @@ var (
 	// ErrClientGone means the client went away or stopped reading; it
 	// never counts against the backend.
 	ErrClientGone = errors.New("client went away")
+	// ErrClientTimeout means the client stopped sending its request (its
+	// body stalled past the listener's timeouts): answered 408 when
+	// nothing was sent yet, and never counted against the backend.
+	ErrClientTimeout = errors.New("client timed out sending the request")
 	// ErrBadRequest means the client's request could not be forwarded as
 	// sent (for example a malformed chunked body).
 	ErrBadRequest = errors.New("bad request")
+	// ErrBackendBusy means the backend's connection cap was reached and
+	// no connection came free in time (or its queue was full): nothing
+	// was sent, so another backend may be tried; it is not the backend's
+	// failure. With no other, the answer is 503.
+	ErrBackendBusy = errors.New("backend at its connection cap")
+	// ErrBodyTooLarge means the request body is larger than the route
+	// allows (or than its buffer holds, when the route buffers whole
+	// bodies): answered 413 when nothing was sent yet.
+	ErrBodyTooLarge = errors.New("request body too large")
 )
+
+// BufferLimits say how an engine reads a request body before a backend is
+// chosen (request buffering): up to Memory bytes in memory, then up to
+// File bytes in a temporary file in Dir ("" for the system's). A body
+// that outgrows both is forwarded with what was buffered and the rest
+// streamed when Stream is set, and is too large otherwise.
+type BufferLimits struct {
+	Memory int
+	File   int64
+	Dir    string
+	Stream bool
+	// Discard reads the body and drops it (an origin that only wants it
+	// gone, such as the built-in backend's /sink); the other limits do
+	// not apply.
+	Discard bool
+}
 
 // Exchange is one request on a client connection and the means to answer
 // it. Byte slices returned by its methods are valid until the answer has
@@ -53,37 +84,93 @@ type Exchange interface {
 	// BodyStarted reports whether any of the request body has been read
 	// from the client; a request whose body has started cannot be replayed.
 	BodyStarted() bool
+	// Upgrade returns the protocols the request asks to switch to (its
+	// Upgrade header) when it asks for an upgrade, nil otherwise.
+	Upgrade() []byte
+	// RefuseUpgrade serves the request as a plain one: its Upgrade header
+	// and Connection upgrade token are not forwarded, and a 101 from the
+	// backend is a bad gateway.
+	RefuseUpgrade()
+	// BodyLength returns the declared length of the request body: 0 for
+	// none, -1 when it is chunked (unknown until read).
+	BodyLength() int64
+	// BodyRead returns how many body bytes have been read from the client
+	// so far (decoded).
+	BodyRead() int64
+	// LimitBody bounds the request body: reading past max bytes fails
+	// with ErrBodyTooLarge. 0 is no bound.
+	LimitBody(max int64)
 	// Respond sends a complete response with a fixed body. header holds
 	// pre-rendered "Name: value\r\n" lines (may be nil).
 	Respond(status int, header []byte, body []byte) error
-	// ServeHTTP answers the request with a net/http handler, for actions
-	// that are not on the hot path (static files). It returns the status
-	// and the number of body bytes written.
-	ServeHTTP(h http.Handler) (status int, bytes int64)
+	// Query returns the query of the request target, without the "?";
+	// empty when there is none.
+	Query() []byte
+	// Proto returns the protocol version as the client sent it, e.g.
+	// "HTTP/1.1".
+	Proto() []byte
+	// Header returns the value of the first request header field named
+	// name (compared case-insensitively), or nil when there is none.
+	Header(name string) []byte
+	// ForwardRequestID returns n bytes owned by the exchange, valid until
+	// it ends, for the pipeline to fill with a request id of visible
+	// ASCII; the engine then forwards the request with "X-Request-Id:
+	// <those bytes>" (on every attempt) in place of any the client sent.
+	// The exchange lends the storage rather than taking a value: a slice
+	// handed through an interface method escapes to the heap, an
+	// allocation per request.
+	ForwardRequestID(n int) []byte
 }
 
-// Transport forwards requests to backends.
-type Transport interface {
-	// RoundTrip sends the request to b and reads the response head. On
-	// success the caller must call exactly one of Send or Discard on the
-	// returned Response. Errors wrap ErrConnect, ErrTimeout, ErrBackend,
-	// ErrClientGone or ErrBadRequest.
-	RoundTrip(ex Exchange, b *upstream.Backend) (Response, error)
-	// Close releases idle connections.
-	Close()
+// Transport says how to reach one upstream's backends. Engines keep
+// their connections to a backend by (Name, backend address, Settings), so
+// a reload that keeps all three keeps the warm connections, and two
+// upstreams naming the same backend never share a pool or its timeouts.
+type Transport struct {
+	// Name is the upstream's name.
+	Name string
+	// Settings tune the connections.
+	Settings TransportSettings
 }
 
-// Response is a backend's answer whose head has been read and whose body
-// has not yet been forwarded.
-type Response interface {
-	// StatusCode returns the backend's status code.
-	StatusCode() int
-	// Send streams the response to the client and returns the body bytes
-	// written. Errors wrap ErrBackend, ErrTimeout or ErrClientGone.
-	Send() (int64, error)
-	// Discard drops the response without sending it (the pipeline is going
-	// to retry), releasing or closing the backend connection.
-	Discard()
+// Local is a net/http handler that an engine serves as an in-process
+// backend (ActServeHTTP): the handler may block, so it runs on goroutines
+// of its own, and the engine forwards the request to it as to any
+// backend. Engines keep its connections by the pointer.
+type Local struct {
+	// Name names it in errors and logs.
+	Name string
+	// Handler answers the requests.
+	Handler http.Handler
+}
+
+// TransportSettings tune the connections to an upstream's backends. The
+// zero value of each field is noted; the struct is comparable.
+type TransportSettings struct {
+	// MaxIdlePerBackend caps the idle keep-alive connections kept per
+	// backend. Zero: none are kept (every request dials).
+	MaxIdlePerBackend int
+	// IdleTimeout closes pooled connections idle for longer. Zero: kept
+	// until the backend closes them.
+	IdleTimeout time.Duration
+	// DialTimeout bounds connecting. Zero: the operating system's limit.
+	DialTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for the response head after
+	// the request has been sent. Zero: no bound.
+	ResponseHeaderTimeout time.Duration
+	// ReadTimeout bounds each wait for response body bytes (like nginx
+	// proxy_read_timeout). Zero: no bound.
+	ReadTimeout time.Duration
+	// MaxConnsPerBackend caps the connections (busy and idle) open to
+	// one backend at once, like net/http's MaxConnsPerHost; requests over
+	// it wait in order for one to be free. Zero: no cap.
+	MaxConnsPerBackend int
+	// MaxQueuePerBackend bounds the requests waiting for a connection to
+	// one backend; more are answered 503. Zero: none wait.
+	MaxQueuePerBackend int
+	// QueueTimeout bounds a request's wait for a connection; then 503.
+	// Zero: the wait is bounded by the queue only.
+	QueueTimeout time.Duration
 }
 
 // Action tells an engine that cannot block what to do next with a request
@@ -94,8 +181,9 @@ type Action uint8
 const (
 	// ActRespond: send Flow.Answer with Exchange.Respond, then call Sent.
 	ActRespond Action = iota + 1
-	// ActServeHTTP: answer with Flow.Handler (a net/http handler, which
-	// may block), then call Sent.
+	// ActServeHTTP: answer with Flow.Handler, a net/http handler (which
+	// may block: the engine runs it on a goroutine of its own), then call
+	// Sent.
 	ActServeHTTP
 	// ActForward: send the request to Flow.Target and report the response
 	// head (or the error) with Forwarded. An engine that holds a response
@@ -107,6 +195,9 @@ const (
 	// ActClose: there is no one to answer (the client went away); drop
 	// any response held and close the connection.
 	ActClose
+	// ActBuffer: read the request body under Flow.BufferLimits, then
+	// report with Buffered.
+	ActBuffer
 )
 
 // Flow is one request's way through the pipeline, for engines that cannot
@@ -120,11 +211,19 @@ type Flow interface {
 	// lines ("Name: value\r\n") and body.
 	Answer() (status int, header, body []byte)
 	// Handler returns the handler for ActServeHTTP.
-	Handler() http.Handler
+	Handler() *Local
 	// Target returns where to forward for ActForward.
-	Target() (Transport, *upstream.Backend)
+	Target() (*Transport, *upstream.Backend)
+	// BufferLimits returns how to buffer the body for ActBuffer.
+	BufferLimits() BufferLimits
+	// Buffered reports how buffering went (errors wrap ErrBodyTooLarge,
+	// ErrClientTimeout, ErrClientGone or ErrBadRequest) and returns
+	// ActForward, ActRespond or ActClose.
+	Buffered(err error) Action
 	// Forwarded reports what forwarding to Target gave: the status of
-	// the response head, or the error (errors as for RoundTrip). It
+	// the response head, or the error (wrapping ErrConnect, ErrTimeout,
+	// ErrBackend, ErrClientGone, ErrClientTimeout, ErrBodyTooLarge or
+	// ErrBadRequest). It
 	// returns ActSend, ActForward (a retry), ActRespond (an error answer)
 	// or ActClose.
 	Forwarded(status int, err error) Action
@@ -134,6 +233,11 @@ type Flow interface {
 	Sent(status int, n int64, err error)
 	// Finish records the request.
 	Finish()
+	// Refused records a request the engine answered itself before it
+	// could go through the pipeline (a malformed head, a body that
+	// stalled): status is what was sent, err why. ex's Method, Host and
+	// Path are empty when the head could not be parsed.
+	Refused(ex Exchange, status int, err error)
 }
 
 // Stepper is a pipeline an event-loop engine drives through Flows.

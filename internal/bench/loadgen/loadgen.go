@@ -5,20 +5,26 @@
 // the previous answer is in, so a server that stalls also stalls the
 // measurement: the requests that would have queued during the stall are
 // never sent and their wait is never recorded. Here every request has an
-// intended send time fixed in advance (request i of connection k at
-// start + (i*C+k)/rate, so the C connections share the rate evenly), and
-// its latency runs from that intended time to the last byte of the answer.
-// A connection that falls behind sends at once, and its late start counts
-// against the server, as in wrk2.
+// intended send time fixed in advance (request i at start + i/rate), and its
+// latency runs from that intended time to the last byte of the answer.
+// Requests are taken in order by whichever connection is free (a shared
+// schedule, as a client's connection pool would): a request that finds every
+// connection busy is sent late and its wait counts against the server, as in
+// wrk2. With MaxConnections above Connections the pool grows while requests
+// find it busy, as a browser's or Go's http.Client's would, so that a
+// low-rate latency probe measures the server and not its own queue.
 //
 // The generator speaks just enough HTTP/1.1 to do this cheaply: one
-// preformatted request, a status line, Content-Length or chunked bodies.
+// preformatted request, a status line, Content-Length or chunked bodies; over
+// TLS for https:// URLs (the certificate is not verified: benchmarks run
+// against throwaway certificates).
 package loadgen
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -29,12 +35,13 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // Config describes one run.
 type Config struct {
-	// URL is the http:// URL requested. Required.
+	// URL is the http:// or https:// URL requested. Required.
 	URL string
 	// Rate is the total request rate per second across all connections;
 	// it must be positive.
@@ -42,9 +49,14 @@ type Config struct {
 	// Duration is how long requests are scheduled for; it must be
 	// positive.
 	Duration time.Duration
-	// Connections is the number of connections the rate is spread over.
-	// Zero means 100.
+	// Connections is the number of connections the rate is spread over
+	// from the start. Zero means 100.
 	Connections int
+	// MaxConnections lets the pool grow up to this many connections while
+	// requests find every connection busy (a request more than a
+	// millisecond late opens one more). Zero or less than Connections
+	// means a fixed pool of Connections.
+	MaxConnections int
 	// Timeout bounds connecting and each request, counted from when it is
 	// sent. Zero means 5s.
 	Timeout time.Duration
@@ -74,9 +86,40 @@ type conn struct {
 	hist   Histogram
 	errs   [numErrorKinds]uint64
 	sent   uint64
-	unsent uint64
 	nc     net.Conn
 	br     *bufio.Reader
+	target *target
+}
+
+// target is where and what the connections send.
+type target struct {
+	addr      string
+	tls       *tls.Config // nil for http://
+	req       []byte
+	closeEach bool
+	timeout   time.Duration
+}
+
+// schedule hands out request slots in order: slot i is due at
+// start + i*interval, for every i with a due time before end.
+type schedule struct {
+	next        atomic.Int64
+	start       time.Time
+	end         time.Time
+	stopSending time.Time
+	interval    float64 // nanoseconds
+	total       int64   // slots due before end
+}
+
+// due returns the intended send time of slot i.
+func (s *schedule) due(i int64) time.Time {
+	return s.start.Add(time.Duration(float64(i) * s.interval))
+}
+
+// slots returns how many slots one interval apart, from start, fall
+// before start+d.
+func slots(d time.Duration, interval float64) int64 {
+	return int64(math.Ceil(float64(d) / interval))
 }
 
 // Run sends requests as Config says and returns what it measured. It fails
@@ -84,8 +127,8 @@ type conn struct {
 // the Result. Cancelling ctx ends the run early.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	u, err := url.Parse(cfg.URL)
-	if err != nil || u.Scheme != "http" || u.Host == "" {
-		return nil, fmt.Errorf("url %q: want http://host:port/path", cfg.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("url %q: want http://host:port/path or https://", cfg.URL)
 	}
 	if cfg.Rate <= 0 || cfg.Duration <= 0 {
 		return nil, errors.New("rate and duration must be positive")
@@ -93,88 +136,106 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Connections <= 0 {
 		cfg.Connections = 100
 	}
+	cfg.MaxConnections = max(cfg.MaxConnections, cfg.Connections)
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
 	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = cfg.Timeout
 	}
-	addr := u.Host
-	if u.Port() == "" {
-		addr = net.JoinHostPort(u.Hostname(), "80")
+	tg := &target{addr: u.Host, timeout: cfg.Timeout}
+	port := "80"
+	if u.Scheme == "https" {
+		port = "443"
+		tg.tls = &tls.Config{InsecureSkipVerify: true, ServerName: u.Hostname(), NextProtos: []string{"http/1.1"}}
 	}
-	req, closeEach := formatRequest(u, cfg.Headers)
+	if u.Port() == "" {
+		tg.addr = net.JoinHostPort(u.Hostname(), port)
+	}
+	tg.req, tg.closeEach = formatRequest(u, cfg.Headers)
 
-	conns := make([]*conn, cfg.Connections)
-	start := time.Now().Add(10 * time.Millisecond)
-	end := start.Add(cfg.Duration)
-	stopSending := end.Add(cfg.Grace)
-	interval := float64(time.Second) / cfg.Rate
-	var wg sync.WaitGroup
-	for k := range conns {
-		c := &conn{}
-		conns[k] = c
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.run(ctx, k, cfg.Connections, start, end, stopSending, interval, addr, req, closeEach, cfg.Timeout)
-		}()
+	s := &schedule{start: time.Now().Add(10 * time.Millisecond), interval: float64(time.Second) / cfg.Rate}
+	s.end = s.start.Add(cfg.Duration)
+	s.stopSending = s.end.Add(cfg.Grace)
+	s.total = slots(cfg.Duration, s.interval)
+
+	var (
+		mu      sync.Mutex
+		conns   []*conn
+		wg      sync.WaitGroup
+		started atomic.Int64
+	)
+	var spawn func() bool
+	spawn = func() bool {
+		if n := started.Add(1); n > int64(cfg.MaxConnections) {
+			started.Add(-1)
+			return false
+		}
+		c := &conn{target: tg}
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+		wg.Go(func() { c.run(ctx, s, spawn) })
+		return true
+	}
+	for range cfg.Connections {
+		spawn()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed := time.Since(s.start)
 
 	res := &Result{
 		URL:         cfg.URL,
 		Rate:        cfg.Rate,
 		DurationS:   cfg.Duration.Seconds(),
 		Connections: cfg.Connections,
+		Scheduled:   uint64(s.total),
+	}
+	if cfg.MaxConnections > cfg.Connections {
+		res.MaxConnections = cfg.MaxConnections
+		res.ConnectionsUsed = len(conns)
 	}
 	var all Histogram
 	for _, c := range conns {
 		all.Merge(&c.hist)
 		res.Sent += c.sent
-		res.Unsent += c.unsent
 		res.Errors.Connect += c.errs[errConnect]
 		res.Errors.Read += c.errs[errRead]
 		res.Errors.Write += c.errs[errWrite]
 		res.Errors.Timeout += c.errs[errTimeout]
 		res.Errors.Non2xx += c.errs[errStatus]
 	}
+	res.Unsent = res.Scheduled - min(res.Sent, res.Scheduled)
 	res.Completed = all.Count()
-	res.Scheduled = res.Sent + res.Unsent
 	res.AchievedRPS = float64(res.Completed) / max(elapsed, cfg.Duration).Seconds()
-	res.Latency = LatencyMS{
-		Mean:  ms(all.Mean()),
-		P50:   ms(all.Quantile(0.50)),
-		P90:   ms(all.Quantile(0.90)),
-		P99:   ms(all.Quantile(0.99)),
-		P999:  ms(all.Quantile(0.999)),
-		Max:   ms(all.Max()),
-		Count: all.Count(),
-	}
+	res.Latency = summarize(&all)
 	return res, nil
 }
 
 // ms converts d to float milliseconds.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// run is one connection's loop: request i is due at
-// start + (i*n+k)*interval, for as long as that is before end.
-func (c *conn) run(ctx context.Context, k, n int, start, end, stopSending time.Time, interval float64,
-	addr string, req []byte, closeEach bool, timeout time.Duration) {
+// growAfter is how late a request must be before it opens one more
+// connection in a pool allowed to grow: later than timer jitter.
+const growAfter = time.Millisecond
+
+// run is one connection's loop: take the next slot, wait for its due time,
+// send it, for as long as slots fall before the schedule's end. A slot
+// taken late means every connection was busy; grow is then asked for one
+// more connection.
+func (c *conn) run(ctx context.Context, s *schedule, grow func() bool) {
 	defer c.close()
-	step := time.Duration(float64(n) * interval)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	for i := 0; ; i++ {
-		due := start.Add(time.Duration(float64(i*n+k) * interval))
-		if !due.Before(end) {
+	for {
+		i := s.next.Add(1) - 1
+		if i >= s.total {
 			return
 		}
+		due := s.due(i)
 		now := time.Now()
-		if now.After(stopSending) || ctx.Err() != nil {
-			// Everything due from here to end was never sent.
-			c.unsent += remaining(due, end, step)
+		if now.After(s.stopSending) || ctx.Err() != nil {
+			// This slot and every later one go unsent (Run counts them).
 			return
 		}
 		if wait := due.Sub(now); wait > 0 {
@@ -182,37 +243,30 @@ func (c *conn) run(ctx context.Context, k, n int, start, end, stopSending time.T
 			select {
 			case <-timer.C:
 			case <-ctx.Done():
-				c.unsent += remaining(due, end, step)
 				return
 			}
+		} else if -wait > growAfter {
+			grow()
 		}
 		c.sent++
-		if kind, ok := c.do(addr, req, timeout); !ok {
+		if kind, ok := c.do(); !ok {
 			c.errs[kind]++
 			c.close()
 			continue
 		}
 		c.hist.Record(time.Since(due))
-		if closeEach {
+		if c.target.closeEach {
 			c.close()
 		}
 	}
 }
 
-// remaining returns how many requests one step apart are due from due
-// (included) until end (excluded).
-func remaining(due, end time.Time, step time.Duration) uint64 {
-	if !due.Before(end) || step <= 0 {
-		return 0
-	}
-	return uint64(math.Ceil(float64(end.Sub(due)) / float64(step)))
-}
-
 // do sends one request and reads its answer, reporting how it failed.
 // A non-2xx/3xx answer is read in full and keeps the connection.
-func (c *conn) do(addr string, req []byte, timeout time.Duration) (errorKind, bool) {
+func (c *conn) do() (errorKind, bool) {
+	t := c.target
 	if c.nc == nil {
-		nc, err := net.DialTimeout("tcp", addr, timeout)
+		nc, err := dial(t)
 		if err != nil {
 			return classify(err, errConnect), false
 		}
@@ -223,8 +277,8 @@ func (c *conn) do(addr string, req []byte, timeout time.Duration) (errorKind, bo
 			c.br.Reset(nc)
 		}
 	}
-	c.nc.SetDeadline(time.Now().Add(timeout))
-	if _, err := c.nc.Write(req); err != nil {
+	c.nc.SetDeadline(time.Now().Add(t.timeout))
+	if _, err := c.nc.Write(t.req); err != nil {
 		return classify(err, errWrite), false
 	}
 	status, keep, err := readResponse(c.br)
@@ -238,6 +292,15 @@ func (c *conn) do(addr string, req []byte, timeout time.Duration) (errorKind, bo
 		return errStatus, false
 	}
 	return 0, true
+}
+
+// dial connects to t, with a TLS handshake for https.
+func dial(t *target) (net.Conn, error) {
+	d := net.Dialer{Timeout: t.timeout}
+	if t.tls == nil {
+		return d.Dial("tcp", t.addr)
+	}
+	return tls.DialWithDialer(&d, "tcp", t.addr, t.tls)
 }
 
 func (c *conn) close() {

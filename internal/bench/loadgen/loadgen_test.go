@@ -116,17 +116,23 @@ func TestRunRateAndLatency(t *testing.T) {
 	}
 }
 
-// A server that stalls for 300ms makes every request scheduled during the
-// stall late: an open-loop generator records those waits, where a
-// closed-loop one would record one slow request per connection.
-func TestRunCountsStallsFromIntendedTime(t *testing.T) {
+// stallOnceServer answers "ok" at once, except its first answer, which
+// takes 300ms.
+func stallOnceServer() *httptest.Server {
 	var stalled atomic.Bool
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if stalled.CompareAndSwap(false, true) {
 			time.Sleep(300 * time.Millisecond)
 		}
 		w.Write([]byte("ok"))
 	}))
+}
+
+// A server that stalls for 300ms makes every request scheduled during the
+// stall late: an open-loop generator records those waits, where a
+// closed-loop one would record one slow request per connection.
+func TestRunCountsStallsFromIntendedTime(t *testing.T) {
+	srv := stallOnceServer()
 	defer srv.Close()
 	// One connection at 200/s: a request every 5ms; the stall delays the
 	// ~60 requests due during it.
@@ -185,7 +191,7 @@ func TestRunErrorKinds(t *testing.T) {
 
 func TestRunRejectsBadConfig(t *testing.T) {
 	for _, cfg := range []Config{
-		{URL: "https://x/", Rate: 1, Duration: time.Second},
+		{URL: "ftp://x/", Rate: 1, Duration: time.Second},
 		{URL: "http://x/", Rate: 0, Duration: time.Second},
 		{URL: "http://x/", Rate: 1},
 		{URL: "::", Rate: 1, Duration: time.Second},
@@ -305,5 +311,122 @@ func TestRunCountsUnsent(t *testing.T) {
 	}
 	if res.Scheduled != 100 || res.Sent+res.Unsent != 100 || res.Unsent < 50 || res.Unsent > 80 {
 		t.Errorf("scheduled %d, sent %d, unsent %d: want 100 scheduled, about 70 unsent", res.Scheduled, res.Sent, res.Unsent)
+	}
+}
+
+// One connection stalls for 300ms: with a shared schedule the other
+// connections take the requests due meanwhile, so only the stalled request
+// is late (with one schedule per connection, a tenth of them would be).
+func TestRunSharedScheduleRoutesAroundAStall(t *testing.T) {
+	srv := stallOnceServer()
+	defer srv.Close()
+	res, err := Run(context.Background(), Config{URL: srv.URL, Rate: 200, Duration: time.Second, Connections: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Completed != 200 {
+		t.Fatalf("completed: got %d, want 200", res.Completed)
+	}
+	if res.Latency.P90 > 20 || res.Latency.Max < 290 {
+		t.Errorf("latency ms: got p90 %v max %v, want p90 <= 20 and max >= 290", res.Latency.P90, res.Latency.Max)
+	}
+}
+
+func TestRunGrowsThePool(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(40 * time.Millisecond)
+		w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	// 100/s at 40ms each needs about four connections at once.
+	tests := []struct {
+		name            string
+		max             int
+		wantUsedAtLeast int
+		wantP50Below    float64
+	}{
+		{"fixed pool of one falls behind", 0, 0, math.Inf(1)},
+		{"pool grows to keep up", 16, 4, 100},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := Run(context.Background(), Config{URL: srv.URL, Rate: 100, Duration: time.Second,
+				Connections: 1, MaxConnections: tt.max, Grace: 100 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ConnectionsUsed < tt.wantUsedAtLeast || res.ConnectionsUsed > max(tt.max, 0) {
+				t.Errorf("connections used: got %d, want %d..%d", res.ConnectionsUsed, tt.wantUsedAtLeast, tt.max)
+			}
+			if tt.max == 0 {
+				// 25/s for a second: most of the 100 go unsent or late.
+				if res.Unsent < 50 {
+					t.Errorf("unsent: got %d, want at least 50", res.Unsent)
+				}
+				return
+			}
+			if res.Completed < 95 || res.Latency.P50 >= tt.wantP50Below {
+				t.Errorf("completed %d, p50 %v ms: want >= 95 completed and p50 below %v", res.Completed, res.Latency.P50, tt.wantP50Below)
+			}
+		})
+	}
+}
+
+func TestRunOverTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil {
+			w.WriteHeader(400)
+		}
+		w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	res, err := Run(context.Background(), Config{URL: srv.URL + "/", Rate: 200, Duration: 500 * time.Millisecond, Connections: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Completed != 100 || res.Errors.Total() != 0 {
+		t.Errorf("got %d completed, errors %+v, want 100 and none", res.Completed, res.Errors)
+	}
+}
+
+// The histogram behind the probe's figures, fed the way Run feeds it: a
+// request due every millisecond for 10s, answered in 1ms, except that the
+// server stalls for the second starting at 5s. Measured from the intended
+// send time, the thousand requests due during the stall waited up to a
+// second each, so p99 and p99.9 show the stall; measured closed-loop (one
+// request per answer, latency from when it was really sent) only one
+// request in ten thousand would.
+func TestHistogramCountsAStallFromIntendedTimes(t *testing.T) {
+	var open, closed Histogram
+	const stallFrom, stallTo = 5000, 6000 // ms
+	for due := range 10000 {
+		done := due + 1
+		if due >= stallFrom && due < stallTo {
+			done = stallTo + 1
+		}
+		open.Record(time.Duration(done-due) * time.Millisecond)
+		if due < stallFrom || due >= stallTo {
+			closed.Record(time.Millisecond)
+		}
+	}
+	closed.Record(time.Second) // the one request that met the stall
+	tests := []struct {
+		name string
+		h    *Histogram
+		q    float64
+		want time.Duration
+	}{
+		{"open loop p50", &open, 0.50, time.Millisecond},
+		{"open loop p99", &open, 0.99, 900 * time.Millisecond},
+		{"open loop p99.9", &open, 0.999, 990 * time.Millisecond},
+		{"closed loop p99.9", &closed, 0.999, time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.h.Quantile(tt.q)
+			if rel := math.Abs(float64(got-tt.want)) / float64(tt.want); rel > 0.02 {
+				t.Errorf("got %v, want %v (±2%%)", got, tt.want)
+			}
+		})
 	}
 }

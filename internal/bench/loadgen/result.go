@@ -18,6 +18,10 @@ type Result struct {
 	Rate        float64 `json:"rate"`
 	DurationS   float64 `json:"duration_s"`
 	Connections int     `json:"connections"`
+	// MaxConnections and ConnectionsUsed are set when the pool could
+	// grow: its cap, and how many connections it opened.
+	MaxConnections  int `json:"max_connections,omitempty"`
+	ConnectionsUsed int `json:"connections_used,omitempty"`
 	// Scheduled is Sent + Unsent: every request whose intended send time
 	// fell within the duration.
 	Scheduled uint64 `json:"scheduled"`
@@ -25,7 +29,7 @@ type Result struct {
 	// with a status below 400 (the ones in Latency).
 	Sent      uint64 `json:"sent"`
 	Completed uint64 `json:"completed"`
-	// Unsent counts scheduled requests never sent because their
+	// Unsent counts scheduled requests never sent because every
 	// connection was still behind when the grace period ended: a sign the
 	// target could not keep up with the rate.
 	Unsent uint64 `json:"unsent"`
@@ -81,6 +85,63 @@ var ErrNoResult = errors.New("no loadgen result in the output")
 // Parse reads the output of `helios bench loadgen` and returns the last
 // result line in it. Lines that are not JSON objects are ignored.
 func Parse(r io.Reader) (*Result, error) {
+	last, err := lastJSONLine(r)
+	if err != nil {
+		return nil, err
+	}
+	var res Result
+	dec := json.NewDecoder(bytes.NewReader(last))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&res); err != nil {
+		return nil, fmt.Errorf("loadgen result: %w", err)
+	}
+	if res.Format != FormatV1 {
+		return nil, fmt.Errorf("loadgen result: format %q, want %q", res.Format, FormatV1)
+	}
+	if res.Completed != res.Latency.Count {
+		return nil, fmt.Errorf("loadgen result: %d completed but %d latencies", res.Completed, res.Latency.Count)
+	}
+	return &res, nil
+}
+
+// WriteJSON prints v (a WSResult, HandshakeResult or IdleResult) as one
+// line of JSON.
+func WriteJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+// ParseJSON reads the last line of r that is a JSON object into v, which
+// must carry a "format" field equal to format; unknown fields are errors.
+func ParseJSON(r io.Reader, v any, format string) error {
+	last, err := lastJSONLine(r)
+	if err != nil {
+		return err
+	}
+	var f struct {
+		Format string `json:"format"`
+	}
+	if err := json.Unmarshal(last, &f); err != nil {
+		return fmt.Errorf("result: %w", err)
+	}
+	if f.Format != format {
+		return fmt.Errorf("result: format %q, want %q", f.Format, format)
+	}
+	dec := json.NewDecoder(bytes.NewReader(last))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("result: %w", err)
+	}
+	return nil
+}
+
+// lastJSONLine returns the last line of r that starts a JSON object, or
+// ErrNoResult.
+func lastJSONLine(r io.Reader) ([]byte, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var last []byte
@@ -96,17 +157,5 @@ func Parse(r io.Reader) (*Result, error) {
 	if last == nil {
 		return nil, ErrNoResult
 	}
-	var res Result
-	dec := json.NewDecoder(bytes.NewReader(last))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&res); err != nil {
-		return nil, fmt.Errorf("loadgen result: %w", err)
-	}
-	if res.Format != FormatV1 {
-		return nil, fmt.Errorf("loadgen result: format %q, want %q", res.Format, FormatV1)
-	}
-	if res.Completed != res.Latency.Count {
-		return nil, fmt.Errorf("loadgen result: %d completed but %d latencies", res.Completed, res.Latency.Count)
-	}
-	return &res, nil
+	return last, nil
 }

@@ -1,0 +1,180 @@
+package deploy
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pendingMetrics are named by the kit before Helios exports them: the
+// TLS listeners will export helios_tls_certificate_expiry_seconds (Unix
+// time at which a served certificate expires).
+var pendingMetrics = []string{"helios_tls_certificate_expiry_seconds"}
+
+// TestAlertRules runs promtool check rules and the rules' unit tests.
+func TestAlertRules(t *testing.T) {
+	promtool := needTool(t, "promtool", "prometheus")
+	dir := filepath.Join(repoRoot(t), "deploy/observability")
+	run(t, dir, nil, promtool, "check", "rules", "alerts.yaml")
+	run(t, dir, nil, promtool, "test", "rules", "alerts_test.yaml")
+}
+
+// dashboardExprs returns every query of the Grafana dashboard, with
+// Grafana's variables replaced so that PromQL tools read them.
+func dashboardExprs(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy/observability/dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Title  string `json:"title"`
+		Panels []struct {
+			Title   string `json:"title"`
+			Type    string `json:"type"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("dashboard.json: %v", err)
+	}
+	r := strings.NewReplacer("$__rate_interval", "5m", "$instance", ".*")
+	var out []string
+	for _, p := range d.Panels {
+		if p.Type != "row" && len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			out = append(out, r.Replace(tg.Expr))
+		}
+	}
+	return out
+}
+
+// TestDashboardQueriesParse hands every dashboard query to promtool as a
+// recording rule: a typo in PromQL fails here, not in Grafana.
+func TestDashboardQueriesParse(t *testing.T) {
+	promtool := needTool(t, "promtool", "prometheus")
+	var b strings.Builder
+	b.WriteString("groups:\n  - name: dashboard\n    rules:\n")
+	for i, e := range dashboardExprs(t) {
+		q, _ := json.Marshal(e) // a JSON string is a YAML string
+		fmt.Fprintf(&b, "      - record: dashboard:query_%d\n        expr: %s\n", i, q)
+	}
+	f := filepath.Join(t.TempDir(), "dashboard-rules.yaml")
+	os.WriteFile(f, []byte(b.String()), 0o644)
+	run(t, "", nil, promtool, "check", "rules", f)
+}
+
+var metricName = regexp.MustCompile(`\bhelios_[a-z_]+`)
+
+// TestKitUsesMetricsHeliosExports scrapes a running helios and checks
+// that every metric the dashboard and the alerts name is one it exports
+// (or one pending, listed above), and that the dashboard shows what
+// issue 12 asks of it.
+func TestKitUsesMetricsHeliosExports(t *testing.T) {
+	exported := scrapeMetricNames(t)
+	used := map[string]bool{}
+	for _, e := range dashboardExprs(t) {
+		for _, n := range metricName.FindAllString(e, -1) {
+			used[n] = true
+		}
+	}
+	dashboard := map[string]bool{}
+	for n := range used {
+		dashboard[n] = true
+	}
+	alerts, _ := os.ReadFile(filepath.Join(repoRoot(t), "deploy/observability/alerts.yaml"))
+	for _, n := range metricName.FindAllString(string(alerts), -1) {
+		used[n] = true
+	}
+	var missing []string
+	for n := range used {
+		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_sum"), "_count")
+		if !exported[n] && !exported[base] && !slices.Contains(pendingMetrics, n) {
+			missing = append(missing, n)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("the kit names metrics Helios does not export: %v", missing)
+	}
+	for _, want := range []string{
+		"helios_requests_total", "helios_request_duration_seconds_bucket", "helios_backend_up",
+		"helios_backend_ejected", "helios_circuit_breaker_state", "helios_open_connections",
+		"helios_config_reloads_total", "helios_config_last_reload_success_timestamp_seconds", "helios_build_info",
+	} {
+		if !dashboard[want] {
+			t.Errorf("the dashboard does not show %s", want)
+		}
+	}
+}
+
+// scrapeMetricNames runs helios serve with health checks, passive
+// ejection and a breaker on, sends it a request, and returns the metric
+// names /metrics lists.
+func scrapeMetricNames(t *testing.T) map[string]bool {
+	t.Helper()
+	dir := t.TempDir()
+	bin := buildHelios(t, dir)
+	web, admin, backend := freePort(t), freePort(t), freePort(t)
+	b := exec.Command(bin, "backend", "--listen", "127.0.0.1:"+backend)
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { b.Process.Kill(); b.Wait() }()
+	cfg := filepath.Join(dir, "helios.yaml")
+	os.WriteFile(cfg, []byte(`listeners: [{name: web, address: "127.0.0.1:`+web+`"}]
+routes: [{name: app, match: {path_prefix: /}, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "127.0.0.1:`+backend+`"}]
+    health_check: {interval: 1s}
+    passive: {}
+    circuit_breaker: {}
+admin: {address: "127.0.0.1:`+admin+`"}
+`), 0o644)
+	s := exec.Command(bin, "serve", "--config", cfg)
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Process.Kill(); s.Wait() }()
+	var body string
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get("http://127.0.0.1:" + web + "/"); err == nil && resp.StatusCode == 200 {
+			resp.Body.Close()
+			if m, err := http.Get("http://127.0.0.1:" + admin + "/metrics"); err == nil {
+				bb, _ := io.ReadAll(m.Body)
+				m.Body.Close()
+				body = string(bb)
+				if strings.Contains(body, "helios_health_checks_total") {
+					break
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	names := map[string]bool{}
+	for _, line := range strings.Split(body, "\n") {
+		if n, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			names[strings.Fields(n)[0]] = true
+		}
+	}
+	if !names["helios_requests_total"] {
+		t.Fatalf("no helios metrics scraped:\n%s", body)
+	}
+	return names
+}

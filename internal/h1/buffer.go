@@ -1,0 +1,43 @@
+package h1
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/helios-lb/helios/internal/wire"
+)
+
+// bodyBuffering is what request buffering holds of the current request's
+// body.
+type bodyBuffering uint8
+
+const (
+	notBuffered    bodyBuffering = iota // the body streams (or is in the read buffer)
+	bufferedWhole                       // c.bb holds the whole body
+	bufferedPrefix                      // c.bb holds its start; the rest streams
+)
+
+func bodyLength(r *request) int64 {
+	switch {
+	case r.chunked:
+		return -1
+	case r.contentLength > 0:
+		return r.contentLength
+	}
+	return 0
+}
+
+// clientBodyErr classifies an error reading a request body from the
+// client: its own fault, whichever way.
+func clientBodyErr(err error) error {
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		return fmt.Errorf("%w: %w", wire.ErrBodyTooLarge, err)
+	case errors.Is(err, errMalformedChunk), errors.Is(err, errTrailerTooLarge):
+		return fmt.Errorf("%w: %w", wire.ErrBadRequest, err)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("%w: %w", wire.ErrClientTimeout, err)
+	}
+	return fmt.Errorf("%w: reading request body: %w", wire.ErrClientGone, err)
+}

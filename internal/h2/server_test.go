@@ -1,0 +1,901 @@
+package h2
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// answer makes a recorder answer every request with 200 and body.
+func answer(r *recorder, body string) {
+	r.onRequest = func(s *Stream, h *RequestHead, end bool) {
+		s.WriteHeaders(200, []Field{{Name: "Content-Type", Value: "text/plain"}, {Name: "Connection", Value: "keep-alive"}}, body == "")
+		if body != "" {
+			s.WriteData([]byte(body), true)
+		}
+	}
+}
+
+func TestServerRequestAndResponse(t *testing.T) {
+	r := newRecorder()
+	answer(r, "hello")
+	p := newServerPeer(t, r, Config{})
+	p.outN = 0
+	p.headers(1, true, get("/a?b=c", "accept", "*/*", "cookie", "a=1", "cookie", "b=2")...)
+	if err := p.feed(); err != nil {
+		t.Fatal(err)
+	}
+	r.wantEvents(t, "request 1 GET /a?b=c end=true")
+	// Fields are lowercased, connection-specific ones left out.
+	p.wantFrames("HEADERS stream=1 :status=200 content-type=text/plain", "DATA stream=1 len=5 END_STREAM")
+	if n := p.c.ActiveStreams(); n != 0 {
+		t.Errorf("got %d active streams, want 0", n)
+	}
+	if p.outN != 1 {
+		t.Errorf("got %d Output writes for the exchange, want 1", p.outN)
+	}
+}
+
+func TestServerRequestHead(t *testing.T) {
+	var got RequestHead
+	r := newRecorder()
+	r.onRequest = func(s *Stream, h *RequestHead, end bool) {
+		got = *h
+		got.Fields = append([]Field(nil), h.Fields...)
+	}
+	p := newServerPeer(t, r, Config{})
+	p.headers(1, false, post("/upload", "content-length", "4", "x-a", "1", "cookie", "a=1", "cookie", "b=2")...)
+	p.feed()
+	want := "POST https example.com /upload  cl=4 [content-length=4 x-a=1 cookie=a=1 cookie=b=2]"
+	var fs []string
+	for _, f := range got.Fields {
+		fs = append(fs, f.Name+"="+f.Value)
+	}
+	if s := got.Method + " " + got.Scheme + " " + got.Authority + " " + got.Path + " " + got.Protocol + " cl=" + itoa(got.ContentLength) + " [" + strings.Join(fs, " ") + "]"; s != want {
+		t.Errorf("got head %q, want %q", s, want)
+	}
+}
+
+func itoa(n int64) string {
+	if n < 0 {
+		return "-" + itoa(-n)
+	}
+	if n < 10 {
+		return string(rune('0' + n))
+	}
+	return itoa(n/10) + string(rune('0'+n%10))
+}
+
+// TestServerMalformedRequests checks the stream errors of RFC 9113
+// §8.1-8.3: each request is refused with RST_STREAM PROTOCOL_ERROR,
+// the handler never sees it, and the connection goes on.
+func TestServerMalformedRequests(t *testing.T) {
+	tests := []struct {
+		name   string
+		fields []string
+		end    bool
+	}{
+		{name: "uppercase name", fields: get("/", "X-Upper", "1")},
+		{name: "connection field", fields: get("/", "connection", "keep-alive")},
+		{name: "transfer-encoding", fields: get("/", "transfer-encoding", "chunked")},
+		{name: "upgrade", fields: get("/", "upgrade", "h2c")},
+		{name: "TE other than trailers", fields: get("/", "te", "gzip")},
+		{name: "unknown pseudo-header", fields: get("/", ":foo", "bar")},
+		{name: "response pseudo-header", fields: get("/", ":status", "200")},
+		{name: "pseudo after regular", fields: []string{":method", "GET", "x", "1", ":scheme", "https", ":path", "/"}},
+		{name: "no method", fields: []string{":scheme", "https", ":path", "/"}},
+		{name: "no scheme", fields: []string{":method", "GET", ":path", "/"}},
+		{name: "no path", fields: []string{":method", "GET", ":scheme", "https"}},
+		{name: "empty path", fields: []string{":method", "GET", ":scheme", "https", ":path", ""}},
+		{name: "relative path", fields: get("a/b")},
+		{name: "path with a space", fields: get("/a b")},
+		{name: "path with CR", fields: get("/a\rb")},
+		{name: "asterisk not for OPTIONS", fields: get("*")},
+		{name: "duplicate method", fields: append([]string{":method", "GET"}, get("/")...)},
+		{name: "duplicate path", fields: get("/", ":path", "/")},
+		{name: "method not a token", fields: []string{":method", "G ET", ":scheme", "https", ":path", "/"}},
+		{name: "host differs from authority", fields: get("/", "host", "evil.example")},
+		{name: "two hosts", fields: []string{":method", "GET", ":scheme", "https", ":path", "/", "host", "a", "host", "a"}},
+		{name: "userinfo in authority", fields: []string{":method", "GET", ":scheme", "https", ":path", "/", ":authority", "u@example.com"}},
+		{name: "value with LF", fields: get("/", "x", "a\nb")},
+		{name: "value with NUL", fields: get("/", "x", "a\x00b")},
+		{name: "value with leading space", fields: get("/", "x", " a")},
+		{name: "empty name", fields: get("/", "", "a")},
+		{name: "invalid content-length", fields: post("/", "content-length", "1x")},
+		{name: "conflicting content-length", fields: post("/", "content-length", "1", "content-length", "2")},
+		{name: "content-length and END_STREAM", fields: post("/", "content-length", "3"), end: true},
+		{name: "CONNECT with a path", fields: []string{":method", "CONNECT", ":authority", "a:443", ":path", "/"}},
+		{name: "CONNECT without authority", fields: []string{":method", "CONNECT"}},
+		{name: ":protocol not enabled", fields: []string{":method", "CONNECT", ":protocol", "websocket", ":scheme", "https", ":path", "/", ":authority", "a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRecorder()
+			answer(r, "ok")
+			p := newServerPeer(t, r, Config{})
+			p.headers(1, tt.end, tt.fields...)
+			if err := p.feed(); err != nil {
+				t.Fatalf("got connection error %v, want a stream error", err)
+			}
+			p.wantFrames("RST_STREAM stream=1 PROTOCOL_ERROR")
+			r.wantEvents(t)
+			// The connection goes on.
+			p.headers(3, true, get("/next")...)
+			p.feed()
+			r.wantEvents(t, "request 3 GET /next end=true")
+			p.wantFrames("HEADERS stream=3 :status=200 content-type=text/plain", "DATA stream=3 len=2 END_STREAM")
+			if got := p.c.Stats().StreamErrors.Load(); got != 1 {
+				t.Errorf("got StreamErrors %d, want 1", got)
+			}
+		})
+	}
+}
+
+func TestServerValidRequests(t *testing.T) {
+	tests := []struct {
+		name   string
+		cfg    Config
+		fields []string
+		want   string
+	}{
+		{name: "TE trailers", fields: get("/", "te", "trailers"), want: "GET /"},
+		{name: "OPTIONS *", fields: []string{":method", "OPTIONS", ":scheme", "https", ":authority", "a", ":path", "*"}, want: "OPTIONS *"},
+		{name: "host equal to authority", fields: get("/", "host", "example.com"), want: "GET /"},
+		{name: "host without authority", fields: []string{":method", "GET", ":scheme", "http", ":path", "/", "host", "a"}, want: "GET /"},
+		{name: "CONNECT", fields: []string{":method", "CONNECT", ":authority", "a:443"}, want: "CONNECT "},
+		{name: "extended CONNECT", cfg: Config{EnableConnectProtocol: true}, fields: []string{":method", "CONNECT", ":protocol", "websocket", ":scheme", "https", ":path", "/chat", ":authority", "a"}, want: "CONNECT /chat"},
+		{name: "obs-text value", fields: get("/", "x", "caf\xc3\xa9"), want: "GET /"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRecorder()
+			p := newServerPeer(t, r, tt.cfg)
+			p.headers(1, false, tt.fields...)
+			if err := p.feed(); err != nil {
+				t.Fatal(err)
+			}
+			r.wantEvents(t, "request 1 "+tt.want+" end=false")
+			p.wantFrames()
+		})
+	}
+}
+
+// TestServerConnectionErrors checks connection errors of RFC 9113:
+// GOAWAY with the code, then the connection is over.
+func TestServerConnectionErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		send func(p *rawPeer)
+		code http2.ErrCode
+	}{
+		{"DATA on stream 0", func(p *rawPeer) { p.data(0, true, []byte("x")) }, http2.ErrCodeProtocol},
+		{"DATA on an idle stream", func(p *rawPeer) { p.data(1, true, []byte("x")) }, http2.ErrCodeProtocol},
+		{"HEADERS on stream 0", func(p *rawPeer) { p.headers(0, true, get("/")...) }, http2.ErrCodeProtocol},
+		{"even stream id", func(p *rawPeer) { p.headers(2, true, get("/")...) }, http2.ErrCodeProtocol},
+		{"lower stream id", func(p *rawPeer) { p.headers(5, false, get("/")...); p.headers(3, true, get("/")...) }, http2.ErrCodeStreamClosed},
+		{"frame inside a header block", func(p *rawPeer) {
+			p.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: p.block(get("/")...)})
+			p.fr.WritePing(false, [8]byte{})
+		}, http2.ErrCodeProtocol},
+		{"CONTINUATION of another stream", func(p *rawPeer) {
+			p.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: p.block(get("/")...)})
+			p.fr.WriteContinuation(3, true, nil)
+		}, http2.ErrCodeProtocol},
+		{"CONTINUATION alone", func(p *rawPeer) { p.fr.WriteContinuation(1, true, p.block(get("/")...)) }, http2.ErrCodeProtocol},
+		{"bad HPACK", func(p *rawPeer) {
+			p.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte{0x80}, EndHeaders: true})
+		}, http2.ErrCodeCompression},
+		{"padding longer than DATA", func(p *rawPeer) {
+			p.headers(1, false, post("/")...)
+			p.raw(http2.FrameData, http2.FlagDataPadded, 1, []byte{5, 'a', 'b'})
+		}, http2.ErrCodeProtocol},
+		{"frame above MAX_FRAME_SIZE", func(p *rawPeer) { p.headers(1, false, post("/")...); p.data(1, false, make([]byte, 16385)) }, http2.ErrCodeFrameSize},
+		{"SETTINGS on a stream", func(p *rawPeer) { p.raw(http2.FrameSettings, 0, 1, nil) }, http2.ErrCodeProtocol},
+		{"SETTINGS of odd length", func(p *rawPeer) { p.raw(http2.FrameSettings, 0, 0, []byte{0, 1, 0}) }, http2.ErrCodeFrameSize},
+		{"SETTINGS ACK with payload", func(p *rawPeer) { p.raw(http2.FrameSettings, http2.FlagSettingsAck, 0, make([]byte, 6)) }, http2.ErrCodeFrameSize},
+		{"ENABLE_PUSH 2", func(p *rawPeer) { p.fr.WriteSettings(http2.Setting{ID: http2.SettingEnablePush, Val: 2}) }, http2.ErrCodeProtocol},
+		{"INITIAL_WINDOW_SIZE 2^31", func(p *rawPeer) { p.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 31}) }, http2.ErrCodeFlowControl},
+		{"MAX_FRAME_SIZE too small", func(p *rawPeer) { p.fr.WriteSettings(http2.Setting{ID: http2.SettingMaxFrameSize, Val: 100}) }, http2.ErrCodeProtocol},
+		{"PING of 7 bytes", func(p *rawPeer) { p.raw(http2.FramePing, 0, 0, make([]byte, 7)) }, http2.ErrCodeFrameSize},
+		{"PING on a stream", func(p *rawPeer) { p.raw(http2.FramePing, 0, 1, make([]byte, 8)) }, http2.ErrCodeProtocol},
+		{"GOAWAY on a stream", func(p *rawPeer) { p.raw(http2.FrameGoAway, 0, 1, make([]byte, 8)) }, http2.ErrCodeProtocol},
+		{"RST_STREAM on stream 0", func(p *rawPeer) { p.fr.WriteRSTStream(0, http2.ErrCodeCancel) }, http2.ErrCodeProtocol},
+		{"RST_STREAM on an idle stream", func(p *rawPeer) { p.fr.WriteRSTStream(1, http2.ErrCodeCancel) }, http2.ErrCodeProtocol},
+		{"RST_STREAM of 3 bytes", func(p *rawPeer) {
+			p.headers(1, false, post("/")...)
+			p.raw(http2.FrameRSTStream, 0, 1, make([]byte, 3))
+		}, http2.ErrCodeFrameSize},
+		{"WINDOW_UPDATE of 0", func(p *rawPeer) { p.fr.WriteWindowUpdate(0, 0) }, http2.ErrCodeProtocol},
+		{"WINDOW_UPDATE on an idle stream", func(p *rawPeer) { p.fr.WriteWindowUpdate(1, 1) }, http2.ErrCodeProtocol},
+		{"connection window above 2^31-1", func(p *rawPeer) { p.fr.WriteWindowUpdate(0, 1<<31-1) }, http2.ErrCodeFlowControl},
+		{"PRIORITY on stream 0", func(p *rawPeer) { p.fr.WritePriority(0, http2.PriorityParam{StreamDep: 1}) }, http2.ErrCodeProtocol},
+		{"PUSH_PROMISE", func(p *rawPeer) {
+			p.headers(1, false, get("/")...)
+			p.fr.WritePushPromise(http2.PushPromiseParam{StreamID: 1, PromiseID: 2, BlockFragment: p.block(get("/")...), EndHeaders: true})
+		}, http2.ErrCodeProtocol},
+		{"DATA beyond the connection window", func(p *rawPeer) {
+			p.headers(1, false, post("/")...)
+			for i := 0; i < 5; i++ {
+				p.data(1, false, make([]byte, 16384))
+			}
+		}, http2.ErrCodeFlowControl},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRecorder()
+			p := newServerPeer(t, r, Config{ConnWindow: 65535, StreamWindow: 1 << 20})
+			tt.send(p)
+			err := p.feed()
+			var ce *ConnError
+			if !errors.As(err, &ce) || ce.Code != tt.code {
+				t.Fatalf("got Feed error %v, want a connection error %v", err, tt.code)
+			}
+			p.wantConnError(tt.code)
+			if !p.c.Done() {
+				t.Error("got Done false after a connection error, want true")
+			}
+			if n, err2 := p.c.Feed([]byte("more")); n != 0 || err2 != err {
+				t.Errorf("got Feed after the end = %d, %v; want 0, %v", n, err2, err)
+			}
+		})
+	}
+}
+
+func TestServerFirstFrameMustBeSettings(t *testing.T) {
+	p := newRawPeer(t)
+	p.c = NewServerConn(countingOutput{p}, newRecorder(), Config{})
+	p.frames()
+	p.wr.WriteString(http2.ClientPreface)
+	p.fr.WritePing(false, [8]byte{})
+	p.feed()
+	p.wantConnError(http2.ErrCodeProtocol)
+}
+
+func TestServerBadPreface(t *testing.T) {
+	tests := []struct {
+		name  string
+		input string
+		want  error
+	}{
+		{name: "HTTP/1.1 request", input: "GET / HTTP/1.1\r\nHost: a\r\n\r\n", want: ErrBadPreface},
+		{name: "first bytes wrong", input: "PRX", want: ErrBadPreface},
+		{name: "partial preface", input: "PRI * HTTP/2.0\r\n", want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newRawPeer(t)
+			p.c = NewServerConn(countingOutput{p}, newRecorder(), Config{})
+			p.frames()
+			n, err := p.c.Feed([]byte(tt.input))
+			if n != 0 || err != tt.want {
+				t.Fatalf("got %d, %v; want 0, %v", n, err, tt.want)
+			}
+			p.wantFrames() // nothing written: no GOAWAY to an HTTP/1.1 client
+		})
+	}
+}
+
+// TestServerFeedInPieces feeds a conversation a byte at a time and in
+// odd pieces: Feed consumes whole frames only and the outcome is the
+// same.
+func TestServerFeedInPieces(t *testing.T) {
+	for _, piece := range []int{1, 7, 100, 1 << 20} {
+		r := newRecorder()
+		answer(r, "hi")
+		p := newRawPeer(t)
+		p.c = NewServerConn(countingOutput{p}, r, Config{})
+		p.wr.WriteString(http2.ClientPreface)
+		p.fr.WriteSettings()
+		p.headers(1, false, post("/", "content-length", "6")...)
+		p.data(1, false, []byte("abc"))
+		p.fr.WriteDataPadded(1, true, []byte("def"), make([]byte, 10))
+		all := bytes.Clone(p.wr.Bytes())
+		p.wr.Reset()
+		var held []byte
+		for len(all) > 0 {
+			k := min(piece, len(all))
+			held = append(held, all[:k]...)
+			all = all[k:]
+			n, err := p.c.Feed(held)
+			if err != nil {
+				t.Fatalf("piece %d: %v", piece, err)
+			}
+			held = held[n:]
+		}
+		if len(held) != 0 {
+			t.Errorf("piece %d: got %d bytes left, want 0", piece, len(held))
+		}
+		r.wantEvents(t, "request 1 POST / end=false", `data 1 "abc" end=false`, `data 1 "def" end=true`)
+	}
+}
+
+func TestServerRequestBodyAndTrailers(t *testing.T) {
+	r := newRecorder()
+	p := newServerPeer(t, r, Config{})
+	p.headers(1, false, post("/", "content-length", "6")...)
+	p.data(1, false, []byte("abc"))
+	p.data(1, false, []byte("def"))
+	p.headers(1, true, "grpc-status", "0", "x-t", "v")
+	p.feed()
+	r.wantEvents(t, "request 1 POST / end=false", `data 1 "abc" end=false`, `data 1 "def" end=false`, "trailers 1 grpc-status=0 x-t=v")
+	s := r.streams[1]
+	if err := s.WriteHeaders(200, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	s.WriteData([]byte("body"), false)
+	if err := s.WriteTrailers([]Field{{Name: "grpc-status", Value: "0"}, {Name: "grpc-message", Value: "ok"}}); err != nil {
+		t.Fatal(err)
+	}
+	p.wantFrames("HEADERS stream=1 :status=200", "DATA stream=1 len=4", "HEADERS stream=1 END_STREAM grpc-status=0 grpc-message=ok")
+	if !s.Closed() {
+		t.Error("got the stream open after both ends, want it closed")
+	}
+	if _, err := s.WriteData([]byte("x"), false); err != ErrStreamClosed {
+		t.Errorf("got WriteData after the end = %v, want ErrStreamClosed", err)
+	}
+}
+
+func TestServerTrailerErrors(t *testing.T) {
+	tests := []struct {
+		name   string
+		send   func(p *rawPeer)
+		reason string
+	}{
+		{"trailers without END_STREAM", func(p *rawPeer) { p.headers(1, false, "x", "1") }, "trailers without END_STREAM"},
+		{"pseudo-header in trailers", func(p *rawPeer) { p.headers(1, true, ":path", "/") }, "pseudo-header field in trailers"},
+		{"body shorter than content-length", func(p *rawPeer) { p.data(1, false, []byte("ab")); p.headers(1, true, "x", "1") }, "body length differs from content-length"},
+		{"body longer than content-length", func(p *rawPeer) { p.data(1, false, []byte("abcdef")) }, "body length differs from content-length"},
+		{"body shorter at END_STREAM", func(p *rawPeer) { p.data(1, true, []byte("ab")) }, "body length differs from content-length"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRecorder()
+			p := newServerPeer(t, r, Config{})
+			p.headers(1, false, post("/", "content-length", "3")...)
+			p.feed()
+			r.take()
+			tt.send(p)
+			if err := p.feed(); err != nil {
+				t.Fatal(err)
+			}
+			p.wantFrames("RST_STREAM stream=1 PROTOCOL_ERROR")
+			evs := r.events
+			last := evs[len(evs)-1]
+			var se *StreamError
+			if !errors.As(last.err, &se) || se.Remote || se.Code != http2.ErrCodeProtocol || se.Reason != tt.reason {
+				t.Errorf("got last event %v, want a local PROTOCOL_ERROR reset: %s", last, tt.reason)
+			}
+		})
+	}
+}
+
+func TestServerStreamStates(t *testing.T) {
+	tests := []struct {
+		name string
+		send func(p *rawPeer)
+		want []string
+	}{
+		{"DATA after END_STREAM", func(p *rawPeer) { p.headers(1, true, get("/")...); p.data(1, true, []byte("x")) },
+			[]string{"RST_STREAM stream=1 STREAM_CLOSED"}},
+		{"HEADERS after END_STREAM", func(p *rawPeer) { p.headers(1, true, get("/")...); p.headers(1, true, "x", "1") },
+			[]string{"RST_STREAM stream=1 STREAM_CLOSED"}},
+		{"DATA after the peer's RST_STREAM", func(p *rawPeer) {
+			p.headers(1, false, post("/")...)
+			p.fr.WriteRSTStream(1, http2.ErrCodeCancel)
+			p.data(1, true, []byte("x"))
+		}, []string{"RST_STREAM stream=1 STREAM_CLOSED"}},
+		{"WINDOW_UPDATE and RST_STREAM on a closed stream are ignored", func(p *rawPeer) {
+			p.headers(1, false, post("/")...)
+			p.fr.WriteRSTStream(1, http2.ErrCodeCancel)
+			p.fr.WriteWindowUpdate(1, 10)
+			p.fr.WriteRSTStream(1, http2.ErrCodeCancel)
+			p.fr.WritePriority(1, http2.PriorityParam{StreamDep: 0})
+		}, nil},
+		{"PRIORITY on an idle stream does not open it", func(p *rawPeer) {
+			p.fr.WritePriority(5, http2.PriorityParam{StreamDep: 0})
+			p.headers(3, false, get("/")...)
+		}, nil},
+		{"PRIORITY depending on itself", func(p *rawPeer) { p.fr.WritePriority(1, http2.PriorityParam{StreamDep: 1}) },
+			[]string{"RST_STREAM stream=1 PROTOCOL_ERROR"}},
+		{"PRIORITY of 4 bytes", func(p *rawPeer) { p.raw(http2.FramePriority, 0, 1, make([]byte, 4)) },
+			[]string{"RST_STREAM stream=1 FRAME_SIZE_ERROR"}},
+		{"HEADERS depending on itself", func(p *rawPeer) {
+			p.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: p.block(get("/")...), EndHeaders: true, Priority: http2.PriorityParam{StreamDep: 1, Weight: 3}})
+		}, []string{"RST_STREAM stream=1 PROTOCOL_ERROR"}},
+		{"WINDOW_UPDATE of 0 on a stream", func(p *rawPeer) { p.headers(1, false, get("/")...); p.fr.WriteWindowUpdate(1, 0) },
+			[]string{"RST_STREAM stream=1 PROTOCOL_ERROR"}},
+		{"stream window above 2^31-1", func(p *rawPeer) { p.headers(1, false, get("/")...); p.fr.WriteWindowUpdate(1, 1<<31-1) },
+			[]string{"RST_STREAM stream=1 FLOW_CONTROL_ERROR"}},
+		{"unknown frame type is ignored", func(p *rawPeer) { p.raw(0xfa, 0, 0, []byte("x")) }, nil},
+		{"unknown settings are ignored", func(p *rawPeer) { p.fr.WriteSettings(http2.Setting{ID: 0x99, Val: 1}) },
+			[]string{"SETTINGS ACK"}},
+		{"PING is answered", func(p *rawPeer) { p.fr.WritePing(false, [8]byte{'a'}); p.fr.WritePing(true, [8]byte{'b'}) },
+			[]string{`PING ACK "a\x00\x00\x00\x00\x00\x00\x00"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newServerPeer(t, newRecorder(), Config{})
+			tt.send(p)
+			if err := p.feed(); err != nil {
+				t.Fatalf("got %v, want no connection error", err)
+			}
+			p.wantFrames(tt.want...)
+		})
+	}
+}
+
+func TestServerStreamErrorTellsHandler(t *testing.T) {
+	r := newRecorder()
+	p := newServerPeer(t, r, Config{})
+	p.headers(1, false, post("/")...)
+	p.fr.WriteWindowUpdate(1, 0)
+	p.feed()
+	r.wantEvents(t, "request 1 POST / end=false", "reset 1 h2: stream 1 reset PROTOCOL_ERROR: WINDOW_UPDATE of 0")
+	p.headers(3, false, post("/")...)
+	p.fr.WriteRSTStream(3, http2.ErrCodeCancel)
+	p.feed()
+	r.wantEvents(t, "request 3 POST / end=false", "reset 3 h2: stream 3 reset CANCEL by peer")
+}
+
+// TestServerEarlyResponse answers before the request body is in and
+// stops it with RST_STREAM NO_ERROR: the body still in flight is
+// ignored and its connection window given back.
+func TestServerEarlyResponse(t *testing.T) {
+	r := newRecorder()
+	r.onRequest = func(s *Stream, h *RequestHead, end bool) {
+		s.WriteHeaders(413, nil, true)
+		s.Reset(http2.ErrCodeNo)
+	}
+	p := newServerPeer(t, r, Config{ConnWindow: 65535})
+	p.headers(1, false, post("/")...)
+	p.feed()
+	p.wantFrames("HEADERS stream=1 END_STREAM :status=413", "RST_STREAM stream=1 NO_ERROR")
+	for i := 0; i < 8; i++ {
+		p.data(1, false, make([]byte, 16000))
+	}
+	if err := p.feed(); err != nil {
+		t.Fatalf("got %v, want the late body ignored", err)
+	}
+	fs := p.frames()
+	credit := 0
+	for _, f := range fs {
+		w, ok := f.(*http2.WindowUpdateFrame)
+		if !ok || w.StreamID != 0 {
+			t.Fatalf("got frame %s, want connection WINDOW_UPDATEs only", describe(f))
+		}
+		credit += int(w.Increment)
+	}
+	if credit < 100000 {
+		t.Errorf("got %d bytes of connection window back, want most of the 128000 ignored", credit)
+	}
+	r.wantEvents(t, "request 1 POST / end=false")
+}
+
+func TestServerFlowControlReceive(t *testing.T) {
+	r := newRecorder()
+	p := newServerPeer(t, r, Config{StreamWindow: 65535, ConnWindow: 65535})
+	p.headers(1, false, post("/")...)
+	p.data(1, false, make([]byte, 16000))
+	p.data(1, false, make([]byte, 4000))
+	p.feed()
+	// Nothing consumed: no credit.
+	p.wantFrames()
+	s := r.streams[1]
+	s.Consumed(10000)
+	p.wantFrames()
+	s.Consumed(7000)
+	// A quarter of the window is owed: both windows are topped up.
+	fs := p.wantFrames("WINDOW_UPDATE stream=0", "WINDOW_UPDATE stream=1")
+	if got := fs[0].(*http2.WindowUpdateFrame).Increment; got != 17000 {
+		t.Errorf("got an increment of %d, want 17000", got)
+	}
+	// The peer may use what is left of its window, 62535 bytes, and
+	// not one more.
+	for i := 0; i < 3; i++ {
+		p.data(1, false, make([]byte, 16384))
+	}
+	p.data(1, false, make([]byte, 13383))
+	if err := p.feed(); err != nil {
+		t.Fatal(err)
+	}
+	p.wantFrames()
+	p.data(1, false, []byte("x"))
+	p.feed()
+	p.wantConnError(http2.ErrCodeFlowControl)
+}
+
+func TestServerFlowControlStreamWindow(t *testing.T) {
+	r := newRecorder()
+	p := newServerPeer(t, r, Config{StreamWindow: 65535, ConnWindow: 1 << 20})
+	p.headers(1, false, post("/")...)
+	for i := 0; i < 4; i++ {
+		p.data(1, false, make([]byte, 16383))
+	}
+	p.data(1, false, make([]byte, 4))
+	if err := p.feed(); err != nil {
+		t.Fatal(err)
+	}
+	p.wantFrames("RST_STREAM stream=1 FLOW_CONTROL_ERROR")
+}
+
+func TestServerFlowControlSend(t *testing.T) {
+	r := newRecorder()
+	body := bytes.Repeat([]byte("x"), 100)
+	var sent int
+	write := func(s *Stream) {
+		n, err := s.WriteData(body[sent:], true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent += n
+	}
+	r.onRequest = func(s *Stream, h *RequestHead, end bool) {
+		s.WriteHeaders(200, nil, false)
+		write(s)
+	}
+	r.onWrite = write
+	p := newServerPeer(t, r, Config{})
+	p.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 30})
+	p.headers(1, true, get("/")...)
+	p.feed()
+	p.wantFrames("SETTINGS ACK", "HEADERS stream=1 :status=200", "DATA stream=1 len=30")
+	// A smaller initial window makes the stream's window negative
+	// (RFC 9113 §6.9.2): an update of 20 leaves it at 0.
+	p.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 10})
+	p.fr.WriteWindowUpdate(1, 20)
+	p.feed()
+	p.wantFrames("SETTINGS ACK")
+	p.fr.WriteWindowUpdate(1, 50)
+	p.feed()
+	p.wantFrames("DATA stream=1 len=50")
+	// The connection window (65535 - 80 left) is not the limit; a
+	// larger initial window opens the stream again.
+	p.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1000})
+	p.feed()
+	p.wantFrames("SETTINGS ACK", "DATA stream=1 len=20 END_STREAM")
+	r.wantEvents(t, "request 1 GET / end=true", "writable 1", "writable 1")
+}
+
+func TestServerSendConnectionWindow(t *testing.T) {
+	r := newRecorder()
+	big := make([]byte, 70000)
+	left := map[uint32][]byte{}
+	write := func(s *Stream) {
+		n, _ := s.WriteData(left[s.ID()], true)
+		left[s.ID()] = left[s.ID()][n:]
+	}
+	r.onRequest = func(s *Stream, h *RequestHead, end bool) {
+		left[s.ID()] = big
+		s.WriteHeaders(200, nil, false)
+		write(s)
+	}
+	r.onWrite = write
+	p := newServerPeer(t, r, Config{})
+	p.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
+	p.headers(1, true, get("/")...)
+	p.headers(3, true, get("/")...)
+	p.feed()
+	// The connection window (65535) goes to stream 1; stream 3 waits.
+	total := 0
+	for _, f := range p.frames() {
+		if d, ok := f.(*dataFrame); ok {
+			total += len(d.data)
+		}
+	}
+	if total != 65535 {
+		t.Fatalf("got %d bytes sent, want the connection window, 65535", total)
+	}
+	p.fr.WriteWindowUpdate(0, 200000)
+	p.feed()
+	total = 0
+	ends := 0
+	for _, f := range p.frames() {
+		if d, ok := f.(*dataFrame); ok {
+			total += len(d.data)
+			if d.Flags.Has(http2.FlagDataEndStream) {
+				ends++
+			}
+		}
+	}
+	if total != 140000-65535 || ends != 2 {
+		t.Errorf("got %d bytes and %d ends, want %d and 2", total, ends, 140000-65535)
+	}
+	if n := p.c.ActiveStreams(); n != 0 {
+		t.Errorf("got %d active streams, want 0", n)
+	}
+}
+
+func TestServerLargeHeadersUseContinuation(t *testing.T) {
+	r := newRecorder()
+	long := strings.Repeat("v", 20000)
+	r.onRequest = func(s *Stream, h *RequestHead, end bool) {
+		s.WriteHeaders(200, []Field{{Name: "x-long", Value: long}, {Name: "x-long2", Value: long}}, true)
+	}
+	p := newServerPeer(t, r, Config{MaxHeaderListSize: 1 << 20})
+	p.headers(1, true, get("/")...)
+	p.feed()
+	fs := p.frames()
+	if len(fs) != 1 {
+		t.Fatalf("got %d frames, want one header block", len(fs))
+	}
+	h := fs[0].(*http2.MetaHeadersFrame)
+	if got := h.PseudoValue("status"); got != "200" || len(h.RegularFields()) != 2 || h.RegularFields()[1].Value != long {
+		t.Errorf("got a head of status %s and %d fields, want 200 and 2 long ones", got, len(h.RegularFields()))
+	}
+}
+
+func TestServerInformationalResponses(t *testing.T) {
+	r := newRecorder()
+	r.onRequest = func(s *Stream, h *RequestHead, end bool) {
+		if err := s.WriteHeaders(100, nil, true); err == nil {
+			t.Error("got 100 with END_STREAM accepted, want an error")
+		}
+		if _, err := s.WriteData([]byte("x"), false); err != ErrWrongRole {
+			t.Errorf("got WriteData before the head = %v, want ErrWrongRole", err)
+		}
+		s.WriteHeaders(100, nil, false)
+		s.WriteHeaders(103, []Field{{Name: "link", Value: "</a.css>; rel=preload"}}, false)
+		s.WriteHeaders(204, nil, true)
+		if err := s.WriteHeaders(200, nil, true); err != ErrWrongRole {
+			t.Errorf("got a second final head = %v, want ErrWrongRole", err)
+		}
+	}
+	p := newServerPeer(t, r, Config{})
+	p.headers(1, true, get("/")...)
+	p.feed()
+	p.wantFrames("HEADERS stream=1 :status=100", "HEADERS stream=1 :status=103 link=</a.css>; rel=preload", "HEADERS stream=1 END_STREAM :status=204")
+}
+
+func TestServerConcurrentStreamLimit(t *testing.T) {
+	r := newRecorder()
+	p := newServerPeer(t, r, Config{MaxConcurrentStreams: 2})
+	p.headers(1, false, get("/")...)
+	p.headers(3, false, get("/")...)
+	p.headers(5, false, get("/")...)
+	p.data(5, true, []byte("late body of a refused stream"))
+	if err := p.feed(); err != nil {
+		t.Fatal(err)
+	}
+	p.wantFrames("RST_STREAM stream=5 REFUSED_STREAM")
+	if got := p.c.Stats().StreamsRefused.Load(); got != 1 {
+		t.Errorf("got StreamsRefused %d, want 1", got)
+	}
+	r.streams[1].Reset(http2.ErrCodeCancel)
+	p.headers(7, true, get("/")...)
+	p.feed()
+	r.wantEvents(t, "request 1 GET / end=false", "request 3 GET / end=false", "request 7 GET / end=true")
+}
+
+func TestServerHandlerResetsDuringData(t *testing.T) {
+	r := newRecorder()
+	r.onData = func(s *Stream, p []byte, end bool) { s.Reset(http2.ErrCodeCancel) }
+	p := newServerPeer(t, r, Config{})
+	p.headers(1, false, post("/")...)
+	p.data(1, false, []byte("a"))
+	p.data(1, false, []byte("b"))
+	p.headers(1, true, "x", "1")
+	if err := p.feed(); err != nil {
+		t.Fatal(err)
+	}
+	r.wantEvents(t, "request 1 POST / end=false", `data 1 "a" end=false`)
+	p.wantFrames("RST_STREAM stream=1 CANCEL")
+}
+
+func TestServerIdleTimeout(t *testing.T) {
+	r := newRecorder()
+	answer(r, "x")
+	p := newServerPeer(t, r, Config{IdleTimeout: 10 * time.Second})
+	p.tick(9 * time.Second)
+	p.headers(1, true, get("/")...)
+	p.feed()
+	p.frames()
+	if p.tick(9*time.Second) != nil {
+		t.Fatal("got the connection closed 9s after its last stream, want it open")
+	}
+	p.tick(2 * time.Second)
+	if !errors.Is(p.err, ErrClosed) {
+		t.Fatalf("got %v, want ErrClosed after the idle timeout", p.err)
+	}
+	p.wantFrames("GOAWAY last=1 NO_ERROR")
+	if got := p.c.Stats().IdleCloses.Load(); got != 1 {
+		t.Errorf("got IdleCloses %d, want 1", got)
+	}
+}
+
+func TestServerSettingsTimeout(t *testing.T) {
+	p := newRawPeer(t)
+	p.c = NewServerConn(countingOutput{p}, newRecorder(), Config{SettingsTimeout: 5 * time.Second})
+	p.frames()
+	p.wr.WriteString(http2.ClientPreface)
+	p.fr.WriteSettings()
+	p.feed()
+	p.frames()
+	p.tick(4 * time.Second)
+	if p.c.Done() {
+		t.Fatal("got the connection closed before the timeout")
+	}
+	p.tick(2 * time.Second)
+	p.wantConnError(http2.ErrCodeSettingsTimeout)
+}
+
+func TestServerGracefulShutdown(t *testing.T) {
+	r := newRecorder()
+	p := newServerPeer(t, r, Config{})
+	p.headers(1, true, get("/")...)
+	p.feed()
+	p.c.Shutdown()
+	p.wantFrames("GOAWAY last=2147483647 NO_ERROR", `PING "heliosga"`)
+	// A request sent before the client saw the GOAWAY is served.
+	p.headers(3, true, get("/")...)
+	p.fr.WritePing(true, shutdownPing)
+	p.feed()
+	p.wantFrames("GOAWAY last=3 NO_ERROR")
+	// One sent after the final GOAWAY is ignored.
+	p.headers(5, true, get("/")...)
+	p.feed()
+	p.wantFrames()
+	r.wantEvents(t, "request 1 GET / end=true", "request 3 GET / end=true")
+	r.streams[1].WriteHeaders(200, nil, true)
+	if p.c.Done() {
+		t.Fatal("got Done with stream 3 open, want the connection draining")
+	}
+	r.streams[3].WriteHeaders(200, nil, true)
+	if !p.c.Done() || !errors.Is(p.c.Err(), ErrClosed) {
+		t.Fatalf("got Done %v (%v) after the last stream, want ErrClosed", p.c.Done(), p.c.Err())
+	}
+}
+
+func TestServerGracefulShutdownWithoutPingAck(t *testing.T) {
+	p := newServerPeer(t, newRecorder(), Config{GoAwayGrace: 2 * time.Second})
+	p.c.Shutdown()
+	p.frames()
+	p.tick(time.Second)
+	p.wantFrames()
+	p.tick(1500 * time.Millisecond)
+	p.wantFrames("GOAWAY last=0 NO_ERROR")
+	if !errors.Is(p.err, ErrClosed) {
+		t.Errorf("got %v, want ErrClosed with no stream open", p.err)
+	}
+}
+
+func TestServerPeerGoAway(t *testing.T) {
+	r := newRecorder()
+	p := newServerPeer(t, r, Config{})
+	p.headers(1, true, get("/")...)
+	p.fr.WriteGoAway(1, http2.ErrCodeNo, nil)
+	p.feed()
+	if p.c.Done() {
+		t.Fatal("got Done with a stream open")
+	}
+	r.streams[1].WriteHeaders(200, nil, true)
+	if !p.c.Done() {
+		t.Error("got the connection open after the client's GOAWAY and its last stream, want Done")
+	}
+}
+
+func TestServerCloseResetsStreams(t *testing.T) {
+	r := newRecorder()
+	p := newServerPeer(t, r, Config{})
+	p.headers(1, false, get("/")...)
+	p.headers(3, false, get("/")...)
+	p.feed()
+	r.take()
+	cause := errors.New("peer closed the socket")
+	p.c.Close(cause)
+	evs := r.events
+	if len(evs) != 2 {
+		t.Fatalf("got %d events, want 2 resets", len(evs))
+	}
+	for _, e := range evs {
+		if e.kind != "reset" || !errors.Is(e.err, ErrClosed) || !errors.Is(e.err, cause) {
+			t.Errorf("got %v, want a reset wrapping ErrClosed and the cause", e)
+		}
+	}
+	p.wantFrames()
+}
+
+// countingPool is a BufferPool that counts what is out.
+type countingPool struct {
+	gets, puts int
+	free       [][]byte
+}
+
+func (p *countingPool) Get() []byte {
+	p.gets++
+	if n := len(p.free); n > 0 {
+		b := p.free[n-1]
+		p.free = p.free[:n-1]
+		return b
+	}
+	return make([]byte, 0, 2048)
+}
+
+func (p *countingPool) Put(b []byte) {
+	p.puts++
+	p.free = append(p.free, b)
+}
+
+// TestServerBufferPool: with a BufferPool, a connection borrows its
+// output buffer for each call and holds none in between.
+func TestServerBufferPool(t *testing.T) {
+	pool := &countingPool{}
+	r := newRecorder()
+	answer(r, strings.Repeat("x", 30000))
+	p := newServerPeer(t, r, Config{Buffers: pool})
+	p.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
+	p.fr.WriteWindowUpdate(0, 1<<20)
+	p.feed()
+	for id := uint32(1); id < 10; id += 2 {
+		p.headers(id, true, get("/")...)
+		p.feed()
+		p.frames()
+		p.tick(time.Second)
+		if p.c.wbuf != nil || pool.gets != pool.puts {
+			t.Fatalf("got a buffer held (%v) and %d gets, %d puts between calls; want none held and as many puts as gets", p.c.wbuf != nil, pool.gets, pool.puts)
+		}
+	}
+	if len(pool.free) != 1 {
+		t.Errorf("got %d buffers in the pool, want the one buffer reused", len(pool.free))
+	}
+	r.take()
+	if n := p.c.ActiveStreams(); n != 0 {
+		t.Errorf("got %d streams open, want 0", n)
+	}
+}
+
+// TestServerSettingsAdvertised: the server's preface carries its
+// limits, and raises the connection window.
+func TestServerSettingsAdvertised(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want map[http2.SettingID]uint32
+		incr uint32
+	}{
+		{name: "defaults", want: map[http2.SettingID]uint32{
+			http2.SettingMaxConcurrentStreams: DefaultMaxConcurrentStreams,
+			http2.SettingInitialWindowSize:    DefaultStreamWindow,
+			http2.SettingMaxHeaderListSize:    DefaultMaxHeaderListSize,
+		}, incr: DefaultConnWindow - 65535},
+		{name: "configured", cfg: Config{MaxConcurrentStreams: 10, StreamWindow: 100000, ConnWindow: 200000, MaxHeaderListSize: 8192, MaxFrameSize: 1 << 20, HeaderTableSize: 8192, EnableConnectProtocol: true},
+			want: map[http2.SettingID]uint32{
+				http2.SettingMaxConcurrentStreams:  10,
+				http2.SettingInitialWindowSize:     100000,
+				http2.SettingMaxHeaderListSize:     8192,
+				http2.SettingMaxFrameSize:          1 << 20,
+				http2.SettingHeaderTableSize:       8192,
+				http2.SettingEnableConnectProtocol: 1,
+			}, incr: 200000 - 65535},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newRawPeer(t)
+			p.c = NewServerConn(countingOutput{p}, newRecorder(), tt.cfg)
+			f, err := p.fr.ReadFrame()
+			sf, ok := f.(*http2.SettingsFrame)
+			if err != nil || !ok {
+				t.Fatalf("got %v (%v), want SETTINGS", f, err)
+			}
+			got := map[http2.SettingID]uint32{}
+			sf.ForeachSetting(func(s http2.Setting) error { got[s.ID] = s.Val; return nil })
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("got settings %v, want %v", got, tt.want)
+			}
+			fs := p.frames()
+			if len(fs) != 1 {
+				t.Fatalf("got %v after SETTINGS, want one WINDOW_UPDATE", describeAll(fs))
+			}
+			if w := fs[0].(*http2.WindowUpdateFrame); w.Increment != tt.incr {
+				t.Errorf("got a connection window increment of %d, want %d", w.Increment, tt.incr)
+			}
+			if got, want := p.c.FrameBufferSize(), 9+int(max(tt.cfg.MaxFrameSize, DefaultMaxFrameSize)); got != want {
+				t.Errorf("got FrameBufferSize %d, want %d", got, want)
+			}
+		})
+	}
+}

@@ -1,0 +1,460 @@
+package server
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/helios-lb/helios/internal/config"
+	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/wire"
+)
+
+// testEngines are the engine drivers every hardening test runs on.
+var testEngines = []string{config.EngineLoop, config.EnginePortable}
+
+// eachEngine runs f once per engine driver, as a subtest named after it.
+func eachEngine(t *testing.T, f func(t *testing.T, engine string)) {
+	for _, e := range testEngines {
+		t.Run(e, func(t *testing.T) { f(t, e) })
+	}
+}
+
+// setEngine makes every listener of cfg use engine.
+func setEngine(cfg *config.Config, engine string) {
+	for i := range cfg.Listeners {
+		cfg.Listeners[i].Engine = engine
+	}
+}
+
+// backendFailures returns the failures counted against each backend of
+// the first upstream, and whether any is ejected.
+func backendFailures(s *Server) (fails []uint64, ejected bool) {
+	for _, b := range s.Pipeline().Graph().Upstreams[0].Backends {
+		fails = append(fails, b.Failures())
+		if _, ok := b.EjectedUntil(); ok {
+			ejected = true
+		}
+	}
+	return fails, ejected
+}
+
+// idle waits until no request is in flight to any backend of the first
+// upstream.
+func idle(t *testing.T, s *Server) {
+	t.Helper()
+	waitFor(t, 5*time.Second, "backends idle", func() bool {
+		for _, b := range s.Pipeline().Graph().Upstreams[0].Backends {
+			if b.Inflight() != 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// readHead reads from br until the end of a response head and returns it.
+func readHead(br *bufio.Reader) (string, error) {
+	var head strings.Builder
+	for {
+		line, err := br.ReadString('\n')
+		head.WriteString(line)
+		if err != nil {
+			return head.String(), err
+		}
+		if line == "\r\n" {
+			return head.String(), nil
+		}
+	}
+}
+
+// strictConfig ejects a backend, and opens its breaker, on one failure:
+// a single failure counted against the wrong party shows. Bodies stream
+// (request buffering would keep an abandoned upload from any backend).
+const strictConfig = `
+listeners: [{name: web, address: "127.0.0.1:1"}]
+routes: [{name: app, match: {path_prefix: /}, upstream: app, request_buffering: off}]
+upstreams:
+  - name: app
+    backends: [{address: "{{B1}}"}, {address: "{{B2}}"}, {address: "{{B3}}"}]
+    passive: {max_fails: 1, fail_window: 10s, eject_for: 30s}
+    circuit_breaker: {consecutive_failures: 1}
+admin: {address: "off"}
+`
+
+// Issue 9, item 1: a client that goes away must never count against the
+// backend, in any phase. With a full-duplex backend (/echo answers while
+// the upload still arrives) the clients below each left mid-exchange;
+// with max_fails 1 and a breaker that opens on one failure, a single
+// misattributed failure ejects a healthy backend.
+func TestClientAbortIsNotABackendFailure(t *testing.T) {
+	cases := []struct {
+		name string
+		req  string
+		// readBody: bytes of the answer's body to read before leaving.
+		readBody int
+	}{
+		{"fixed-length upload cut short", "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n0123456789", 0},
+		{"chunked upload cut short", "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\na\r\n0123456789\r\n", 0},
+		{"large download left early", "GET /bytes/50000000 HTTP/1.1\r\nHost: x\r\n\r\n", 100000},
+		{"small upload, download left early", "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n0123456789", 10},
+	}
+	eachEngine(t, func(t *testing.T, engine string) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				bs := startBackends(t, 3)
+				cfg := yamlConfig(t, strictConfig, bs)
+				setEngine(cfg, engine)
+				s, _ := startServer(t, cfg, Options{})
+				addr := s.Addr("web").String()
+				for i := 0; i < 6; i++ {
+					c, err := net.Dial("tcp", addr)
+					if err != nil {
+						t.Fatal(err)
+					}
+					c.SetDeadline(time.Now().Add(5 * time.Second))
+					io.WriteString(c, tc.req)
+					br := bufio.NewReader(c)
+					head, err := readHead(br)
+					if err != nil || !strings.HasPrefix(head, "HTTP/1.1 200") {
+						c.Close()
+						t.Errorf("request %d: got %q (err %v), want a 200 before leaving", i, firstLine(head), err)
+						continue
+					}
+					if tc.readBody > 0 {
+						if _, err := io.ReadFull(br, make([]byte, tc.readBody)); err != nil {
+							t.Fatalf("reading the body: %v", err)
+						}
+					}
+					c.Close()
+				}
+				idle(t, s)
+				fails, ejected := backendFailures(s)
+				for i, f := range fails {
+					if f != 0 {
+						t.Errorf("backend %d: got %d failures, want 0 (clients left, backends did nothing wrong)", i+1, f)
+					}
+				}
+				if ejected {
+					t.Error("a backend was ejected for clients that left")
+				}
+			})
+		}
+	})
+}
+
+// recordings keeps the records of finished requests (a proxy.Recorder).
+type recordings struct {
+	mu   sync.Mutex
+	recs []proxy.Record
+}
+
+func (r *recordings) Record(_ wire.Exchange, rec proxy.Record) {
+	r.mu.Lock()
+	r.recs = append(r.recs, rec)
+	r.mu.Unlock()
+}
+
+func (r *recordings) reset() {
+	r.mu.Lock()
+	r.recs = nil
+	r.mu.Unlock()
+}
+
+// statuses returns the recorded statuses, waiting briefly for the
+// records of requests that are still finishing.
+func (r *recordings) statuses() []int {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		r.mu.Lock()
+		n := len(r.recs)
+		var out []int
+		for _, rec := range r.recs {
+			out = append(out, rec.Status)
+		}
+		r.mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Issue 9, item 10: an upload that stalls is the client's fault, whether
+// its body is chunked or has a length: 408, logged as 408, and never a
+// failure of the backend.
+func TestStalledUploadIs408(t *testing.T) {
+	// The backend reads the whole body before it answers.
+	var origin *httptest.Server
+	origin = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte("done"))
+	}))
+	defer origin.Close()
+	cases := []struct{ name, req string }{
+		{"fixed length", "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789"},
+		{"fixed length, large", "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n0123456789"},
+		{"chunked", "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\na\r\n0123456789\r\n"},
+	}
+	eachEngine(t, func(t *testing.T, engine string) {
+		cfg := yamlConfig(t, `
+listeners: [{name: web, address: "127.0.0.1:1", idle_timeout: 300ms}]
+routes: [{name: app, match: {path_prefix: /}, upstream: app}]
+upstreams:
+  - name: app
+    backends: [{address: "`+strings.TrimPrefix(origin.URL, "http://")+`"}]
+    passive: {max_fails: 1, fail_window: 10s, eject_for: 30s}
+admin: {address: "off"}
+`, nil)
+		setEngine(cfg, engine)
+		rec := &recordings{}
+		s, _ := startServer(t, cfg, Options{Recorder: rec})
+		addr := s.Addr("web").String()
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				rec.reset()
+				out := rawExchange(t, addr, tc.req)
+				if !strings.HasPrefix(out, "HTTP/1.1 408") {
+					t.Errorf("got %q, want a 408", firstLine(out))
+				}
+				idle(t, s)
+				if got := rec.statuses(); fmt.Sprint(got) != "[408]" {
+					t.Errorf("got recorded statuses %v, want [408]", got)
+				}
+				if fails, _ := backendFailures(s); fails[0] != 0 {
+					t.Errorf("got %d backend failures, want 0", fails[0])
+				}
+			})
+		}
+	})
+}
+
+// upgradeOrigin is a backend that answers 101 to every request whose head
+// carries an Upgrade header, and 200 with the head it saw otherwise; with
+// always set it answers 101 to every request, as a broken backend might.
+func upgradeOrigin(t *testing.T, always bool) string {
+	return scriptedBackend(t, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		head, err := readHead(bufio.NewReader(c))
+		if err != nil {
+			return
+		}
+		if always || strings.Contains(strings.ToLower(head), "\r\nupgrade:") {
+			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\ntunnel open\n")
+			io.Copy(c, c)
+			return
+		}
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(head), head)
+	})
+}
+
+// Issue 9, item 3: an upgrade is forwarded only for a protocol the route
+// allows (websocket by default, never h2c); a refused one is served as a
+// plain request, and a 101 to a request that did not ask for an upgrade
+// is a bad gateway. Before, GET /h2c with Upgrade: h2c was tunnelled and
+// requests sent through the tunnel reached /admin/secret, which a route
+// answers with 403.
+func TestUpgradesFollowRoutes(t *testing.T) {
+	const h2cReq = "GET /h2c HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n"
+	eachEngine(t, func(t *testing.T, engine string) {
+		for _, always := range []bool{false, true} {
+			t.Run(fmt.Sprintf("backend always upgrades=%v", always), func(t *testing.T) {
+				origin := upgradeOrigin(t, always)
+				cfg := yamlConfig(t, `
+listeners: [{name: web, address: "127.0.0.1:1"}]
+routes:
+  - {name: admin, match: {path_prefix: /admin}, respond: {status: 403, body: "forbidden"}}
+  - {name: app, match: {path_prefix: /}, upstream: app}
+upstreams: [{name: app, backends: [{address: "`+origin+`"}], retries: {attempts: 0}}]
+admin: {address: "off"}
+`, nil)
+				setEngine(cfg, engine)
+				s, _ := startServer(t, cfg, Options{})
+				out := rawExchange(t, s.Addr("web").String(), h2cReq+"GET /admin/secret HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+				if always {
+					if !strings.HasPrefix(out, "HTTP/1.1 502") {
+						t.Errorf("got %q, want 502 for a 101 nobody asked for", firstLine(out))
+					}
+				} else {
+					if !strings.HasPrefix(out, "HTTP/1.1 200") {
+						t.Fatalf("got %q, want the plain 200", firstLine(out))
+					}
+					if strings.Contains(strings.ToLower(out), "upgrade: h2c") || strings.Contains(strings.ToLower(out), "http2-settings") {
+						t.Errorf("the backend saw the refused upgrade:\n%s", out)
+					}
+				}
+				if strings.Contains(out, "tunnel open") {
+					t.Errorf("a tunnel was opened:\n%s", out)
+				}
+			})
+		}
+	})
+}
+
+// Issue 9, item 9: requests a lenient parser let through.
+func TestLenientRequestsRefused(t *testing.T) {
+	tests := []struct {
+		name, req, want string
+	}{
+		{"TRACE", "TRACE / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "HTTP/1.1 405"},
+		{"CONNECT to a path", "CONNECT /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "HTTP/1.1 405"},
+		{"10,000-byte method", strings.Repeat("M", 10000) + " / HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 501"},
+		{"150 header lines", "GET / HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("X-A: b\r\n", 150) + "\r\n", "HTTP/1.1 431"},
+		{"empty Host", "GET / HTTP/1.1\r\nHost: \r\n\r\n", "HTTP/1.1 400"},
+		{"Host with a bad port", "GET / HTTP/1.1\r\nHost: x:y\r\n\r\n", "HTTP/1.1 400"},
+		{"chunk size with 20 leading zeros", "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n000000000000000000005\r\nhello\r\n0\r\n\r\n", "HTTP/1.1 200"},
+	}
+	eachEngine(t, func(t *testing.T, engine string) {
+		bs := startBackends(t, 1)
+		cfg := yamlConfig(t, `
+listeners: [{name: web, address: "127.0.0.1:1"}]
+routes: [{name: app, match: {path_prefix: /}, upstream: app}]
+upstreams: [{name: app, backends: [{address: "{{B1}}"}]}]
+admin: {address: "off"}
+`, bs)
+		setEngine(cfg, engine)
+		s, _ := startServer(t, cfg, Options{})
+		addr := s.Addr("web").String()
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				if out := rawExchange(t, addr, tt.req); !strings.HasPrefix(out, tt.want) {
+					t.Errorf("got %q, want %s", firstLine(out), tt.want)
+				}
+			})
+		}
+		t.Run("underscore headers dropped", func(t *testing.T) {
+			out := rawExchange(t, addr, "GET /echo HTTP/1.1\r\nHost: x\r\nX_Forwarded_For: 6.6.6.6\r\nX-Kept: 1\r\nConnection: close\r\n\r\n")
+			if !strings.Contains(out, "X-Kept: 1") {
+				t.Fatalf("the echo lacks the ordinary header:\n%s", out)
+			}
+			if strings.Contains(out, "6.6.6.6") {
+				t.Errorf("a header with underscores reached the backend:\n%s", out)
+			}
+		})
+	})
+}
+
+// Issue 9, item 5: 3,000 clients that sent their bodies slowly held 3,000
+// backend connections; with request buffering (the default, auto) a slow
+// upload costs a backend nothing until it is complete, and bodies over
+// max_body_bytes get 413.
+func TestRequestBuffering(t *testing.T) {
+	const half = 100 << 10
+	eachEngine(t, func(t *testing.T, engine string) {
+		for _, mode := range []string{"auto", "off"} {
+			t.Run(mode, func(t *testing.T) {
+				bs := startBackends(t, 1)
+				cfg := yamlConfig(t, `
+listeners: [{name: web, address: "127.0.0.1:1"}]
+routes: [{name: app, match: {path_prefix: /}, upstream: app, request_buffering: `+mode+`}]
+upstreams: [{name: app, backends: [{address: "{{B1}}"}]}]
+admin: {address: "off"}
+`, bs)
+				setEngine(cfg, engine)
+				s, _ := startServer(t, cfg, Options{})
+				addr := s.Addr("web").String()
+				var cs []net.Conn
+				for i := 0; i < 10; i++ {
+					c, err := net.Dial("tcp", addr)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer c.Close()
+					c.SetDeadline(time.Now().Add(10 * time.Second))
+					fmt.Fprintf(c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 2*half)
+					c.Write(make([]byte, half))
+					cs = append(cs, c)
+				}
+				time.Sleep(300 * time.Millisecond)
+				got := bs[0].Connections()
+				if mode == "auto" && got != 0 {
+					t.Errorf("got %d backend connections while the uploads stall, want 0", got)
+				}
+				if mode == "off" && got == 0 {
+					t.Errorf("got no backend connection while unbuffered uploads stall, want some (streaming)")
+				}
+				for i, c := range cs {
+					c.Write(make([]byte, half))
+					br := bufio.NewReader(c)
+					head, err := readHead(br)
+					if err != nil || !strings.HasPrefix(head, "HTTP/1.1 200") {
+						t.Fatalf("client %d: got %q (%v), want 200", i, firstLine(head), err)
+					}
+				}
+			})
+		}
+	})
+}
+
+// TestBodyLimits checks max_body_bytes (413, declared or counted) and
+// what request buffering does with bodies it holds whole: chunked ones
+// go on with a Content-Length, and a retry sends the body again.
+func TestBodyLimits(t *testing.T) {
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, "got %d bytes, Content-Length %q, Transfer-Encoding %q", n, r.Header.Get("Content-Length"), r.TransferEncoding)
+	}))
+	defer sink.Close()
+	var failed atomic.Int64 // bodies the failing backend received whole
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n, err := io.Copy(io.Discard, r.Body); err == nil && n > 0 {
+			failed.Add(1)
+		}
+		w.WriteHeader(503)
+	}))
+	defer failing.Close()
+	chunked := func(n int) string {
+		return fmt.Sprintf("PUT /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", n, strings.Repeat("z", n))
+	}
+	fixed := func(n int) string {
+		return fmt.Sprintf("PUT /up HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", n, strings.Repeat("z", n))
+	}
+	tests := []struct {
+		name, route, req, want string
+	}{
+		{"declared length over the limit", "max_body_bytes: 1000", fixed(1001), "HTTP/1.1 413"},
+		{"chunked body over the limit", "max_body_bytes: 1000", chunked(5000), "HTTP/1.1 413"},
+		{"chunked body over the limit, unbuffered", "max_body_bytes: 1000, request_buffering: off", chunked(200000), "HTTP/1.1 413"},
+		{"at the limit", "max_body_bytes: 1000", fixed(1000), "got 1000 bytes"},
+		{"buffered whole: larger than the buffers with on", "request_buffering: on, request_buffer_memory_bytes: 1000, request_buffer_file_bytes: 1000", chunked(3000), "HTTP/1.1 413"},
+		{"buffered chunked body goes with a length", "request_buffer_memory_bytes: 1000", chunked(100000), `got 100000 bytes, Content-Length "100000", Transfer-Encoding []`},
+		{"a body larger than the buffers streams with auto", "request_buffer_memory_bytes: 1000, request_buffer_file_bytes: 1000", chunked(100000), `got 100000 bytes, Content-Length "", Transfer-Encoding ["chunked"]`},
+		{"a buffered body is sent again on a retry", "request_buffer_memory_bytes: 1000", fixed(100000), "got 100000 bytes"},
+	}
+	eachEngine(t, func(t *testing.T, engine string) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				backends := `[{address: "` + strings.TrimPrefix(sink.URL, "http://") + `"}]`
+				if strings.Contains(tt.name, "retry") {
+					// The failing backend is tried first (round robin
+					// starts there) and answers 503: PUT is retried.
+					backends = `[{address: "` + strings.TrimPrefix(failing.URL, "http://") + `"}, {address: "` + strings.TrimPrefix(sink.URL, "http://") + `"}]`
+				}
+				cfg := yamlConfig(t, `
+listeners: [{name: web, address: "127.0.0.1:1"}]
+routes: [{name: app, match: {path_prefix: /}, upstream: app, `+tt.route+`}]
+upstreams: [{name: app, backends: `+backends+`}]
+admin: {address: "off"}
+`, nil)
+				setEngine(cfg, engine)
+				s, _ := startServer(t, cfg, Options{})
+				before := failed.Load()
+				out := rawExchange(t, s.Addr("web").String(), tt.req)
+				if !strings.Contains(out, tt.want) {
+					t.Errorf("got %q, want it to contain %q", out, tt.want)
+				}
+				if strings.Contains(tt.name, "retry") && failed.Load() != before+1 {
+					t.Errorf("the failing backend got %d whole bodies, want 1 (tried first)", failed.Load()-before)
+				}
+			})
+		}
+	})
+}

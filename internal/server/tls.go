@@ -1,0 +1,204 @@
+package server
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/helios-lb/helios/internal/config"
+	"github.com/helios-lb/helios/internal/tlsconf"
+)
+
+// NotServedYet returns an error naming every configured feature that the
+// HTTP engine does not serve yet (cleartext HTTP/2 and TLS or HTTP/2 to
+// backends, issue 11), or nil. `helios serve` and file reloads refuse such
+// a config rather than serve, say, an h2c listener as HTTP/1.1 or an
+// upstream's TLS in cleartext. The configuration and the upstream TLS
+// configs are built already (and tested); this and engineServesHTTP2 are
+// the places to shrink as the engine learns each protocol.
+func NotServedYet(cfg *config.Config) error {
+	var errs []error
+	for i, l := range cfg.Listeners {
+		if l.H2C {
+			errs = append(errs, fmt.Errorf("listeners[%d] (%s): h2c is not served by this engine yet", i, l.Name))
+		}
+	}
+	for i, u := range cfg.Upstreams {
+		if u.Transport.Protocol != config.ProtocolHTTP1 {
+			errs = append(errs, fmt.Errorf("upstreams[%d] (%s): transport.protocol %s is not spoken by this engine yet", i, u.Name, u.Transport.Protocol))
+		} else if u.Transport.TLS != nil {
+			errs = append(errs, fmt.Errorf("upstreams[%d] (%s): transport.tls is not spoken by this engine yet", i, u.Name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// engineServesHTTP2 says whether the engine speaks HTTP/2 on TLS
+// connections. Until it does, TLS listeners offer http/1.1 alone in ALPN
+// whatever their http2 key says (curl and browsers would otherwise pick h2
+// and get HTTP/1.1 bytes), and the start and reloads log it.
+const engineServesHTTP2 = false
+
+// tlsVersion maps a validated min_version to crypto/tls's constant.
+func tlsVersion(v string) uint16 {
+	if v == config.TLS13 {
+		return tls.VersionTLS13
+	}
+	return tls.VersionTLS12
+}
+
+// serverTLSOptions maps a listener's tls block onto tlsconf.
+func serverTLSOptions(cfg *config.Config, lc config.Listener) tlsconf.ServerOptions {
+	t := lc.TLS
+	o := tlsconf.ServerOptions{
+		MinVersion:            tlsVersion(t.MinVersion),
+		HTTP2:                 lc.OffersHTTP2() && engineServesHTTP2,
+		DisableSessionTickets: !t.Tickets(),
+		HandshakeTimeout:      t.HandshakeTimeout.D(),
+		MaxHandshakes:         t.MaxHandshakes,
+	}
+	if t.ClientCAFile != "" {
+		o.ClientCAFile = t.ClientCAFile
+	}
+	for _, p := range t.Pairs() {
+		o.Certificates = append(o.Certificates, tlsconf.KeyPairFiles{CertFile: p.CertFile, KeyFile: p.KeyFile})
+	}
+	return o
+}
+
+// clientTLSOptions maps an upstream transport's tls block onto tlsconf.
+func clientTLSOptions(cfg *config.Config, t config.Transport) tlsconf.ClientOptions {
+	c := t.TLS
+	o := tlsconf.ClientOptions{
+		ServerName:         c.ServerName,
+		MinVersion:         tlsVersion(c.MinVersion),
+		InsecureSkipVerify: c.InsecureSkipVerify,
+		HTTP2:              t.Protocol == config.ProtocolH2,
+	}
+	if c.CAFile != "" {
+		o.CAFile = c.CAFile
+	}
+	if c.CertFile != "" {
+		o.CertFile, o.KeyFile = c.CertFile, c.KeyFile
+	}
+	return o
+}
+
+// newTLSProvider builds the TLS provider of a listener with a tls block.
+func (s *Server) newTLSProvider(cfg *config.Config, lc config.Listener) (*tlsconf.Provider, error) {
+	log := s.log.With(zap.String("listener", lc.Name))
+	s.warnHTTP2(lc)
+	p, err := tlsconf.NewProvider(lc.Name, serverTLSOptions(cfg, lc), tlsconf.Env{
+		OnStaple: func(file string, next time.Time, err error) {
+			if err != nil {
+				log.Warn("OCSP staple not refreshed; serving the last valid one, if any", zap.String("certificate", file), zap.Error(err))
+				return
+			}
+			log.Debug("OCSP staple refreshed", zap.String("certificate", file), zap.Time("next_update", next))
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listener %s: tls: %w", lc.Name, err)
+	}
+	return p, nil
+}
+
+// warnHTTP2 says that a listener asking for HTTP/2 gets HTTP/1.1 only,
+// while the engine does not speak HTTP/2.
+func (s *Server) warnHTTP2(lc config.Listener) {
+	if lc.OffersHTTP2() && !engineServesHTTP2 {
+		s.log.Info("HTTP/2 is not served by this engine yet: the listener offers http/1.1 alone in ALPN",
+			zap.String("listener", lc.Name))
+	}
+}
+
+// prepareTLS loads the new TLS settings of every listener a reload keeps
+// (s.mu is held), without changing what they serve, and returns what makes
+// them live. A certificate that cannot be loaded, or a listener turning
+// TLS on or off (which needs a restart: its sockets would otherwise serve
+// the wrong protocol), fails the whole reload.
+func (s *Server) prepareTLS(cfg *config.Config) (commit func(), err error) {
+	var updates []*tlsconf.Update
+	for _, lc := range cfg.Listeners {
+		bl := s.findListener(lc.Address)
+		if bl == nil {
+			continue
+		}
+		switch {
+		case (lc.TLS != nil) != (bl.tls != nil):
+			return nil, fmt.Errorf("listener %s: turning tls on or off needs a restart (the running listener keeps its protocol)", lc.Name)
+		case lc.TLS == nil:
+			continue
+		}
+		s.warnHTTP2(lc)
+		u, err := bl.tls.Prepare(serverTLSOptions(cfg, lc))
+		if err != nil {
+			return nil, fmt.Errorf("listener %s: tls: %w", lc.Name, err)
+		}
+		updates = append(updates, u)
+	}
+	return func() {
+		for _, u := range updates {
+			u.Commit()
+		}
+	}, nil
+}
+
+// buildClientTLS makes the TLS config of an upstream whose transport has
+// a tls block, keeping the session cache of prev's when nothing changed.
+func (s *Server) buildClientTLS(g, prev *generation, uc config.Upstream) error {
+	if uc.Transport.TLS == nil {
+		return nil
+	}
+	var old *tlsconf.Client
+	if prev != nil {
+		old = prev.clientTLS[uc.Name]
+	}
+	c, err := tlsconf.NewClient(clientTLSOptions(g.cfg, uc.Transport), old)
+	if err != nil {
+		return fmt.Errorf("upstream %s: transport.tls: %w", uc.Name, err)
+	}
+	if c.InsecureSkipVerify() {
+		s.log.Warn("backends' certificates are not verified (transport.tls.insecure_skip_verify): anyone on the network path can impersonate them",
+			zap.String("upstream", uc.Name))
+	}
+	g.clientTLS[uc.Name] = c
+	return nil
+}
+
+// TLSProviders returns the TLS providers of the listeners that have one
+// (metrics.Source).
+func (s *Server) TLSProviders() []*tlsconf.Provider {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*tlsconf.Provider
+	for _, bl := range s.listeners {
+		if bl.tls != nil {
+			out = append(out, bl.tls)
+		}
+	}
+	return out
+}
+
+// TLSProvider returns the TLS provider of the named listener: what the
+// engine serves its handshakes with. Nil when the listener has no tls
+// block or does not exist.
+func (s *Server) TLSProvider(listener string) *tlsconf.Provider {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, bl := range s.listeners {
+		if bl.cfg.Name == listener {
+			return bl.tls
+		}
+	}
+	return nil
+}
+
+// UpstreamTLS returns the TLS config of the named upstream's connections
+// to its backends, or nil when they are cleartext.
+func (s *Server) UpstreamTLS(upstream string) *tlsconf.Client {
+	return s.cur.Load().clientTLS[upstream]
+}

@@ -1,0 +1,130 @@
+package static
+
+import (
+	"errors"
+	"io/fs"
+	"mime"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// sniffLen is how much of a file http.DetectContentType looks at.
+const sniffLen = 512
+
+// lookUp finds what t names on disk: an open regular file (a
+// directory's index when t ends in "/"), a directory to redirect to, or
+// an error status. It blocks in open(2), fstat(2) and, for a file whose
+// name gives no type, one pread(2) — what nginx does on a cache miss.
+func (h *Handler) lookUp(t target) *entry {
+	key := string(t.key)
+	name := key[:len(t.name)]
+	f, st, status := h.openStat(name)
+	if status != 0 {
+		return errorEntry(key, status)
+	}
+	if st.IsDir() {
+		f.Close()
+		if !t.slash {
+			// Relative links in the index need the trailing slash.
+			return &entry{key: key, kind: kindDir}
+		}
+		if f, st, status = h.openStat(path.Join(name, h.index)); status != 0 {
+			return errorEntry(key, status)
+		}
+	}
+	if !st.Mode().IsRegular() {
+		// Directories as index files, devices, FIFOs, sockets.
+		f.Close()
+		return errorEntry(key, http.StatusNotFound)
+	}
+	return newFileEntry(key, f, st)
+}
+
+// errorEntry is the answer status for key. Only answers that stay true
+// until something changes on disk (403, 404) are cached; a 503 is not.
+func errorEntry(key string, status int) *entry {
+	return &entry{key: key, kind: kindError, status: status, nocache: status == http.StatusServiceUnavailable}
+}
+
+// openStat opens name below the root and stats it. O_NONBLOCK keeps
+// open(2) of a FIFO from waiting for a writer (it is refused as not a
+// regular file); it changes nothing for regular files.
+func (h *Handler) openStat(name string) (*os.File, fs.FileInfo, int) {
+	f, err := h.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, nil, errStatus(err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, errStatus(err)
+	}
+	return f, st, 0
+}
+
+// errStatus is the status for a failed open or stat.
+func errStatus(err error) int {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return http.StatusNotFound
+	case errors.Is(err, fs.ErrPermission):
+		return http.StatusForbidden
+	case errors.Is(err, os.ErrClosed),
+		errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE), errors.Is(err, syscall.ENOMEM):
+		// The handler was closed under the request (a reload), or the
+		// process is out of descriptors: try again later.
+		return http.StatusServiceUnavailable
+	default:
+		// Escapes from the root (through symlinks or "..") land here,
+		// and so do names the system refuses (ENOTDIR, ENAMETOOLONG).
+		return http.StatusNotFound
+	}
+}
+
+// newFileEntry renders what every answer from f repeats.
+func newFileEntry(key string, f *os.File, st fs.FileInfo) *entry {
+	e := &entry{key: key, kind: kindFile, size: st.Size(), mtime: st.ModTime()}
+	e.zeroTime = e.mtime.IsZero() || e.mtime.Equal(time.Unix(0, 0))
+	ctype := mime.TypeByExtension(filepath.Ext(st.Name()))
+	if ctype == "" {
+		var b [sniffLen]byte
+		n, _ := f.ReadAt(b[:], 0)
+		ctype = http.DetectContentType(b[:n])
+	}
+	m := make([]byte, 0, 128+len(ctype))
+	m = append(m, "Content-Type: "...)
+	m = append(m, ctype...)
+	m = append(m, "\r\n"...)
+	v := len(m)
+	m = append(m, "ETag: "...)
+	t := len(m)
+	// A validator from modification time and size, as nginx makes it.
+	m = append(m, '"')
+	m = strconv.AppendInt(m, e.mtime.Unix(), 16)
+	m = append(m, '-')
+	m = strconv.AppendInt(m, e.size, 16)
+	m = append(m, '"')
+	te := len(m)
+	m = append(m, "\r\n"...)
+	el := len(m)
+	var l, le int
+	if !e.zeroTime {
+		m = append(m, "Last-Modified: "...)
+		l = len(m)
+		m = e.mtime.UTC().AppendFormat(m, http.TimeFormat)
+		le = len(m)
+		m = append(m, "\r\n"...)
+	}
+	e.meta = m
+	e.validators = m[v:]
+	e.etagLine = m[v:el]
+	e.etag = m[t:te]
+	e.lastMod = m[l:le]
+	e.file = newFile(f)
+	return e
+}

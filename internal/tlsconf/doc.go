@@ -1,0 +1,14 @@
+// Package tlsconf turns Helios's TLS settings into crypto/tls
+// configurations and keeps them current: for a listener, a Provider whose
+// *tls.Config picks a certificate by SNI (exact and wildcard names, ECDSA
+// and RSA side by side), asks for client certificates when configured,
+// offers ALPN, issues session tickets under keys that rotate, staples OCSP
+// responses fetched in the background, and takes renewed certificates on
+// reload without a dropped connection; for an upstream, a Client config
+// that verifies backends and resumes sessions.
+//
+// The package knows nothing about configuration files or the HTTP engine:
+// internal/server maps the configuration onto ServerOptions and
+// ClientOptions, and the engine calls Provider.TLSConfig,
+// Provider.BeginHandshake and Provider.Record around each handshake.
+package tlsconf

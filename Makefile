@@ -25,14 +25,16 @@ image: build
 run: build
 	@./scripts/demo.sh $(BIN) configs/helios.yaml
 
-## test: vet, a build for the systems without epoll, then every test with the race detector
+## test: vet (on Linux, and on two systems without epoll, tests included), every test with
+## the race detector, then the allocation tests, which the race detector's own allocations skip
 test:
 	$(GO) vet $(PKGS)
-	GOOS=darwin $(GO) build $(PKGS)
-	GOOS=freebsd $(GO) build $(PKGS)
+	GOOS=darwin $(GO) vet $(PKGS)
+	GOOS=freebsd $(GO) vet $(PKGS)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) test -race -timeout 10m $(PKGS)
 	HELIOS_TEST_ENGINE=portable $(GO) test -race -timeout 10m ./internal/server/
+	$(GO) test -count=1 -run 'Allocs$$' $(PKGS)
 
 ## test-short: the tests without the race detector
 test-short:

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/helios-lb/helios/internal/listener"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/wire"
@@ -509,8 +510,9 @@ func testLoopAcceptOutOfDescriptors(t *testing.T, k netpoll.Kind) {
 	for i := 0; i < 3; i++ {
 		cs = append(cs, dialRaw(t, p.addr)) // queued: the loop is busy
 	}
-	var old syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+	rl := listener.SystemRlimit()
+	soft, hard, err := rl.Get()
+	if err != nil {
 		t.Fatal(err)
 	}
 	ents, err := os.ReadDir("/proc/self/fd")
@@ -518,16 +520,14 @@ func testLoopAcceptOutOfDescriptors(t *testing.T, k netpoll.Kind) {
 		t.Skip(err)
 	}
 	// No room for another descriptor (ReadDir's own is closed again).
-	lim := old
-	lim.Cur = uint64(len(ents) - 1)
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+	if err := rl.Set(uint64(len(ents)-1), hard); err != nil {
 		t.Skip(err)
 	}
 	restored := false
 	restore := func() {
 		if !restored {
 			restored = true
-			syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old)
+			rl.Set(soft, hard)
 		}
 	}
 	t.Cleanup(restore)

@@ -374,7 +374,8 @@ func parseContentLength(v []byte) (int64, bool) {
 
 // validHost accepts an RFC 3986 reg-name, IPv4 address or bracketed IP
 // literal, with an optional port of digits (RFC 9110 §7.2); empty is
-// allowed (HTTP/1.0 requests may omit Host). Percent-encoding, which RFC
+// allowed (HTTP/1.0 requests may omit Host), but a port or brackets with
+// no host name (":80", "[]") are not. Percent-encoding, which RFC
 // 3986 allows in a reg-name, is refused: no DNS name needs it, and
 // net/http decodes it in an absolute-form target ("http://%80/" names the
 // host "\x80") but not in a Host field, so a backend and Helios could
@@ -382,8 +383,8 @@ func parseContentLength(v []byte) (int64, bool) {
 func validHost(h []byte) bool {
 	if len(h) > 0 && h[0] == '[' {
 		end := indexByte(h, ']')
-		if end < 0 {
-			return false
+		if end < 2 {
+			return false // no "]", or "[]": no address
 		}
 		for _, c := range h[1:end] {
 			if !(c == ':' || c == '.' || '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
@@ -393,8 +394,8 @@ func validHost(h []byte) bool {
 		return validPort(h[end+1:])
 	}
 	if i := indexByte(h, ':'); i >= 0 {
-		if !validPort(h[i:]) {
-			return false
+		if i == 0 || !validPort(h[i:]) {
+			return false // ":80": a port with no host name
 		}
 		h = h[:i]
 	}

@@ -312,6 +312,10 @@ var requestRejectTests = []struct {
 	// absolute-form host and not in a Host field; Helios refuses both.
 	{"absolute with percent-encoded host", "0 http://%80 HTTP/1.0\n\n", 400},
 	{"host percent-encoded", "GET / HTTP/1.1\nHost: %41\n\n", 400},
+	{"host a port alone", "GET / HTTP/1.1\nHost: :80\n\n", 400},
+	{"host empty brackets", "GET / HTTP/1.1\nHost: []\n\n", 400},
+	{"host empty brackets with a port", "GET / HTTP/1.1\nHost: []:80\n\n", 400},
+	{"absolute with a port alone", "GET http://:80/ HTTP/1.1\nHost: x\n\n", 400},
 	{"long method", strings.Repeat("A", 10000) + " / HTTP/1.1\nHost: a\n\n", 501},
 	{"method one past the limit", strings.Repeat("M", 33) + " / HTTP/1.1\nHost: a\n\n", 501},
 	{"too many header lines", "GET / HTTP/1.1\nHost: a\n" + strings.Repeat("X-A: b\n", 10000) + "\n", 431},

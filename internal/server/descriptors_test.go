@@ -12,12 +12,13 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/helios-lb/helios/internal/listener"
 )
 
 // nofileChildEnv names the descriptor limit TestDescriptorChild runs
@@ -187,7 +188,7 @@ func TestDescriptorChild(t *testing.T) {
 	if err != nil {
 		t.Skip("a helper process for TestDescriptorExhaustion")
 	}
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: limit, Max: limit}); err != nil {
+	if err := listener.SystemRlimit().Set(limit, limit); err != nil {
 		t.Fatal(err)
 	}
 	core, logs := observer.New(zap.WarnLevel)

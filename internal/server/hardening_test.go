@@ -203,11 +203,17 @@ func TestStalledUploadIs408(t *testing.T) {
 		{"fixed length", "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789"},
 		{"fixed length, large", "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n0123456789"},
 		{"chunked", "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\na\r\n0123456789\r\n"},
+		// Streamed to the backend as it arrives: the stall is the
+		// client's all the same, with the backend already waiting.
+		{"unbuffered fixed length", "POST /stream/up HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789"},
+		{"unbuffered chunked", "POST /stream/up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\na\r\n0123456789\r\n"},
 	}
 	eachEngine(t, func(t *testing.T, engine string) {
 		cfg := yamlConfig(t, `
 listeners: [{name: web, address: "127.0.0.1:1", idle_timeout: 300ms}]
-routes: [{name: app, match: {path_prefix: /}, upstream: app}]
+routes:
+  - {name: stream, match: {path_prefix: /stream/}, upstream: app, request_buffering: "off"}
+  - {name: app, match: {path_prefix: /}, upstream: app}
 upstreams:
   - name: app
     backends: [{address: "`+strings.TrimPrefix(origin.URL, "http://")+`"}]
@@ -310,6 +316,8 @@ func TestLenientRequestsRefused(t *testing.T) {
 		{"150 header lines", "GET / HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("X-A: b\r\n", 150) + "\r\n", "HTTP/1.1 431"},
 		{"empty Host", "GET / HTTP/1.1\r\nHost: \r\n\r\n", "HTTP/1.1 400"},
 		{"Host with a bad port", "GET / HTTP/1.1\r\nHost: x:y\r\n\r\n", "HTTP/1.1 400"},
+		{"Host a port alone", "GET / HTTP/1.1\r\nHost: :80\r\n\r\n", "HTTP/1.1 400"},
+		{"Host empty brackets", "GET / HTTP/1.1\r\nHost: []\r\n\r\n", "HTTP/1.1 400"},
 		{"chunk size with 20 leading zeros", "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n000000000000000000005\r\nhello\r\n0\r\n\r\n", "HTTP/1.1 200"},
 	}
 	eachEngine(t, func(t *testing.T, engine string) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/helios-lb/helios/internal/clock"
+	"github.com/helios-lb/helios/internal/listener"
 )
 
 // cached opens a one-shard handler on dir whose cache validity is one
@@ -340,8 +341,9 @@ func TestOutOfDescriptors(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"f": "content"}, fixtureTime)
 	h := cached(t, dir, clock.NewFake(fixtureTime), 0)
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+	rl := listener.SystemRlimit()
+	soft, hard, err := rl.Get()
+	if err != nil {
 		t.Skipf("getrlimit: %v", err)
 	}
 	// The lowest free descriptor becomes the limit: every open fails.
@@ -350,14 +352,12 @@ func TestOutOfDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	syscall.Close(fd)
-	low := lim
-	low.Cur = uint64(fd)
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+	if err := rl.Set(uint64(fd), hard); err != nil {
 		t.Skipf("setrlimit: %v", err)
 	}
 	var a Answer
 	h.Plan(get("/f"), &a)
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+	if err := rl.Set(soft, hard); err != nil {
 		t.Fatalf("restoring the descriptor limit: %v", err)
 	}
 	if got := send(t, &a); got.status != 503 {

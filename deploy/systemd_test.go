@@ -98,6 +98,46 @@ func TestSystemdUnitFlagsExist(t *testing.T) {
 	}
 }
 
+// TestSystemdConfigValidates runs the unit's ExecStartPre on the config
+// the systemd recipe installs, as the recipe lays it out (/etc/helios with
+// the certificate in tls/ and the token from helios.env), from the root
+// directory as systemd does: the demo config failed there on a path
+// relative to the working directory.
+func TestSystemdConfigValidates(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildHelios(t, dir)
+	etc := filepath.Join(dir, "etc")
+	cfg, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy/systemd/helios.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(etc, "helios.yaml"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "/", nil, bin, "cert", "selfsigned", "--out", filepath.Join(etc, "tls"), "--host", "localhost")
+	env, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy/systemd/helios.env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vars []string
+	for _, line := range strings.Split(string(env), "\n") {
+		if line != "" && !strings.HasPrefix(line, "#") {
+			vars = append(vars, line)
+		}
+	}
+	run(t, "/", vars, bin, "validate", "--config", filepath.Join(etc, "helios.yaml"))
+	// Without the certificate the error names the file.
+	os.RemoveAll(filepath.Join(etc, "tls"))
+	cmd := exec.Command(bin, "validate", "--config", filepath.Join(etc, "helios.yaml"))
+	cmd.Dir, cmd.Env = "/", append(os.Environ(), vars...)
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "tls/helios.pem") {
+		t.Errorf("validate without the certificate: got %v\n%s\nwant an error naming tls/helios.pem", err, out)
+	}
+}
+
 // TestSocketActivation runs helios under systemd-socket-activate, which
 // passes a listening socket as systemd does (LISTEN_FDS, LISTEN_FDNAMES):
 // the listener named like the socket serves it, on the socket's port

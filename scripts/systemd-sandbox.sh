@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the README's systemd recipe in a throwaway systemd container and
-# checks the unit there: start (READY=1), port 443 as the dynamic user,
-# reload, watchdog pings, a SIGUSR2 upgrade under requests, socket
-# activation. Needs root, debootstrap and Docker; the Debian root file
+# checks the unit there: start (READY=1), ports 80 and 443 (TLS) as the
+# dynamic user, the admin token, reload with a renewed certificate,
+# watchdog pings, a SIGUSR2 upgrade under requests, socket activation. Needs root, debootstrap and Docker; the Debian root file
 # system (about 270 MB, from deb.debian.org) is kept in $ROOTFS between runs.
 #
 #   make build && sudo scripts/systemd-sandbox.sh
@@ -33,21 +33,33 @@ tar -c bin/helios configs deploy | docker exec -i "$NAME" tar -C /src -x
 docker exec -w /src "$NAME" bash -euo pipefail -c '
 # The README recipe (after make build on the host).
 install -m 0755 bin/helios /usr/local/bin/helios
-install -d /etc/helios && cp -r configs/helios.yaml configs/public /etc/helios/
-install -m 0600 deploy/systemd/helios.env /etc/helios/helios.env
+install -d /etc/helios && install -m 0644 deploy/systemd/helios.yaml /etc/helios/
+install -m 0600 deploy/systemd/helios.env /etc/helios/helios.env   # set the admin token
+groupadd --system helios-tls && install -d -m 0750 -g helios-tls /etc/helios/tls
+helios cert selfsigned --out /etc/helios/tls --host "$(hostname)"   # or copy your own pair
+chgrp helios-tls /etc/helios/tls/* && chmod 0640 /etc/helios/tls/helios.key
 install -m 0644 deploy/systemd/helios.service /etc/systemd/system/
 systemctl daemon-reload && systemctl enable --now helios
-systemctl reload helios
+systemctl reload helios       # re-read the config and the certificates
 check() { echo "$1: $2"; [ "$2" = "$3" ] || { echo "  want $3"; journalctl -u helios --no-pager | tail -20; exit 1; }; }
 check "started" "$(systemctl show helios -p ActiveState --value)" active
-check "ping" "$(curl -s localhost:8080/ping)" "{\"ok\":true}"
+# Ports 80 and 443, as the dynamic user with only CAP_NET_BIND_SERVICE.
+check "on 80" "$(curl -s localhost:80/ping)" "{\"ok\":true}"
+check "on 443" "$(curl -s --cacert /etc/helios/tls/helios.pem --resolve "$(hostname):443:127.0.0.1" https://$(hostname)/ping)" "{\"ok\":true}"
 check "security" "$(systemd-analyze security helios | tail -1 | grep -o "[0-9.]* OK")" "1.7 OK"
-
-# Port 443, as the service user with only CAP_NET_BIND_SERVICE.
-sed -i "s/address: \"127.0.0.1:8080\"/address: \":443\"/" /etc/helios/helios.yaml
-systemctl restart helios
-check "on 443" "$(curl -s localhost:443/ping)" "{\"ok\":true}"
 check "capabilities" "$(grep CapEff /proc/$(systemctl show helios -p MainPID --value)/status | cut -f2)" 0000000000000400
+token=$(sed -n "s/^HELIOS_ADMIN_TOKEN=//p" /etc/helios/helios.env)
+check "admin with the token" "$(curl -s -o /dev/null -w "%{http_code}" -H "Authorization: Bearer $token" localhost:9901/api/v1/upstreams)" 200
+check "admin without it" "$(curl -s -o /dev/null -w "%{http_code}" localhost:9901/api/v1/upstreams)" 401
+sleep 1.5   # lines wait up to a second in the log writer
+check "access log" "$(grep -c "\"/ping\"" /var/log/helios/access.log)" 2
+
+# A renewed certificate on reload, no restart.
+# (curl trusts only the new self-signed certificate: the old one fails.)
+helios cert selfsigned --out /etc/helios/tls --host "$(hostname)" >/dev/null
+chgrp helios-tls /etc/helios/tls/* && chmod 0640 /etc/helios/tls/helios.key
+systemctl reload helios
+check "renewed certificate served" "$(curl -s --cacert /etc/helios/tls/helios.pem --resolve "$(hostname):443:127.0.0.1" https://$(hostname)/ping)" "{\"ok\":true}"
 sleep 16
 wd=$(systemctl show helios -p WatchdogTimestampMonotonic --value)
 st=$(systemctl show helios -p ExecMainStartTimestampMonotonic --value)
@@ -55,7 +67,7 @@ check "watchdog pinged 15s after start" "$([ $((wd - st)) -gt 10000000 ] && echo
 
 # A binary upgrade under 300 requests.
 old=$(systemctl show helios -p MainPID --value)
-(for i in $(seq 300); do curl -s -o /dev/null -w "%{http_code}\n" localhost:443/ping; done | sort | uniq -c > /tmp/codes) &
+(for i in $(seq 300); do curl -s -o /dev/null -w "%{http_code}\n" localhost:80/ping; done | sort | uniq -c > /tmp/codes) &
 sleep 0.3
 systemctl kill --kill-whom=main --signal=SIGUSR2 helios
 wait
@@ -64,12 +76,12 @@ new=$(systemctl show helios -p MainPID --value)
 check "main pid moved" "$([ "$new" != "$old" ] && echo yes)" yes
 check "still active" "$(systemctl show helios -p ActiveState --value)" active
 systemctl reload helios
-check "new process reloads" "$(systemctl show helios -p StatusText --value)" "serving on [::]:443"
+check "new process reloads" "$(systemctl show helios -p StatusText --value | cut -d" " -f1-2)" "serving on"
 
 # Socket activation.
 systemctl stop helios || true
 install -m 0644 deploy/systemd/helios.socket /etc/systemd/system/
 systemctl daemon-reload && systemctl enable --now helios.socket
-check "activated" "$(curl -s localhost:443/ping)" "{\"ok\":true}"
+check "activated" "$(curl -s localhost:80/ping)" "{\"ok\":true}"
 echo "all checks passed"
 '

@@ -31,8 +31,9 @@ type lpool struct {
 	// left unused).
 	lastUsed int64
 	// The connection cap (wire.TransportSettings.MaxConnsPerBackend),
-	// shared out among the loops as nginx shares max_conns among its
-	// workers: open counts this loop's connections (busy and idle),
+	// shared out among the loops (shareOf; each gets one at least, so a
+	// cap below the number of loops is exceeded, as nginx's max_conns is
+	// across workers): open counts this loop's connections (busy and idle),
 	// capped at maxOpen (0: no cap); queue holds the requests waiting for
 	// one, in order, up to maxQueue.
 	open, maxOpen, maxQueue int
@@ -70,8 +71,14 @@ func (l *loop) pool(t *wire.Transport, addr string, local *localServer) *lpool {
 		p = &lpool{l: l, key: k, addr: addr, opts: t.Settings, local: local}
 		if n := t.Settings.MaxConnsPerBackend; n > 0 {
 			loops := len(l.eng.loops)
-			p.maxOpen = max(1, (n+loops-1)/loops)
+			p.maxOpen = shareOf(n, loops, l.id)
+			// The queue is no promise to the backend: round up.
 			p.maxQueue = (t.Settings.MaxQueuePerBackend + loops - 1) / loops
+			if p.maxOpen == 0 {
+				// A cap below the number of loops: every loop still
+				// needs one connection, so the backend may see loops.
+				p.maxOpen = 1
+			}
 		}
 		if local == nil {
 			p.parse()
@@ -82,6 +89,16 @@ func (l *loop) pool(t *wire.Transport, addr string, local *localServer) *lpool {
 	}
 	p.lastUsed = l.now
 	return p
+}
+
+// shareOf is loop id's share of n shared out among loops: the shares
+// differ by one at most and add up to n exactly.
+func shareOf(n, loops, id int) int {
+	s := n / loops
+	if id < n%loops {
+		s++
+	}
+	return s
 }
 
 // parse splits the address; an IP address (or none: the local system)

@@ -2,11 +2,13 @@ package server
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -465,4 +467,184 @@ admin: {address: "off"}
 			})
 		}
 	})
+}
+
+// TestQuietTunnelIsClosed: an upgraded connection (WebSocket) is a tunnel
+// on the loop; one that carries bytes stays open past the upstream's
+// transport.read_timeout, and one quiet for that long is closed, on every
+// driver.
+func TestQuietTunnelIsClosed(t *testing.T) {
+	origin := scriptedBackend(t, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		if _, err := readHead(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+		io.Copy(c, br) // echo until Helios closes the tunnel
+	})
+	eachEngine(t, func(t *testing.T, engine string) {
+		cfg := yamlConfig(t, `
+listeners: [{name: web, address: "127.0.0.1:1"}]
+routes: [{name: app, match: {path_prefix: /}, upstream: app}]
+upstreams: [{name: app, backends: [{address: "`+origin+`"}], transport: {read_timeout: 400ms}}]
+admin: {address: "off"}
+`, nil)
+		setEngine(cfg, engine)
+		s, _ := startServer(t, cfg, Options{})
+		c := dialListener(t, s, "web")
+		io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+		br := bufio.NewReader(c)
+		head, err := readHead(br)
+		if err != nil || !strings.HasPrefix(head, "HTTP/1.1 101") {
+			t.Fatalf("got %q (%v), want a 101", head, err)
+		}
+		// Busy for 1.2 s, three times the timeout: the tunnel stays.
+		for i := 0; i < 12; i++ {
+			io.WriteString(c, "ping\n")
+			if line, err := br.ReadString('\n'); err != nil || line != "ping\n" {
+				t.Fatalf("message %d: got %q (%v), want the echo", i, line, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		// Quiet: closed after about the timeout.
+		start := time.Now()
+		_, err = br.ReadByte()
+		waited := time.Since(start)
+		if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("quiet tunnel: got %v after %v, want it closed", err, waited)
+		}
+		if waited < 300*time.Millisecond || waited > 3*time.Second {
+			t.Errorf("quiet tunnel closed after %v, want about 400ms", waited)
+		}
+	})
+}
+
+// panicky is a recorder that panics on requests for /boom.
+type panicky struct{}
+
+func (panicky) Record(x wire.Exchange, _ proxy.Record) {
+	if strings.HasPrefix(string(x.Path()), "/boom") {
+		panic("boom")
+	}
+}
+
+// TestPanicIsCountedInMetrics: a panic while a request is served closes
+// that connection alone and is exported as helios_panics_total; the next
+// connection is served, on every driver.
+func TestPanicIsCountedInMetrics(t *testing.T) {
+	eachEngine(t, func(t *testing.T, engine string) {
+		cfg := yamlConfig(t, `
+listeners: [{name: web, address: "127.0.0.1:1"}]
+routes: [{name: ok, match: {path_prefix: /}, respond: {status: 200, body: "fine"}}]
+admin: {address: "off"}
+`, nil)
+		setEngine(cfg, engine)
+		s, _ := startServer(t, cfg, Options{Recorder: panicky{}})
+		addr := s.Addr("web").String()
+		// The recorder runs once the answer is out: the client may see it
+		// before the connection closes (no Connection: close was asked).
+		rawExchange(t, addr, "GET /boom HTTP/1.1\r\nHost: x\r\n\r\n")
+		if out := rawExchange(t, addr, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); !strings.HasSuffix(out, "fine") {
+			t.Errorf("the next connection: got %q, want the answer", out)
+		}
+		mfs, err := s.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got float64 = -1
+		for _, mf := range mfs {
+			if mf.GetName() == "helios_panics_total" {
+				got = mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		if got != 1 {
+			t.Errorf("helios_panics_total: got %v, want 1 (-1: not exported)", got)
+		}
+	})
+}
+
+// TestUpstreamsKeepTheirOwnPools: two upstreams naming the same backend
+// get a transport each, with its own options and its own warm
+// connections (the loop's pools were keyed by address alone, and the
+// last use set the options for both); a reload that changes neither
+// keeps both pools warm. On every driver.
+func TestUpstreamsKeepTheirOwnPools(t *testing.T) {
+	eachEngine(t, func(t *testing.T, engine string) {
+		bs := startBackends(t, 1)
+		yaml := `
+listeners: [{name: web, address: "127.0.0.1:1"}]
+routes:
+  - {name: fast, match: {host: fast}, upstream: fast}
+  - {name: slow, match: {host: slow}, upstream: slow}
+upstreams:
+  - {name: fast, backends: [{address: "{{B1}}"}], transport: {response_header_timeout: 300ms}, retries: {attempts: 0}}
+  - {name: slow, backends: [{address: "{{B1}}"}], retries: {attempts: 0}}
+admin: {address: "off"}
+`
+		cfg := yamlConfig(t, yaml, bs)
+		setEngine(cfg, engine)
+		s, _ := startServer(t, cfg, Options{})
+		// One client connection: one loop, so one shard of each pool.
+		c := dialListener(t, s, "web")
+		br := bufio.NewReader(c)
+		get := func(host, path string) int {
+			t.Helper()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", path, host)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("%s %s: %v", host, path, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		for round := 0; round < 2; round++ {
+			if got := get("slow", "/delay/600"); got != 200 {
+				t.Errorf("round %d: slow upstream, 600ms answer: got %d, want 200 (its own timeout)", round, got)
+			}
+			if got := get("fast", "/delay/600"); got != 504 {
+				t.Errorf("round %d: fast upstream, 600ms answer: got %d, want 504 (300ms timeout)", round, got)
+			}
+		}
+		// The 504s cost the fast pool its connection; warm both again.
+		before := bs[0].Connections()
+		get("fast", "/")
+		get("slow", "/")
+		if got := bs[0].Connections() - before; got != 1 {
+			t.Errorf("warming: got %d new backend connections, want 1 (the fast pool's)", got)
+		}
+		warm := bs[0].Connections()
+		for i := 0; i < 3; i++ {
+			get("fast", "/")
+			get("slow", "/")
+		}
+		if got := bs[0].Connections(); got != warm {
+			t.Errorf("keep-alive: got %d backend connections, want %d (one per upstream)", got, warm)
+		}
+		cfg2 := yamlConfig(t, yaml, bs)
+		setEngine(cfg2, engine)
+		if err := s.Reload(cfg2); err != nil {
+			t.Fatal(err)
+		}
+		get("fast", "/")
+		get("slow", "/")
+		if got := bs[0].Connections(); got != warm {
+			t.Errorf("after a reload: got %d backend connections, want %d (both pools kept warm)", got, warm)
+		}
+	})
+}
+
+// dialListener connects to listener name of s, with a 5 s deadline; the
+// connection closes when the test ends.
+func dialListener(t *testing.T, s *Server, name string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", s.Addr(name).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	return c
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -249,6 +250,63 @@ admin: {address: "off"}
 	if growth := int64(peak) - int64(before.HeapInuse); growth > limit {
 		t.Errorf("heap grew by %d MiB while streaming 1 GiB, want under %d MiB", growth>>20, limit>>20)
 	}
+}
+
+// TestLargeUploadStreamsWithFlatMemory sends 1 GiB, fixed-length and
+// chunked, through a route that streams request bodies to a backend that
+// first stalls for half a second: the heap stays at buffer sizes, so the
+// loop reads from the client only as fast as the backend takes the bytes.
+func TestLargeUploadStreamsWithFlatMemory(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(500 * time.Millisecond) // a slow backend: the client must wait, not Helios buffer
+		n, err := io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, "%d %v", n, err)
+	}))
+	defer origin.Close()
+	cfg := yamlConfig(t, `
+listeners: [{name: web, address: "127.0.0.1:1"}]
+routes: [{name: app, match: {path_prefix: /}, upstream: app, request_buffering: "off", max_body_bytes: 0}]
+upstreams: [{name: app, backends: [{address: "`+strings.TrimPrefix(origin.URL, "http://")+`"}]}]
+admin: {address: "off"}
+`, nil)
+	_, url := startServer(t, cfg, Options{})
+	const size = 1 << 30
+	for _, chunked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("chunked=%v", chunked), func(t *testing.T) {
+			runtime.GC()
+			var before runtime.MemStats
+			runtime.ReadMemStats(&before)
+			hs := sampleHeap()
+			body := io.LimitReader(zeroReader{}, size)
+			req, _ := http.NewRequest("POST", url+"/up", body)
+			if !chunked {
+				req.ContentLength = size
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				hs.Stop()
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			peak := hs.Stop()
+			if want := fmt.Sprintf("%d <nil>", size); resp.StatusCode != 200 || string(got) != want {
+				t.Fatalf("got %d %q, want 200 %q", resp.StatusCode, got, want)
+			}
+			const limit = 32 << 20
+			if growth := int64(peak) - int64(before.HeapInuse); growth > limit {
+				t.Errorf("heap grew by %d MiB while uploading 1 GiB, want under %d MiB", growth>>20, limit>>20)
+			}
+		})
+	}
+}
+
+// zeroReader reads zeros without end.
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
 
 func TestLargeRequestBodyStreamsBothWays(t *testing.T) {

@@ -326,10 +326,7 @@ func (c *lconn) serveInput() {
 		if c.state == lsIdle {
 			c.opts = c.ll.opts.Load()
 			if !c.readHead() {
-				return
-			}
-			if c.state != lsBody {
-				continue // answered (an error) or handed over
+				return // waiting for more bytes, or refused, or closed
 			}
 		}
 		if !c.readBody() {
@@ -390,8 +387,9 @@ func (c *lconn) readHead() bool {
 					c.setDeadline(dlHead, rht)
 				case c.dkind == dlIdle:
 					// No head timeout: the idle wait the first bytes
-					// came in still bounds the head, as with the
-					// goroutine engine, and its end is a 408.
+					// came in still bounds the head, so a stalled head
+					// cannot hold the connection forever, and its end
+					// is a 408.
 					c.dkind = dlHead
 				default:
 					// A head that came right behind the last answer
@@ -522,8 +520,9 @@ func (c *lconn) act(a wire.Action) {
 		c.flow.Sent(status, int64(len(body)), err)
 		c.finish()
 	case wire.ActServeHTTP:
-		// Files and other handlers that block: forwarded to the handler
-		// as to an in-process backend (local.go).
+		// An in-process handler: files are served by the loop itself
+		// (lfile.go); a net/http handler, which may block, is forwarded
+		// to as an in-process backend (local.go).
 		c.serveLocal(c.flow.Handler())
 	case wire.ActForward:
 		c.tr, c.be = c.flow.Target()

@@ -24,10 +24,11 @@ import (
 	"github.com/helios-lb/helios/internal/wire"
 )
 
-// The loop engine's tests run the real pipeline (internal/proxy: routes,
-// a round-robin picker, retries) in front of an Engine with one
-// LoopListener on a loopback socket, and a goroutine Server for the
-// connections the loops hand over, as internal/server wires them.
+// The engine's tests run the real pipeline (internal/proxy: routes, a
+// round-robin picker, retries) in front of an Engine with one LoopListener
+// on a loopback socket, as internal/server wires them, once per driver
+// (run): the loops serve every request themselves, whichever poller says
+// which sockets are ready.
 
 // loopConfig describes a loopProxy. The zero value serves the routes
 // below with no upstream backend and no timeouts.
@@ -132,7 +133,7 @@ func startLoopProxy(t testing.TB, k netpoll.Kind, cfg loopConfig) *loopProxy {
 	entries = append(entries,
 		route.Entry[*proxy.Route]{Name: "fixed", PathPrefix: "/fixed/", Value: &proxy.Route{Name: "fixed", Respond: &fixedRoute}},
 		route.Entry[*proxy.Route]{Name: "big", Path: "/big-fixed", Value: &proxy.Route{Name: "big", Respond: &bigFixed}},
-		route.Entry[*proxy.Route]{Name: "static", PathPrefix: "/static/", Value: &proxy.Route{Name: "static", Static: &wire.Local{Name: "static", Handler: staticHandler()}}},
+		route.Entry[*proxy.Route]{Name: "local", PathPrefix: "/local/", Value: &proxy.Route{Name: "local", Static: &wire.Local{Name: "local", Handler: localHandler()}}},
 		route.Entry[*proxy.Route]{Name: "up", Value: &proxy.Route{Name: "up", Upstream: p.up, Upgrades: [][]byte{[]byte("websocket")}}},
 	)
 	table, err := route.New(entries)
@@ -379,12 +380,14 @@ func listenLoopbackAt(t testing.TB, port int) (int, string) {
 	return fd, fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
 
-// staticHandler stands in for a static file route: it answers with the
-// path, streaming, so the hand-over to the goroutine engine shows.
-func staticHandler() http.Handler {
+// localHandler is a net/http handler the loops serve as an in-process
+// backend over a socketpair (local.go). It answers with the path, flushing
+// in between, so its answer streams (chunked to an HTTP/1.1 client) rather
+// than arriving as one fixed-length piece.
+func localHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Static", "1")
-		io.WriteString(w, "static:")
+		w.Header().Set("X-Local", "1")
+		io.WriteString(w, "local:")
 		w.(http.Flusher).Flush()
 		io.WriteString(w, r.URL.Path)
 	})
@@ -392,8 +395,9 @@ func staticHandler() http.Handler {
 
 // checkedStepper wraps the pipeline's flows to check the engine drives
 // them as wire.Flow says: Begin, then the calls the actions ask for, then
-// Finish exactly once (a request handed over with ActServeHTTP is done
-// by the fallback's own flow), and nothing after Finish but Begin.
+// Finish exactly once (ActServeHTTP too: the loop forwards the request to
+// the in-process backend and reports Forwarded and Sent as for any
+// backend), and nothing after Finish but Begin.
 type checkedStepper struct {
 	p *loopProxy
 	s wire.Stepper

@@ -20,8 +20,9 @@ import (
 	"github.com/helios-lb/helios/internal/wire"
 )
 
-// The goroutine engine's proxy tests (proxy_test.go), run against the
-// event loops, and the cases only an event loop has.
+// The backend side of the engine, on every driver (run): the request and
+// response heads as forwarded, bodies both ways, retries, backend
+// failures, framing, stale pooled connections, upgrades and slow readers.
 
 // loopTo is one backend at addr with the default transport options.
 func loopTo(addr string) loopConfig {
@@ -265,7 +266,7 @@ func testLoopProxyHTTPBackend(t *testing.T, k netpoll.Kind) {
 		}
 	})
 	t.Run("large fixed request body", func(t *testing.T) {
-		body := bytes.Repeat([]byte("0123456789abcdef"), 512<<10) // 8 MiB: handed over
+		body := bytes.Repeat([]byte("0123456789abcdef"), 512<<10) // 8 MiB: more than maxLoopBody, so streamed
 		c := dialRaw(t, p.addr)
 		go func() {
 			c.nc.Write([]byte(fmt.Sprintf("POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n", len(body))))
@@ -663,7 +664,7 @@ func testLoopProxyStaleConnection(t *testing.T, k netpoll.Kind) {
 	}
 }
 
-// TestLoopProxyEarlyAnswer has the backend answer a large (handed over)
+// TestLoopProxyEarlyAnswer has the backend answer a large (streamed)
 // upload before it read it.
 func TestLoopProxyEarlyAnswer(t *testing.T) { run(t, testLoopProxyEarlyAnswer) }
 

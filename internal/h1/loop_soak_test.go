@@ -87,9 +87,9 @@ func atoiT(t *testing.T, s string) int {
 }
 
 // TestLoopSoak runs clients doing a bit of everything at once (fixed and
-// proxied answers, pipelining, bodies, hand-overs, clients leaving
-// mid-answer) and checks every answer that is read and, when the test
-// ends, the harness's invariants.
+// proxied answers, pipelining, fixed and chunked bodies, an in-process
+// handler, clients leaving mid-answer) and checks every answer that is
+// read and, when the test ends, the harness's invariants.
 func TestLoopSoak(t *testing.T) { run(t, testLoopSoak) }
 
 func testLoopSoak(t *testing.T, k netpoll.Kind) {
@@ -108,7 +108,7 @@ func testLoopSoak(t *testing.T, k netpoll.Kind) {
 		{"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", "POST", "hello"},
 		{"HEAD /head HTTP/1.1\r\nHost: x\r\n\r\n", "HEAD", ""},
 		{"GET /204 HTTP/1.1\r\nHost: x\r\n\r\n", "GET", ""},
-		{"GET /static/s HTTP/1.1\r\nHost: x\r\n\r\n", "GET", "static:/static/s"},
+		{"GET /local/s HTTP/1.1\r\nHost: x\r\n\r\n", "GET", "local:/local/s"},
 		{"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", "POST", "abc"},
 		{"GET /big-fixed HTTP/1.1\r\nHost: x\r\n\r\n", "GET", string(bigFixed.Body)},
 	}

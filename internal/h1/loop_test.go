@@ -17,9 +17,10 @@ import (
 	"github.com/helios-lb/helios/internal/wire"
 )
 
-// The goroutine engine's server tests (server_test.go), run against the
-// event loops: fixed answers come from the pipeline's respond routes,
-// bodies are echoed by a backend.
+// The client side of the engine, on every driver (run): keep-alive,
+// pipelining, reading heads, timeouts, in-process handlers and shutdown.
+// Fixed answers come from the pipeline's respond routes, bodies are echoed
+// by a backend.
 
 func TestLoopKeepAlive(t *testing.T) { run(t, testLoopKeepAlive) }
 
@@ -76,8 +77,8 @@ func testLoopPipelining(t *testing.T, k netpoll.Kind) {
 		"GET /fixed HTTP/1.1\r\nHost: x\r\n\r\n" +
 		"HEAD /head HTTP/1.1\r\nHost: x\r\n\r\n" +
 		"GET /fixed/6 HTTP/1.1\r\nHost: x\r\n\r\n" +
-		// Chunked: handed over to the goroutine engine, which serves
-		// the rest of the connection.
+		// Chunked: streamed to the backend on the loop, and the
+		// requests behind it are served after it, in order.
 		"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n" +
 		"GET /fixed/8 HTTP/1.1\r\nHost: x\r\n\r\n" +
 		"GET /fixed HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -458,18 +459,21 @@ func testLoopRespond(t *testing.T, k netpoll.Kind) {
 	}
 }
 
-// TestLoopStatic checks requests for handlers (static files) are handed
-// over to the goroutine engine with their connection.
-func TestLoopStatic(t *testing.T) { run(t, testLoopStatic) }
+// TestLoopLocalHandler checks requests for a net/http handler (an
+// in-process backend, local.go) are answered in order with the loop's own
+// answers around them, framed for the client's version, and recorded with
+// their route. Static files do not come this way: the loop serves them
+// itself (TestLoopFiles).
+func TestLoopLocalHandler(t *testing.T) { run(t, testLoopLocalHandler) }
 
-func testLoopStatic(t *testing.T, k netpoll.Kind) {
+func testLoopLocalHandler(t *testing.T, k netpoll.Kind) {
 	p := startLoopProxy(t, k, loopConfig{})
 	t.Run("chunked for 1.1", func(t *testing.T) {
 		c := dialRaw(t, p.addr)
-		c.send("GET /static/a HTTP/1.1\r\nHost: h.example\r\n\r\nGET /static/b HTTP/1.1\r\nHost: h.example\r\n\r\n")
-		for _, want := range []string{"static:/static/a", "static:/static/b"} {
+		c.send("GET /local/a HTTP/1.1\r\nHost: h.example\r\n\r\nGET /local/b HTTP/1.1\r\nHost: h.example\r\n\r\n")
+		for _, want := range []string{"local:/local/a", "local:/local/b"} {
 			r := c.read("GET")
-			if r.body != want || !r.chunked || r.header.Get("X-Static") != "1" {
+			if r.body != want || !r.chunked || r.header.Get("X-Local") != "1" {
 				t.Errorf("got (%q, chunked %v, %v), want (%q, chunked)", r.body, r.chunked, r.header, want)
 			}
 		}
@@ -480,8 +484,8 @@ func testLoopStatic(t *testing.T, k netpoll.Kind) {
 	})
 	t.Run("after loop answers", func(t *testing.T) {
 		c := dialRaw(t, p.addr)
-		c.send("GET /fixed/1 HTTP/1.1\r\nHost: x\r\n\r\nGET /big-fixed HTTP/1.1\r\nHost: x\r\n\r\nGET /static/c HTTP/1.1\r\nHost: x\r\n\r\n")
-		for _, want := range []string{"fixed", string(bigFixed.Body), "static:/static/c"} {
+		c.send("GET /fixed/1 HTTP/1.1\r\nHost: x\r\n\r\nGET /big-fixed HTTP/1.1\r\nHost: x\r\n\r\nGET /local/c HTTP/1.1\r\nHost: x\r\n\r\n")
+		for _, want := range []string{"fixed", string(bigFixed.Body), "local:/local/c"} {
 			if r := c.read("GET"); r.body != want {
 				t.Errorf("got %d bytes, want %d", len(r.body), len(want))
 			}
@@ -489,20 +493,28 @@ func testLoopStatic(t *testing.T, k netpoll.Kind) {
 	})
 	t.Run("until close for 1.0", func(t *testing.T) {
 		c := dialRaw(t, p.addr)
-		c.send("GET /static/x HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+		c.send("GET /local/x HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
 		r := c.read("GET")
-		if r.body != "static:/static/x" || r.chunked || !r.close {
-			t.Errorf("got (%q, chunked %v, close %v), want (%q, not chunked, close)", r.body, r.chunked, r.close, "static:/static/x")
+		if r.body != "local:/local/x" || r.chunked || !r.close {
+			t.Errorf("got (%q, chunked %v, close %v), want (%q, not chunked, close)", r.body, r.chunked, r.close, "local:/local/x")
 		}
 	})
-	// Only the fallback's records: the loop does not record a request
-	// it hands over.
-	for i := 0; i < 4; i++ {
+	// Every request is recorded once, with its route: four to the
+	// handler, three answered by the loop.
+	local := 0
+	for i := 0; i < 7; i++ {
 		rec := p.nextRec(t)
 		if rec.Route == nil {
 			t.Fatalf("record %d: got no route", i)
 		}
+		if rec.Route.Name == "local" {
+			local++
+		}
 	}
+	if local != 4 {
+		t.Errorf("got %d records for route local, want 4", local)
+	}
+	p.noRec(t, 50*time.Millisecond)
 }
 
 func TestLoopShutdown(t *testing.T) { run(t, testLoopShutdown) }

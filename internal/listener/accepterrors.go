@@ -15,8 +15,8 @@ var AcceptReasons = [...]string{"emfile", "enfile", "enobufs", "enomem", "other"
 
 // AcceptErrors counts failed accepts by reason and rate-limits the warning
 // about them: a process out of descriptors fails every accept, and a line
-// per failure (1,170 in 30 s in issue 9) buries the log. Both engines
-// report to it. Safe for concurrent use; Observe takes no lock.
+// per failure (1,170 in 30 s in issue 9) buries the log. Every engine
+// reports to it. Safe for concurrent use; Observe takes no lock.
 type AcceptErrors struct {
 	clock      clock.Clock
 	every      time.Duration

@@ -68,8 +68,9 @@ func (s *Server) planDescriptors(cfg *config.Config) listener.DescriptorPlan {
 	return p
 }
 
-// newAcceptErrors returns the counters both engines report failed accepts
-// to, with a warning at most every acceptWarnEvery.
+// newAcceptErrors returns the counters every engine (one per poller in
+// use) reports failed accepts to, with a warning at most every
+// acceptWarnEvery.
 func (s *Server) newAcceptErrors() *listener.AcceptErrors {
 	return listener.NewAcceptErrors(s.clock, acceptWarnEvery, func(err error, reason string, suppressed uint64) {
 		s.log.Warn("accept failed; new clients wait in the listen backlog",

@@ -65,7 +65,7 @@ type Server struct {
 	configPath string
 	rlimit     listener.Rlimit
 	fds        listener.DescriptorPlan // caps client connections below the descriptor limit
-	acceptErrs *listener.AcceptErrors  // failed accepts, from both engines
+	acceptErrs *listener.AcceptErrors  // failed accepts, from every engine
 	nofile     atomic.Uint64           // the soft descriptor limit, for the accept warning
 	sockets    Sockets
 	onReload   func(*config.Config, error)
@@ -404,8 +404,8 @@ func (s *Server) Reload(cfg *config.Config) error {
 	return nil
 }
 
-// startListener begins accepting: on the event loops in loop mode, with
-// an accept goroutine per socket in goroutine mode.
+// startListener begins accepting on the event loops of the engine for the
+// listener's poller, starting that engine on first use.
 func (s *Server) startListener(bl *boundListener) error {
 	kind := pollerOf(bl.cfg)
 	eng := s.engines[kind]

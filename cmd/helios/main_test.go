@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -164,18 +165,26 @@ func waitListening(t *testing.T, addr string) {
 	t.Fatalf("nothing listening on %s", addr)
 }
 
-// TestServeReloadAndDrain runs the real binary: three `helios backend`s and
-// `helios serve` in front, a SIGHUP reload (a bad one refused, a good one
-// applied), then SIGTERM with a request in flight, which must finish
-// before helios exits 0.
-func TestServeReloadAndDrain(t *testing.T) {
+// startBackends starts n `helios backend`s named b1..bn and returns their
+// addresses once each is listening.
+func startBackends(t *testing.T, n int) []string {
+	t.Helper()
 	var addrs []string
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= n; i++ {
 		a := freePort(t)
 		start(t, "backend", "--listen", a, "--name", fmt.Sprintf("b%d", i))
 		waitListening(t, a)
 		addrs = append(addrs, a)
 	}
+	return addrs
+}
+
+// TestServeReloadAndDrain runs the real binary: three `helios backend`s and
+// `helios serve` in front, a SIGHUP reload (a bad one refused, a good one
+// applied), then SIGTERM with a request in flight, which must finish
+// before helios exits 0.
+func TestServeReloadAndDrain(t *testing.T) {
+	addrs := startBackends(t, 3)
 	front := freePort(t)
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "helios.yaml")
@@ -297,5 +306,50 @@ func TestShippedConfigsValidate(t *testing.T) {
 				t.Errorf("got %q (%v), want ok", out, err)
 			}
 		})
+	}
+}
+
+// TestProxyCommand runs the one-line mode: `helios proxy` in front of two
+// `helios backend`s with no file, round-robin between them, a clean exit
+// on SIGTERM, and exit status 2 with the problem named for bad flags.
+func TestProxyCommand(t *testing.T) {
+	to := startBackends(t, 2)
+	front := freePort(t)
+	p := start(t, "proxy", "--from", front, "--to", strings.Join(to, ","), "--health", "/healthz", "--admin", "off", "--access-log", "off")
+	waitListening(t, front)
+	seen := map[string]int{}
+	for i := 0; i < 10; i++ {
+		resp, err := http.Get("http://" + front + "/")
+		if err != nil {
+			t.Fatalf("request %d: %v\n%s", i, err, p.out)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: got %d, want 200", i, resp.StatusCode)
+		}
+		seen[resp.Header.Get("X-Backend")]++
+	}
+	if seen["b1"] != 5 || seen["b2"] != 5 {
+		t.Errorf("got backends %v, want 5 requests each (round_robin)", seen)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.cmd.Wait(); err != nil {
+		t.Errorf("after SIGTERM: %v, want exit status 0\n%s", err, p.out)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"proxy", "--from", front}, "to"},
+		{[]string{"proxy", "--from", front, "--to", to[0], "--strategy", "fastest"}, "fastest"},
+		{[]string{"proxy", "--from", "nowhere", "--to", to[0]}, "nowhere"},
+	} {
+		out, err := exec.Command(helios, tc.args...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("helios %s: got %v\n%s\nwant exit status 2 and a message naming %q", strings.Join(tc.args, " "), err, out, tc.want)
+		}
 	}
 }

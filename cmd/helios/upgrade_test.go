@@ -81,13 +81,7 @@ func (l *load) finish() (ok, failed int64, errs []string) {
 // a fake NOTIFY_SOCKET, and waits for READY=1.
 func upgradeSetup(t *testing.T) (cfgFile, pidFile, front string, srv *exec.Cmd, m *systemdtest.Manager, log *os.File) {
 	t.Helper()
-	var addrs []string
-	for i := 1; i <= 2; i++ {
-		a := freePort(t)
-		start(t, "backend", "--listen", a, "--name", fmt.Sprintf("b%d", i))
-		waitListening(t, a)
-		addrs = append(addrs, a)
-	}
+	addrs := startBackends(t, 2)
 	front, admin := freePort(t), freePort(t)
 	dir := t.TempDir()
 	cfgFile = filepath.Join(dir, "helios.yaml")

@@ -44,17 +44,20 @@ func (exchange) Respond(int, []byte, []byte) error   { return nil }
 func (exchange) ServeHTTP(http.Handler) (int, int64) { return 0, 0 }
 func (exchange) Query() []byte                       { return nil }
 func (exchange) Proto() []byte                       { return nil }
+func (exchange) TLSVersion() []byte                  { return nil }
 func (exchange) Header(string) []byte                { return nil }
 func (exchange) ForwardRequestID(n int) []byte       { return make([]byte, n) }
 
-// detailed is an exchange with a query, a protocol and headers.
+// detailed is an exchange with a query, a protocol, a TLS version and
+// headers.
 type detailed struct {
 	exchange
-	query, proto, ua, referer []byte
+	query, proto, tls, ua, referer []byte
 }
 
-func (d detailed) Query() []byte { return d.query }
-func (d detailed) Proto() []byte { return d.proto }
+func (d detailed) Query() []byte      { return d.query }
+func (d detailed) Proto() []byte      { return d.proto }
+func (d detailed) TLSVersion() []byte { return d.tls }
 func (d detailed) Header(name string) []byte {
 	switch {
 	case strings.EqualFold(name, "User-Agent"):
@@ -68,6 +71,7 @@ func (d detailed) Header(name string) []byte {
 var browser = detailed{
 	query:   []byte("q=1&lang=en"),
 	proto:   []byte("HTTP/1.1"),
+	tls:     []byte("1.3"),
 	ua:      []byte("Mozilla/5.0 (X11)"),
 	referer: []byte("https://example.test/start"),
 }
@@ -125,7 +129,7 @@ func TestRecordWritesEveryField(t *testing.T) {
 		"client": "192.0.2.10", "method": "GET", "host": "example.test", "path": "/api/users/7",
 		"status": 200.0, "bytes": 1234.0, "duration": 0.0015, "route": "api", "upstream": "app",
 		"backend": "10.0.0.1:9000", "attempts": 1.0,
-		"query": "q=1&lang=en", "proto": "HTTP/1.1", "user_agent": "Mozilla/5.0 (X11)",
+		"query": "q=1&lang=en", "proto": "HTTP/1.1", "tls": "1.3", "user_agent": "Mozilla/5.0 (X11)",
 		"referer": "https://example.test/start", "request_id": "3f2a9c",
 	}
 	for k, v := range want {
@@ -138,6 +142,9 @@ func TestRecordWritesEveryField(t *testing.T) {
 	}
 	if !strings.Contains(lines[1], `"error":"backend timed out"`) {
 		t.Errorf("second line has no error field: %s", lines[1])
+	}
+	if strings.Contains(lines[1], `"tls"`) {
+		t.Errorf("a cleartext request has a tls field: %s", lines[1])
 	}
 }
 

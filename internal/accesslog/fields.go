@@ -24,6 +24,10 @@ func appendFields(b []byte, ex wire.Exchange, r *proxy.Record) []byte {
 	b = appendEscaped(b, query)
 	b = append(b, `","proto":"`...)
 	b = appendEscaped(b, proto)
+	if v := ex.TLSVersion(); v != nil {
+		b = append(b, `","tls":"`...)
+		b = append(b, v...)
+	}
 	b = append(b, `","status":`...)
 	b = strconv.AppendInt(b, int64(r.Status), 10)
 	b = append(b, `,"bytes":`...)

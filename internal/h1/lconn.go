@@ -10,11 +10,12 @@ import (
 	"os"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/static"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
-	"golang.org/x/sys/unix"
 )
 
 // lstate is where a loop connection is in its exchange.
@@ -125,8 +126,10 @@ type lconn struct {
 	continueFn func()
 	// TLS: the connection's tls.Conn once handshaken, and the socket it
 	// runs over.
-	tls  *tls.Conn
-	sock *tlsSock
+	tls *tls.Conn
+	// tlsVer is the handshake's version for the access log (nil: cleartext).
+	tlsVer []byte
+	sock   *tlsSock
 	// inc numbers the connections this lconn has served, so that a
 	// handshake that ends late knows whether its connection is still on.
 	inc uint32
@@ -996,9 +999,25 @@ func (c *lconn) Proto() []byte {
 	return proto11
 }
 
+// TLSVersion returns the version the connection's handshake agreed on,
+// nil for cleartext.
+func (c *lconn) TLSVersion() []byte { return c.tlsVer }
+
+// tlsVersionName names a crypto/tls version as the access log does.
+func tlsVersionName(v uint16) []byte {
+	switch v {
+	case tls.VersionTLS13:
+		return tls13
+	case tls.VersionTLS12:
+		return tls12
+	}
+	return tlsOther
+}
+
 var (
-	proto10 = []byte("HTTP/1.0")
-	proto11 = []byte("HTTP/1.1")
+	tls12, tls13, tlsOther = []byte("1.2"), []byte("1.3"), []byte("other")
+	proto10                = []byte("HTTP/1.0")
+	proto11                = []byte("HTTP/1.1")
 )
 
 // ForwardRequestID lends the request's id buffer to the pipeline; the

@@ -170,7 +170,8 @@ var errTooManyHandshakes = errors.New("too many TLS handshakes in progress")
 // handshaken takes a finished handshake back on the loop.
 func (c *lconn) handshaken(inc uint32, t TLS, tc *tls.Conn, err error) {
 	t.EndHandshake()
-	t.Record(tc.ConnectionState(), err)
+	cs := tc.ConnectionState()
+	t.Record(cs, err)
 	if inc != c.inc {
 		return
 	}
@@ -182,6 +183,7 @@ func (c *lconn) handshaken(inc uint32, t TLS, tc *tls.Conn, err error) {
 	}
 	c.sock.blocking = false
 	c.tls = tc
+	c.tlsVer = tlsVersionName(cs.Version)
 	c.state = lsIdle
 	c.setDeadline(dlIdle, c.opts.IdleTimeout)
 	// The client may have sent its request behind its Finished; it is

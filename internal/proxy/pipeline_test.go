@@ -77,6 +77,7 @@ func (e *fakeExchange) Respond(status int, header []byte, body []byte) error {
 }
 func (e *fakeExchange) Query() []byte        { return nil }
 func (e *fakeExchange) Proto() []byte        { return fakeProto }
+func (e *fakeExchange) TLSVersion() []byte   { return nil }
 func (e *fakeExchange) Header(string) []byte { return nil }
 func (e *fakeExchange) ForwardRequestID(n int) []byte {
 	if cap(e.forwarded) < n {

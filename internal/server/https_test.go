@@ -8,10 +8,13 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/helios-lb/helios/internal/certgen"
+	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/wire"
 )
 
 // httpsConfig is a TLS listener "web" with {{DIR}}/site.pem in front of one
@@ -44,7 +47,8 @@ func TestHTTPSThroughTheEngine(t *testing.T) {
 	old := certs.write(t, "site", "site.example")
 	bs := startBackends(t, 1)
 	yaml := strings.NewReplacer("{{DIR}}", certs.dir, "{{EXTRA}}", "").Replace(httpsConfig)
-	s, _ := startServer(t, yamlConfig(t, yaml, bs), Options{})
+	versions := &tlsVersions{}
+	s, _ := startServer(t, yamlConfig(t, yaml, bs), Options{Recorder: versions})
 	url := "https://" + s.Addr("web").String()
 	c, tr := httpsClient(t, certs, nil)
 
@@ -59,6 +63,10 @@ func TestHTTPSThroughTheEngine(t *testing.T) {
 	}
 	if !res.TLS.PeerCertificates[0].Equal(old.Leaf) {
 		t.Errorf("served certificate: got another, want site.pem's")
+	}
+	// The access log and other recorders hear the TLS version.
+	if got := versions.last(t); got != "1.3" {
+		t.Errorf("recorded TLS version: got %q, want 1.3", got)
 	}
 
 	// A renewed certificate is taken on reload; the open keep-alive
@@ -175,4 +183,36 @@ func readAll(t *testing.T, res *http.Response) string {
 		t.Fatalf("reading the body: %v", err)
 	}
 	return string(b)
+}
+
+// tlsVersions records the TLS version of each request.
+type tlsVersions struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (v *tlsVersions) Record(ex wire.Exchange, _ proxy.Record) {
+	v.mu.Lock()
+	v.seen = append(v.seen, string(ex.TLSVersion()))
+	v.mu.Unlock()
+}
+
+// last returns the version of the last request recorded, waiting briefly
+// for its record.
+func (v *tlsVersions) last(t *testing.T) string {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		v.mu.Lock()
+		n := len(v.seen)
+		var s string
+		if n > 0 {
+			s = v.seen[n-1]
+		}
+		v.mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			return s
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -109,6 +109,9 @@ type Exchange interface {
 	// Proto returns the protocol version as the client sent it, e.g.
 	// "HTTP/1.1".
 	Proto() []byte
+	// TLSVersion returns the TLS version of the client connection ("1.2",
+	// "1.3"), or nil when it is cleartext.
+	TLSVersion() []byte
 	// Header returns the value of the first request header field named
 	// name (compared case-insensitively), or nil when there is none.
 	Header(name string) []byte

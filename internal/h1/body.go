@@ -261,8 +261,9 @@ func (b *body) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if b.kind == bodyFixed && !b.done && len(b.src.buffered()) == 0 && int64(len(p)) >= 4096 {
-		// Large reads of a fixed body go straight to the source.
+	if b.direct(len(p)) {
+		// Large reads of a fixed body or a chunk's data go straight to
+		// the source.
 		if b.onFirstRead != nil {
 			f := b.onFirstRead
 			b.onFirstRead = nil
@@ -281,7 +282,11 @@ func (b *body) Read(p []byte) (int, error) {
 			return 0, errBodyTooLarge
 		}
 		if b.remaining == 0 {
-			b.done = true
+			if b.kind == bodyFixed {
+				b.done = true
+			} else {
+				b.needCRLF = true
+			}
 		}
 		if err == io.EOF && !b.done {
 			err = io.ErrUnexpectedEOF
@@ -329,6 +334,33 @@ func (b *body) Read(p []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// nextPiece is next for a caller with a buffer of its own: data not yet
+// in the reader's buffer (a small one, sized for heads) is read straight
+// into buf, up to len(buf) at once, so a large body costs a few reads of
+// tens of KiB rather than one per reader buffer. The piece returned is in
+// buf or in the reader's buffer, valid until the next call.
+func nextPiece(b *body, buf []byte) ([]byte, error) {
+	if !b.direct(len(buf)) {
+		return b.next()
+	}
+	n, err := b.Read(buf)
+	if n > 0 {
+		return buf[:n], nil // an error comes again on the next call
+	}
+	if err == nil && b.done {
+		err = io.EOF
+	}
+	return nil, err
+}
+
+// direct reports whether a read of n bytes goes straight from the source
+// into the caller's buffer: nothing is buffered, the read is large, and
+// it is data (of a fixed body, or inside a chunk), not framing.
+func (b *body) direct(n int) bool {
+	return n >= 4096 && !b.done && len(b.src.buffered()) == 0 &&
+		(b.kind == bodyFixed || b.kind == bodyChunked && b.remaining > 0)
 }
 
 // peekPiece makes body bytes available in the buffer without consuming

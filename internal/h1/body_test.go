@@ -23,25 +23,7 @@ func newTestBody(src io.Reader, bufSize int, kind bodyKind, length int64) (*body
 // readAllNext drains b with next(). After errWouldBlock (a non-blocking
 // source with nothing more yet) it calls again, as the event loop does when
 // the connection is readable again.
-func readAllNext(b *body) ([]byte, error) {
-	var out []byte
-	for i := 0; ; i++ {
-		if i > 1<<22 {
-			return out, errors.New("no progress")
-		}
-		p, err := b.next()
-		out = append(out, p...)
-		if err == io.EOF {
-			return out, nil
-		}
-		if err == errWouldBlock && len(p) == 0 {
-			continue
-		}
-		if err != nil {
-			return out, err
-		}
-	}
-}
+func readAllNext(b *body) ([]byte, error) { return readAllPieces(b, 0) }
 
 // readAllRead drains b with Read(p) using n-byte reads, calling again after
 // errWouldBlock as readAllNext does.
@@ -83,6 +65,32 @@ var bodyReaders = []struct {
 	{"read3/halfreader/64", 64, iotest.HalfReader, func(b *body) ([]byte, error) { return readAllRead(b, 3) }},
 	{"read64k/4k", 4096, func(r io.Reader) io.Reader { return r }, func(b *body) ([]byte, error) { return readAllRead(b, 64<<10) }},
 	{"read64k/onebyte/64", 64, iotest.OneByteReader, func(b *body) ([]byte, error) { return readAllRead(b, 64<<10) }},
+	{"piece32k/2k", 2048, func(r io.Reader) io.Reader { return r }, func(b *body) ([]byte, error) { return readAllPieces(b, 32<<10) }},
+	{"piece5k/halfreader/64", 64, iotest.HalfReader, func(b *body) ([]byte, error) { return readAllPieces(b, 5000) }},
+}
+
+// readAllPieces drains b with nextPiece and an n-byte buffer of its own
+// (none: next alone), as the event loop forwards a body, calling again
+// after errWouldBlock.
+func readAllPieces(b *body, n int) ([]byte, error) {
+	var out []byte
+	buf := make([]byte, n)
+	for i := 0; ; i++ {
+		if i > 1<<22 {
+			return out, errors.New("no progress")
+		}
+		p, err := nextPiece(b, buf)
+		out = append(out, p...)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err == errWouldBlock && len(p) == 0 {
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+	}
 }
 
 // longChunk is the data of one large chunk in chunkedTests.

@@ -115,6 +115,49 @@ func (w *fdWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// WritePair writes a and then b, in one writev(2) when nothing is
+// pending; what the socket does not take is kept as Write keeps it. The
+// buffered writer uses it to send its buffered bytes and a large piece
+// together.
+func (w *fdWriter) WritePair(a, b []byte) (int, error) {
+	if len(w.pending) > 0 {
+		w.keep(a)
+		w.keep(b)
+		return len(a) + len(b), nil
+	}
+	w.more = false
+	var n int
+	for {
+		var err error
+		n, err = netpoll.Writev(w.fd, a, b)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			n = 0
+		case err != nil:
+			return 0, &opError{op: "write", err: err}
+		}
+		break
+	}
+	w.sent += int64(n)
+	if n >= len(a)+len(b) {
+		return n, nil
+	}
+	// A short write: go on as Write does, until the socket says EAGAIN
+	// (which is what arms the wake-up when there is room again).
+	if n < len(a) {
+		m, err := w.Write(a[n:])
+		if err != nil {
+			return n + m, err
+		}
+		m, err = w.Write(b)
+		return n + len(a) - n + m, err
+	}
+	m, err := w.Write(b[n-len(a):])
+	return n + m, err
+}
+
 // writeFDMore writes p with MSG_MORE, then as writeFD what is left.
 func writeFDMore(fd int, p []byte) (int, error) {
 	for {

@@ -83,7 +83,7 @@ func (c *lconn) pumpReq() {
 			c.prefixCRLF = false
 			u.w.WriteString("\r\n")
 		}
-		p, err := c.reqBody.next()
+		p, err := c.l.bodyPiece(&c.reqBody, c.opts.outputLimit()-len(u.fw.pending))
 		if len(p) > 0 {
 			c.bodySent = true
 			if chunked {
@@ -137,6 +137,17 @@ func (c *lconn) pumpReq() {
 			return
 		}
 	}
+}
+
+// bodyPiece returns the next piece of a body being forwarded (a request
+// body to a backend, an answer to a client), read through the loop's
+// scratch buffer (see nextPiece) and at most room bytes when read straight
+// from the socket: room is what the destination's output limit has left,
+// so what waits for a slow reader stays within the limit. The piece is
+// valid until the loop's next use of the scratch buffer: the caller writes
+// it out at once.
+func (l *loop) bodyPiece(b *body, room int) ([]byte, error) {
+	return nextPiece(b, l.scratch()[:max(min(room, spillSize), 0)])
 }
 
 // upWriteFailed handles a backend that stopped taking the request body.

@@ -597,7 +597,7 @@ func (c *lconn) pump() {
 			c.setDeadline(dlWrite, c.opts.WriteTimeout)
 			return // writable() resumes
 		}
-		p, err := u.body.next()
+		p, err := c.l.bodyPiece(&u.body, c.opts.outputLimit()-len(c.fw.pending))
 		if len(p) > 0 {
 			c.respBytes += int64(len(p))
 			if c.chunkOut {

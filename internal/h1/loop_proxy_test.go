@@ -860,3 +860,34 @@ func testLoopProxySlowReader(t *testing.T, k netpoll.Kind) {
 		t.Errorf("idle connection holds %d bytes of output room, want at most %d", held, maxIdlePending)
 	}
 }
+
+// TestLoopProxyAnswerEndsAtReadBoundary has the loop read an answer's
+// body to its last byte without finding the socket empty (the last read
+// asks for exactly what is left), then sends another request on the same
+// pooled backend connection. The portable poller waits to be told a
+// socket is empty before it watches it again, so that second answer went
+// unseen unless the connection was handed back with that said.
+func TestLoopProxyAnswerEndsAtReadBoundary(t *testing.T) {
+	run(t, testLoopProxyAnswerEndsAtReadBoundary)
+}
+
+func testLoopProxyAnswerEndsAtReadBoundary(t *testing.T, k netpoll.Kind) {
+	be, _ := newHTTPBackend(t, httpMux())
+	p := startLoopProxy(t, k, loopTo(strings.TrimPrefix(be.URL, "http://")))
+	body := strings.Repeat("u", 256<<10)
+	for i := 0; i < 10; i++ {
+		c := dialRaw(t, p.addr)
+		c.nc.SetDeadline(time.Now().Add(3 * time.Second))
+		c.send("GET /size/1000000 HTTP/1.1\r\nHost: x\r\n\r\n")
+		if r, err := c.tryRead("GET"); err != nil || r.status != 200 || len(r.body) != 1000000 {
+			t.Fatalf("round %d, large answer: got (%v, %d bytes), want (200, 1000000)", i, err, len(r.body))
+		}
+		// The upload's answer comes only once the backend has its whole
+		// body: nothing reads the backend socket before an event says so.
+		c.send(fmt.Sprintf("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
+		if r, err := c.tryRead("POST"); err != nil || r.status != 200 || len(r.body) != len(body) {
+			t.Fatalf("round %d, upload on the pooled backend connection: got (%v, %d bytes), want (200, %d)", i, err, len(r.body), len(body))
+		}
+		c.nc.Close()
+	}
+}

@@ -737,6 +737,14 @@ func (c *lconn) dropUp(reuse bool) {
 func (u *lupconn) release(reusable bool) {
 	if reusable && u.state == upBody && !u.fr.rdhup && len(u.rd.buffered()) == 0 && len(u.fw.pending) == 0 {
 		u.rd.unpin()
+		if !u.fr.drained {
+			// The answer's last read took exactly what was left, so the
+			// socket was never found empty: a poller that waits to be
+			// told so before watching again (the portable one) must be
+			// told now, or the next answer on this connection goes
+			// unseen.
+			u.fr.p.Drained(u.fd)
+		}
 		if c := u.pool.dequeue(); c != nil {
 			// A request waits for a connection: it takes this one.
 			u.state = upIdle

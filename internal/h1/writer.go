@@ -8,6 +8,12 @@ import (
 
 var indexByte = bytes.IndexByte
 
+// pairWriter is a destination that can write two slices in one call
+// (fdWriter, with writev(2)).
+type pairWriter interface {
+	WritePair(a, b []byte) (int, error)
+}
+
 // writer is a buffered writer over one connection. Responses to pipelined
 // requests accumulate in it and leave in one write when the client has
 // nothing more buffered.
@@ -51,6 +57,17 @@ func (w *writer) Write(p []byte) (int, error) {
 	}
 	if len(p) <= len(w.buf)-w.n {
 		w.n += copy(w.buf[w.n:], p)
+		return len(p), nil
+	}
+	if pw, ok := w.dst.(pairWriter); ok && w.n > 0 && len(p) >= len(w.buf)/2 {
+		// The buffered bytes (a head, a chunk's size line) and a large
+		// piece leave in one system call.
+		_, err := pw.WritePair(w.buf[:w.n], p)
+		w.n = 0
+		if err != nil {
+			w.err = err
+			return 0, err
+		}
 		return len(p), nil
 	}
 	if err := w.flush(); err != nil {

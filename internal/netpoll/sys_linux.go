@@ -35,6 +35,28 @@ func Write(fd int, p []byte) (int, error) {
 	return int(r), nil
 }
 
+// Writev writes a and then b to a non-blocking socket in one system call
+// (see Read); either may be empty.
+func Writev(fd int, a, b []byte) (int, error) {
+	var iov [2]unix.Iovec
+	n := 0
+	for _, p := range [2][]byte{a, b} {
+		if len(p) > 0 {
+			iov[n].Base = &p[0]
+			iov[n].SetLen(len(p))
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	r, _, e := unix.RawSyscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(n))
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
 // CloseFD closes a socket (no linger is set, so it cannot block) without
 // the scheduler's bookkeeping.
 func CloseFD(fd int) { unix.RawSyscall(unix.SYS_CLOSE, uintptr(fd), 0, 0) }

@@ -17,6 +17,29 @@ func Read(fd int, p []byte) (int, error) { return unix.Read(fd, p) }
 // Write writes a non-blocking socket.
 func Write(fd int, p []byte) (int, error) { return unix.Write(fd, p) }
 
+// Writev writes a and then b to a non-blocking socket (two calls here:
+// writev is not in x/sys/unix on every system).
+func Writev(fd int, a, b []byte) (int, error) {
+	n := 0
+	if len(a) > 0 {
+		var err error
+		if n, err = unix.Write(fd, a); err != nil || n < len(a) {
+			return max(n, 0), err
+		}
+	}
+	if len(b) == 0 {
+		return n, nil
+	}
+	m, err := unix.Write(fd, b)
+	if err != nil {
+		if n > 0 {
+			return n, nil // the error comes again on the next write
+		}
+		return 0, err
+	}
+	return n + m, nil
+}
+
 // CloseFD closes a socket.
 func CloseFD(fd int) { unix.Close(fd) }
 

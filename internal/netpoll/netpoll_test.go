@@ -95,7 +95,9 @@ func TestReadableEdges(t *testing.T) {
 		next(t, p, fd, In)
 		Read(fd, buf)
 		p.Drained(fd)
-		unix.Close(peer)
+		// Shut down, not closed: pair's cleanup closes it, and a second
+		// close could hit the number reused by then.
+		unix.Shutdown(peer, unix.SHUT_RDWR)
 		if ev := next(t, p, fd, In|RdHup|Hup); ev.Events&(RdHup|Hup) == 0 {
 			t.Errorf("got %#x at the peer's close, want RdHup or Hup", ev.Events)
 		}
@@ -116,14 +118,24 @@ func TestWritableAfterBlocked(t *testing.T) {
 			}
 		}
 		p.Blocked(fd)
-		// Drain the peer: room appears.
+		// Drain the peer: room appears. The reader stops before the test
+		// ends (cleanups run last-in first-out: before pair's closes the
+		// peer). Left running, it once read from the descriptor number
+		// after it was reused, TestWake's eventfd, and swallowed the wake.
+		stop, stopped := make(chan struct{}), make(chan struct{})
+		t.Cleanup(func() { close(stop); <-stopped })
 		go func() {
+			defer close(stopped)
 			buf := make([]byte, 1<<20)
 			for i := 0; i < 200; i++ {
 				if _, err := unix.Read(peer, buf); err != nil && err != unix.EAGAIN {
 					return
 				}
-				time.Sleep(time.Millisecond)
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Millisecond):
+				}
 			}
 		}()
 		next(t, p, fd, Out)

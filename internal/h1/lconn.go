@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"golang.org/x/net/http2"
 	"golang.org/x/sys/unix"
 
 	"github.com/helios-lb/helios/internal/bodybuf"
@@ -32,6 +33,7 @@ const (
 	lsFlush                   // answer done; output still pending
 	lsHandshake               // a TLS handshake runs on its goroutine (ltls.go)
 	lsClosing                 // closed while its handshake runs: closes when it ends
+	lsH2                      // an HTTP/2 connection: its streams are exchanges of their own (lh2.go)
 	lsClosed
 )
 
@@ -48,6 +50,8 @@ const (
 	dlWrite         // the client to take pending output
 	dlTunnel        // a tunnel's idle or linger wait
 	dlQueue         // a connection to a capped backend
+	dlH2Tick        // an HTTP/2 connection's next tick
+	dlH2Linger      // an ended HTTP/2 connection waiting for the client's close
 )
 
 // maxLoopBody is the largest request body the loop reads whole before the
@@ -133,6 +137,11 @@ type lconn struct {
 	// inc numbers the connections this lconn has served, so that a
 	// handshake that ends late knows whether its connection is still on.
 	inc uint32
+	// HTTP/2: h2 is the session of a connection in state lsH2; h2s is
+	// set while this lconn serves one stream of such a connection (it
+	// has no socket of its own then).
+	h2  *h2conn
+	h2s *h2stream
 	// A tunnel's sides: the client (in) or the backend (out) has
 	// closed its sending side, and that close has been passed on.
 	inClosed, outClosed, inShut, outShut bool
@@ -184,6 +193,7 @@ func (l *loop) startConn(c *lconn, ll *LoopListener, fd int, remote netip.AddrPo
 	c.flowDone = true // no exchange yet
 	c.readPending = false
 	c.tls, c.sock = nil, nil
+	c.h2, c.h2s = nil, nil
 	c.fresh = l.now
 	c.inc++
 	l.conns.add(c)
@@ -218,8 +228,16 @@ func (c *lconn) setDeadline(kind uint8, d time.Duration) {
 
 // event handles readiness of the client socket.
 func (c *lconn) event(ev uint32) {
+	if c.h2s != nil {
+		c.streamEvent(ev)
+		return
+	}
 	if ev == evTimeout {
 		c.expired()
+		return
+	}
+	if c.state == lsH2 {
+		c.h2event(ev)
 		return
 	}
 	if c.state == lsHandshake || c.state == lsClosing {
@@ -350,6 +368,18 @@ func (c *lconn) readHead() bool {
 				b = b[1:]
 			}
 		}
+		if c.opts.H2C && c.fresh != 0 && len(b) > 0 && b[0] == h2Preface[0] {
+			// Prior knowledge: a connection that opens with the HTTP/2
+			// preface (or what may still become it) speaks HTTP/2.
+			n := min(len(b), len(h2Preface))
+			if string(b[:n]) == h2Preface[:n] {
+				if n == len(h2Preface) {
+					c.takeH2(b)
+					return false
+				}
+				b = nil // wait for the rest of the preface
+			}
+		}
 		if len(b) > 0 {
 			end, sc := findHeadEnd(b, c.scanned)
 			if end > 0 && end > c.opts.MaxHeaderBytes {
@@ -363,6 +393,14 @@ func (c *lconn) readHead() bool {
 				c.headOff = c.rd.pin - end
 				head := c.rd.buf[c.headOff:c.rd.pin]
 				if err := parseRequestLimits(head, &c.req, c.opts.limits()); err != nil {
+					if c.opts.H2C && c.fresh != 0 && !bytes.Contains(head[:bytes.IndexByte(head, '\n')+1], []byte(" HTTP/1.")) {
+						// The first bytes of an h2c listener's connection
+						// that are no HTTP/1.x request line may be a
+						// broken HTTP/2 preface: an HTTP/1.1 answer would
+						// be garbage to that client, so it gets none.
+						c.close()
+						return false
+					}
 					c.refuse(err, false)
 					return false
 				}
@@ -565,6 +603,10 @@ func (c *lconn) startSend() {
 		c.startTunnel()
 		return
 	}
+	if c.h2s != nil {
+		c.h2startSend()
+		return
+	}
 	c.state = lsSend
 	c.respStarted = true
 	c.respStatus = r.status
@@ -590,6 +632,10 @@ func (c *lconn) startSend() {
 // pump moves response body from the backend to the client until one of
 // them has to wait.
 func (c *lconn) pump() {
+	if c.h2s != nil {
+		c.h2pump()
+		return
+	}
 	u := c.up
 	w := &c.wr
 	for {
@@ -687,6 +733,10 @@ func (c *lconn) finish() {
 
 // endOutput flushes the answer and moves to the next request, or closes.
 func (c *lconn) endOutput() {
+	if c.h2s != nil {
+		c.streamDone()
+		return
+	}
 	closing := c.closing()
 	c.flushOut()
 	if c.state == lsClosed {
@@ -867,7 +917,20 @@ func (c *lconn) crash() {
 		}
 	}()
 	defer func() {
-		if recover() != nil && c.fd >= 0 {
+		if recover() == nil {
+			return
+		}
+		if c.h2s != nil {
+			// A stream: forget it; its connection goes on.
+			c.l.streams.remove(c)
+			if s := c.h2s.s; s != nil {
+				s.SetUser(nil)
+				s.Reset(http2.ErrCodeInternal)
+			}
+			c.state = lsClosed
+			return
+		}
+		if c.fd >= 0 {
 			// Its state is beyond use: close the sockets and let the
 			// garbage collector have the rest.
 			c.l.closeFD(c.fd)
@@ -907,6 +970,8 @@ func (c *lconn) timeout() {
 		p := c.queued
 		p.unqueue(c)
 		c.forwarded(0, fmt.Errorf("%w: %s: no connection free within %v", wire.ErrBackendBusy, p.addr, c.tr.Settings.QueueTimeout))
+	case dlH2Tick, dlH2Linger:
+		c.h2tick()
 	default:
 		c.deadline = 0
 	}
@@ -914,6 +979,10 @@ func (c *lconn) timeout() {
 
 // close releases the connection.
 func (c *lconn) close() {
+	if c.h2s != nil {
+		c.closeStream()
+		return
+	}
 	if c.state == lsClosed || c.state == lsClosing {
 		return
 	}
@@ -925,6 +994,9 @@ func (c *lconn) close() {
 		return
 	}
 	c.state = lsClosed
+	if c.h2 != nil {
+		c.closeH2()
+	}
 	c.dropUp(false)
 	c.resolving = nil
 	if c.queued != nil {
@@ -993,6 +1065,9 @@ func (c *lconn) Query() []byte {
 
 // Proto returns "HTTP/1.0" or "HTTP/1.1", as the client sent.
 func (c *lconn) Proto() []byte {
+	if c.h2s != nil {
+		return proto20
+	}
 	if c.req.minor == 0 {
 		return proto10
 	}
@@ -1018,6 +1093,7 @@ var (
 	tls12, tls13, tlsOther = []byte("1.2"), []byte("1.3"), []byte("other")
 	proto10                = []byte("HTTP/1.0")
 	proto11                = []byte("HTTP/1.1")
+	proto20                = []byte("HTTP/2.0")
 )
 
 // ForwardRequestID lends the request's id buffer to the pipeline; the
@@ -1052,6 +1128,9 @@ func (c *lconn) checkBuffered(lim wire.BufferLimits) error {
 func (c *lconn) Respond(status int, header []byte, body []byte) error {
 	if c.respStarted {
 		return errors.New("h1: response already started")
+	}
+	if c.h2s != nil {
+		return c.h2respond(status, header, body)
 	}
 	c.respStarted = true
 	c.respStatus = status

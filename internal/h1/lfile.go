@@ -30,6 +30,10 @@ func (c *lconn) serveFile(fp filePlanner) {
 	fp.Shard(c.l.id).Plan(c, a)
 	c.respStarted = true
 	c.respStatus = a.Status
+	if c.h2s != nil {
+		c.h2serveFile(a)
+		return
+	}
 	c.ensureWriter()
 	w := &c.wr
 	w.Write(c.l.eng.status.line(a.Status))
@@ -64,6 +68,10 @@ func (c *lconn) serveFile(fp filePlanner) {
 // pumpFile sends the file range until it is done or the client has to be
 // waited for (writable() resumes).
 func (c *lconn) pumpFile() {
+	if c.h2s != nil {
+		c.h2pumpFile()
+		return
+	}
 	if c.tls == nil {
 		done, err := c.fw.flushPending()
 		switch {

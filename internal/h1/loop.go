@@ -353,7 +353,7 @@ func (l *loop) recovered(t target, r any) {
 	if u, ok := t.(*lupconn); ok {
 		c = u.client
 		if c == nil {
-			u.closeFD()
+			u.close() // once: it may be closed already
 			return
 		}
 	}
@@ -396,6 +396,10 @@ type loop struct {
 	lastTag   int32
 	listeners map[int]*LoopListener
 	conns     lconnList // client connections, for deadline sweeps
+	// streams are the lconns serving HTTP/2 streams (lh2.go), for
+	// deadline sweeps; due is the sweep's scratch for them.
+	streams lconnList
+	due     []dueConn
 	nconns    atomic.Int64
 	pools     map[poolKey]*lpool
 	now       int64 // unix nanoseconds at the last wake-up
@@ -418,6 +422,19 @@ type loop struct {
 	headBufs  bufList
 	writeBufs bufList
 	freeConns []*lconn
+	// HTTP/2: connections' read buffers and their output buffers, stream
+	// state kept for reuse, and header field names seen (h2name).
+	h2ReadBufs  bufList
+	h2OutBufs   bufList
+	freeStreams []*h2stream
+	h2names     map[string]string
+}
+
+// dueConn is a stream whose deadline a sweep found passed, and which of
+// its lconn's uses it was (a stream ended meanwhile is not told).
+type dueConn struct {
+	c   *lconn
+	inc uint32
 }
 
 func newLoop(e *Engine, id int) (*loop, error) {
@@ -427,7 +444,8 @@ func newLoop(e *Engine, id int) (*loop, error) {
 	}
 	return &loop{eng: e, id: id, poller: p, listeners: map[int]*LoopListener{},
 		pools: map[poolKey]*lpool{}, events: make([]netpoll.Event, 256),
-		readBufs: bufList{size: readBufSize}, headBufs: bufList{size: headBufSize}, writeBufs: bufList{size: writeBufSize}}, nil
+		readBufs: bufList{size: readBufSize}, headBufs: bufList{size: headBufSize}, writeBufs: bufList{size: writeBufSize},
+		h2ReadBufs: bufList{size: h2ReadBufSize}, h2OutBufs: bufList{size: h2OutBufSize}}, nil
 }
 
 // post queues f to run on the loop and wakes it. A nil f stops the loop
@@ -673,6 +691,20 @@ func (l *loop) sweep() {
 		}
 		c = next
 	}
+	// A stream's timeout can end its whole connection, and so other
+	// streams: the due ones are listed first, then told.
+	for c := l.streams.head; c != nil; c = c.next {
+		if c.deadline != 0 && now >= c.deadline || c.bodyDeadline != 0 && now >= c.bodyDeadline {
+			l.due = append(l.due, dueConn{c, c.inc})
+		}
+	}
+	for i, d := range l.due {
+		if d.c.h2s != nil && d.c.inc == d.inc {
+			l.deliver(d.c, evTimeout)
+		}
+		l.due[i] = dueConn{}
+	}
+	l.due = l.due[:0]
 	for _, p := range l.pools {
 		p.reap(now)
 	}
@@ -698,6 +730,10 @@ func (l *loop) drain() int {
 // unlike a request on a reused keep-alive connection it would not be
 // retried (clients retry only there). The drain's next round looks again.
 func (l *loop) closeIfIdle(c *lconn) bool {
+	if c.state == lsH2 {
+		c.h2drain()
+		return c.state == lsClosed
+	}
 	if c.state != lsIdle || len(c.rd.buffered()) != 0 {
 		return false
 	}
@@ -741,6 +777,10 @@ func (l *loop) closeAll() {
 		next := c.next
 		c.abort()
 		c = next
+	}
+	// Closing a connection ended its streams; none should be left.
+	for l.streams.head != nil {
+		l.streams.head.abort()
 	}
 	for _, p := range l.pools {
 		p.closeIdle()

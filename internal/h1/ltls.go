@@ -184,6 +184,10 @@ func (c *lconn) handshaken(inc uint32, t TLS, tc *tls.Conn, err error) {
 	c.sock.blocking = false
 	c.tls = tc
 	c.tlsVer = tlsVersionName(cs.Version)
+	if cs.NegotiatedProtocol == "h2" {
+		c.startH2(nil)
+		return
+	}
 	c.state = lsIdle
 	c.setDeadline(dlIdle, c.opts.IdleTimeout)
 	// The client may have sent its request behind its Finished; it is
@@ -218,6 +222,9 @@ func (s tlsSink) Write(p []byte) (int, error) { return s.c.tls.Write(p) }
 
 // src returns what the connection's plaintext is read from.
 func (c *lconn) src() io.Reader {
+	if c.h2s != nil {
+		return h2src{c}
+	}
 	if c.tls != nil {
 		return tlsSource{c}
 	}
@@ -235,4 +242,9 @@ func (c *lconn) sink() io.Writer {
 // maybeMore reports whether input may be waiting although no event said
 // so: bytes the socket may still hold, or plaintext a tls.Conn decrypted
 // and holds.
-func (c *lconn) maybeMore() bool { return !c.fr.drained || c.tls != nil }
+func (c *lconn) maybeMore() bool {
+	if c.h2s != nil {
+		return c.h2s.inR < len(c.h2s.in)
+	}
+	return !c.fr.drained || c.tls != nil
+}

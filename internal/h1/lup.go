@@ -563,6 +563,13 @@ func (u *lupconn) event(ev uint32) {
 		if c == nil {
 			return
 		}
+		if c.h2s != nil && c.h2s.s != nil {
+			// What this event makes of the stream's answer (its head,
+			// body and end, say) goes out in one write.
+			conn := c.h2s.s.Conn()
+			conn.Hold()
+			defer conn.Release()
+		}
 		if ev&evOut != 0 && u.state == upTunnel && u.fw.busy() {
 			if _, err := u.fw.flushPending(); err != nil {
 				c.endTunnel()

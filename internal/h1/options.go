@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/wire"
 )
 
@@ -40,8 +41,19 @@ type Options struct {
 	OutputBufferBytes int
 	// TLS, when set, makes the listener's connections TLS (handshaken
 	// with its configuration; X-Forwarded-Proto says https). Nil:
-	// cleartext.
+	// cleartext. A connection whose handshake chose h2 by ALPN speaks
+	// HTTP/2 (whether h2 is offered is the TLS configuration's NextProtos).
 	TLS TLS
+	// H2C accepts cleartext HTTP/2 with prior knowledge: a connection
+	// that starts with the HTTP/2 connection preface speaks HTTP/2, any
+	// other HTTP/1.1. False: the preface is an HTTP/1.1 request (and
+	// refused as one).
+	H2C bool
+	// HTTP2 shapes the listener's HTTP/2 connections (windows, stream
+	// limit, abuse limits, counters: see h2.Config, whose zero values
+	// are its defaults). Its IdleTimeout, when zero, is IdleTimeout; its
+	// Buffers are the loop's own.
+	HTTP2 h2.Config
 }
 
 // limits returns the parser's bounds.

@@ -37,8 +37,9 @@ type dateCache struct {
 }
 
 type dateEntry struct {
-	sec  int64
-	line []byte // "Date: ...\r\n"
+	sec   int64
+	line  []byte // "Date: ...\r\n"
+	value string // the field's value alone (HTTP/2 answers)
 }
 
 func (d *dateCache) line(now time.Time) []byte {
@@ -46,7 +47,17 @@ func (d *dateCache) line(now time.Time) []byte {
 	if e := d.cur.Load(); e != nil && e.sec == sec {
 		return e.line
 	}
-	e := &dateEntry{sec: sec, line: []byte("Date: " + now.UTC().Format(http.TimeFormat) + "\r\n")}
+	v := now.UTC().Format(http.TimeFormat)
+	e := &dateEntry{sec: sec, line: []byte("Date: " + v + "\r\n"), value: v}
 	d.cur.Store(e)
 	return e.line
+}
+
+// value returns the Date field's value for now.
+func (d *dateCache) value(now time.Time) string {
+	if e := d.cur.Load(); e != nil && e.sec == now.Unix() {
+		return e.value
+	}
+	d.line(now)
+	return d.cur.Load().value
 }

@@ -536,3 +536,14 @@ func (c *Conn) Close(cause error) {
 
 // ActiveStreams returns the number of open streams.
 func (c *Conn) ActiveStreams() int { return len(c.streams) }
+
+// Hold gathers the output of the Stream and Conn calls that follow, up
+// to the matching Release, which hands it to Output in one write (of up
+// to about 64 KiB, more when there is more): a driver brackets work that
+// makes several calls (a response head, its body and its end, say) so
+// that they cost one write. Holds nest; handlers need none (the calls
+// that run them hold already).
+func (c *Conn) Hold() { c.enter() }
+
+// Release ends what Hold began.
+func (c *Conn) Release() { c.exit() }

@@ -207,3 +207,28 @@ func (s *Stream) Consumed(n int) {
 	c.creditStream(s, k)
 	c.exit()
 }
+
+// SendWindow returns how many body bytes WriteData would write now: the
+// smaller of the stream's and the connection's send windows. It is 0
+// while the driver's output is blocked, before the head has gone, and
+// once the stream cannot send any more. A consumer that sizes its writes
+// by it never writes short; one that finds it 0 calls WaitWritable.
+func (s *Stream) SendWindow() int {
+	c := s.c
+	if s.sendable() != nil || !s.answered || c.outBlocked {
+		return 0
+	}
+	return int(max(0, min(s.sendWindow, c.sendWindow)))
+}
+
+// WaitWritable asks for OnWritable once the stream may write again
+// (window or output opened): for a consumer that found SendWindow 0 and
+// so wrote nothing. It is the same wait a short WriteData starts.
+func (s *Stream) WaitWritable() {
+	c := s.c
+	if s.closed || s.waiting || c.err != nil {
+		return
+	}
+	s.waiting = true
+	c.waiting = append(c.waiting, s)
+}

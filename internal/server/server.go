@@ -19,6 +19,7 @@ import (
 	"github.com/helios-lb/helios/internal/clock"
 	"github.com/helios-lb/helios/internal/config"
 	"github.com/helios-lb/helios/internal/h1"
+	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/listener"
 	"github.com/helios-lb/helios/internal/metrics"
 	"github.com/helios-lb/helios/internal/netpoll"
@@ -92,6 +93,10 @@ type boundListener struct {
 	// tls block. It lives as long as the listener: reloads change what it
 	// serves in place.
 	tls *tlsconf.Provider
+	// h2 counts what the listener's HTTP/2 connections saw (abuse
+	// limits tripped, streams refused...), for /metrics; it lives as long
+	// as the listener.
+	h2 *h2.Stats
 }
 
 // stop stops accepting and closes the listener's sockets.
@@ -200,6 +205,8 @@ func engineOptions(lc config.Listener) h1.Options {
 
 		UnderscoresInHeaders: lc.UnderscoresInHeaders,
 		OutputBufferBytes:    lc.OutputBufferBytes,
+		H2C:                  lc.H2C,
+		HTTP2:                h2.Config{MaxHeaderListSize: uint32(lc.MaxHeaderBytes)},
 	}
 }
 
@@ -210,6 +217,7 @@ func (bl *boundListener) engineOptions(lc config.Listener) h1.Options {
 	if bl.tls != nil { // a nil *Provider in the interface would not be nil
 		o.TLS = bl.tls
 	}
+	o.HTTP2.Stats = bl.h2
 	return o
 }
 
@@ -234,7 +242,7 @@ func (s *Server) bind(cfg *config.Config, lc config.Listener) (*boundListener, e
 		}
 		return nil, err
 	}
-	return &boundListener{cfg: lc, pool: pool, tls: tp}, nil
+	return &boundListener{cfg: lc, pool: pool, tls: tp, h2: new(h2.Stats)}, nil
 }
 
 // Start begins accepting on every listener. An error (the event loops

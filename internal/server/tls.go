@@ -21,11 +21,6 @@ import (
 // the places to shrink as the engine learns each protocol.
 func NotServedYet(cfg *config.Config) error {
 	var errs []error
-	for i, l := range cfg.Listeners {
-		if l.H2C {
-			errs = append(errs, fmt.Errorf("listeners[%d] (%s): h2c is not served by this engine yet", i, l.Name))
-		}
-	}
 	for i, u := range cfg.Upstreams {
 		if u.Transport.Protocol != config.ProtocolHTTP1 {
 			errs = append(errs, fmt.Errorf("upstreams[%d] (%s): transport.protocol %s is not spoken by this engine yet", i, u.Name, u.Transport.Protocol))
@@ -40,7 +35,7 @@ func NotServedYet(cfg *config.Config) error {
 // connections. Until it does, TLS listeners offer http/1.1 alone in ALPN
 // whatever their http2 key says (curl and browsers would otherwise pick h2
 // and get HTTP/1.1 bytes), and the start and reloads log it.
-const engineServesHTTP2 = false
+const engineServesHTTP2 = true
 
 // tlsVersion maps a validated min_version to crypto/tls's constant.
 func tlsVersion(v string) uint16 {

@@ -257,7 +257,6 @@ listeners: [{name: web, address: "127.0.0.1:1", h2c: true}]
 routes: [{name: app, upstream: app}]
 upstreams: [{name: app, backends: [{address: "{{B1}}"}], transport: {protocol: h2c}}]
 `, want: []string{
-			"listeners[0] (web): h2c is not served by this engine yet",
 			"upstreams[0] (app): transport.protocol h2c is not spoken by this engine yet",
 		}},
 	}

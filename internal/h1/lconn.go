@@ -40,18 +40,18 @@ const (
 // Deadline kinds: what a connection is waiting for when its deadline
 // passes.
 const (
-	dlNone    uint8 = iota
-	dlIdle          // a keep-alive connection between requests
-	dlHead          // the rest of a request head
-	dlBody          // the rest of a request body
-	dlConnect       // a backend connection being set up
-	dlUpHead        // a backend's response head
-	dlUpBody        // a backend's response body
-	dlWrite         // the client to take pending output
-	dlTunnel        // a tunnel's idle or linger wait
-	dlQueue         // a connection to a capped backend
-	dlH2Tick        // an HTTP/2 connection's next tick
-	dlH2Linger      // an ended HTTP/2 connection waiting for the client's close
+	dlNone     uint8 = iota
+	dlIdle           // a keep-alive connection between requests
+	dlHead           // the rest of a request head
+	dlBody           // the rest of a request body
+	dlConnect        // a backend connection being set up
+	dlUpHead         // a backend's response head
+	dlUpBody         // a backend's response body
+	dlWrite          // the client to take pending output
+	dlTunnel         // a tunnel's idle or linger wait
+	dlQueue          // a connection to a capped backend
+	dlH2Tick         // an HTTP/2 connection's next tick
+	dlH2Linger       // an ended HTTP/2 connection waiting for the client's close
 )
 
 // maxLoopBody is the largest request body the loop reads whole before the

@@ -398,8 +398,8 @@ type loop struct {
 	conns     lconnList // client connections, for deadline sweeps
 	// streams are the lconns serving HTTP/2 streams (lh2.go), for
 	// deadline sweeps; due is the sweep's scratch for them.
-	streams lconnList
-	due     []dueConn
+	streams   lconnList
+	due       []dueConn
 	nconns    atomic.Int64
 	pools     map[poolKey]*lpool
 	now       int64 // unix nanoseconds at the last wake-up

@@ -68,6 +68,10 @@ func (c *lconn) armBodyDeadline() {
 // event) or the client (nothing more to read; resumed by its readable
 // event).
 func (c *lconn) pumpReq() {
+	if c.up != nil && c.up.h2 != nil {
+		c.pumpReqH2()
+		return
+	}
 	u := c.up
 	if u == nil || !c.streaming {
 		return

@@ -352,12 +352,7 @@ func (h *h2conn) OnTrailers(s *h2.Stream, fields []h2.Field) {
 	st.ended = true
 	if st.chunked {
 		st.in = append(st.in, "0\r\n"...)
-		for _, f := range fields {
-			st.in = append(st.in, f.Name...)
-			st.in = append(st.in, ": "...)
-			st.in = append(st.in, f.Value...)
-			st.in = append(st.in, "\r\n"...)
-		}
+		st.in = appendFields(st.in, fields)
 		st.in = append(st.in, "\r\n"...)
 	}
 	h.c.l.deliver(sc, evIn)

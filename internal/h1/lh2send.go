@@ -190,6 +190,18 @@ func (c *lconn) h2pump() {
 			return
 		}
 		if st.eof {
+			if us := u.h2; us != nil {
+				// An HTTP/2 backend's answer of declared length: its
+				// trailers (gRPC's status) may still be on their way.
+				if !us.ended {
+					c.deadline, c.dkind = 0, dlNone
+					return // its end resumes the pump
+				}
+				if us.err != nil {
+					c.sendDone(us.err)
+					return
+				}
+			}
 			c.h2endBody()
 			return
 		}
@@ -227,7 +239,11 @@ func (c *lconn) h2endBody() {
 	u := c.up
 	var err error
 	st.calling++
-	if tr := u.body.trailer; len(tr) > 0 {
+	tr := u.body.trailer
+	if len(tr) == 0 && u.h2 != nil {
+		tr = u.h2.trailer
+	}
+	if len(tr) > 0 {
 		st.fields = c.l.h2lines(st.fields[:0], tr)
 		err = st.s.WriteTrailers(st.fields)
 	} else {

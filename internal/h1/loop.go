@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -428,6 +429,38 @@ type loop struct {
 	h2OutBufs   bufList
 	freeStreams []*h2stream
 	h2names     map[string]string
+	// h2ups are the loop's HTTP/2 connections to backends (ticked by the
+	// sweeps); freeUpStreams, lupconns in the stream role kept for reuse.
+	h2ups         []*h2up
+	freeUpStreams []*lupconn
+	// held are the HTTP/2 connections whose output is gathered until the
+	// end of the loop's batch of events (hold).
+	held []*h2.Conn
+}
+
+// hold gathers conn's output until the end of the loop's current batch
+// of events, when it leaves in one write with whatever else the batch
+// made: the answers of several streams, or an answer's head, body and
+// end that came in separate events of its backend.
+func (l *loop) hold(conn *h2.Conn) {
+	for _, x := range l.held {
+		if x == conn {
+			return
+		}
+	}
+	conn.Hold()
+	l.held = append(l.held, conn)
+}
+
+// releaseHeld writes out what hold gathered.
+func (l *loop) releaseHeld() {
+	for i := 0; i < len(l.held); i++ {
+		// Releasing one may make another stream's answer (OnWritable),
+		// holding more: the loop runs to the end of the list as it grows.
+		l.held[i].Release()
+	}
+	clear(l.held)
+	l.held = l.held[:0]
 }
 
 // dueConn is a stream whose deadline a sweep found passed, and which of
@@ -499,6 +532,7 @@ func (l *loop) run() {
 			}
 		}
 		if !l.dispatch(l.events[:n]) {
+			l.releaseHeld()
 			l.closeAll()
 			return
 		}
@@ -506,6 +540,7 @@ func (l *loop) run() {
 			l.lastSweep = l.now
 			l.sweep()
 		}
+		l.releaseHeld()
 	}
 }
 
@@ -705,6 +740,13 @@ func (l *loop) sweep() {
 		l.due[i] = dueConn{}
 	}
 	l.due = l.due[:0]
+	for i := 0; i < len(l.h2ups); i++ {
+		hu := l.h2ups[i]
+		hu.tick(now)
+		if i < len(l.h2ups) && l.h2ups[i] != hu {
+			i-- // it closed, and the last took its place
+		}
+	}
 	for _, p := range l.pools {
 		p.reap(now)
 	}
@@ -781,6 +823,9 @@ func (l *loop) closeAll() {
 	// Closing a connection ended its streams; none should be left.
 	for l.streams.head != nil {
 		l.streams.head.abort()
+	}
+	for len(l.h2ups) > 0 {
+		l.h2ups[0].close(errAborted)
 	}
 	for _, p := range l.pools {
 		p.closeIdle()

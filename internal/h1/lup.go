@@ -38,6 +38,9 @@ type lpool struct {
 	// one, in order, up to maxQueue.
 	open, maxOpen, maxQueue int
 	queue                   []*lconn
+	// h2 are the loop's HTTP/2 connections to the backend (transport
+	// protocol h2c, lh2up.go); open counts them.
+	h2 []*h2up
 
 	// The backend's socket address. An IP address is taken as it is; a
 	// host name is looked up on another goroutine (a loop must not
@@ -333,6 +336,11 @@ type lupconn struct {
 	idleSince int64
 	resp      response
 	body      body
+	// h2 is set on a lupconn in the stream role: one stream of an
+	// HTTP/2 connection to the backend (lh2up.go), no socket of its own;
+	// inc numbers its uses.
+	h2  *h2upStream
+	inc uint32
 }
 
 // dial starts a non-blocking connect to the pool's backend.
@@ -398,6 +406,10 @@ func (c *lconn) attempt() {
 // connect goes on with an attempt once the backend's address is known
 // (or known to be unknown).
 func (c *lconn) connect(p *lpool) {
+	if p.opts.Protocol == wire.ProtoH2C {
+		c.connectH2(p)
+		return
+	}
 	var u *lupconn
 	if c.tries == 0 {
 		u = p.get()
@@ -441,6 +453,10 @@ func (c *lconn) useConn(u *lupconn) {
 // start of a body that streams (pumpReq).
 func (c *lconn) sendRequest() {
 	u := c.up
+	if u.h2 != nil {
+		c.sendRequestH2()
+		return
+	}
 	if u.rd.buf == nil {
 		u.rd.reset(&u.fr, c.l.readBufs.get())
 	}
@@ -565,10 +581,15 @@ func (u *lupconn) event(ev uint32) {
 		}
 		if c.h2s != nil && c.h2s.s != nil {
 			// What this event makes of the stream's answer (its head,
-			// body and end, say) goes out in one write.
-			conn := c.h2s.s.Conn()
-			conn.Hold()
-			defer conn.Release()
+			// body and end, say) goes out with the rest of the loop's
+			// batch, in one write.
+			u.l.hold(c.h2s.s.Conn())
+		}
+		if u.h2 != nil && ev&evOut != 0 {
+			c.pumpReqH2()
+			if c.up != u {
+				return
+			}
 		}
 		if ev&evOut != 0 && u.state == upTunnel && u.fw.busy() {
 			if _, err := u.fw.flushPending(); err != nil {
@@ -742,6 +763,10 @@ func (c *lconn) dropUp(reuse bool) {
 // reusable: the next request on it would fail, and one that cannot be
 // sent twice with a 502.
 func (u *lupconn) release(reusable bool) {
+	if u.h2 != nil {
+		u.endStream()
+		return
+	}
 	if reusable && u.state == upBody && !u.fr.rdhup && len(u.rd.buffered()) == 0 && len(u.fw.pending) == 0 {
 		u.rd.unpin()
 		if !u.fr.drained {
@@ -811,6 +836,10 @@ func (u *lupconn) quiet() bool {
 
 // close closes the connection and frees its buffers.
 func (u *lupconn) close() {
+	if u.h2 != nil {
+		u.endStream()
+		return
+	}
 	if u.state == upClosed {
 		return
 	}

@@ -368,6 +368,13 @@ func (c *Conn) streamError(id uint32, code ErrCode, reason string) error {
 }
 
 func (c *Conn) recentlyReset(id uint32) bool {
+	if c.client && id%2 == 1 && id < c.nextStream {
+		// A client may reset many of its streams (every call a proxy's
+		// client abandons): what the server sent before it saw each
+		// RST_STREAM is ignored however many there were, as Go's
+		// transport does (RFC 9113 §5.1 allows limiting this only).
+		return true
+	}
 	for _, r := range c.resets {
 		if r == id {
 			return true

@@ -195,6 +195,7 @@ func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream) (*proxy.
 		MaxConnsPerBackend:    uc.Transport.MaxConnsPerBackend,
 		MaxQueuePerBackend:    uc.Transport.MaxQueuePerBackend,
 		QueueTimeout:          uc.Transport.QueueTimeout.D(),
+		Protocol:              wireProtocol(uc.Transport.Protocol),
 	}}
 
 	if rc := uc.Retries; rc != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/helios-lb/helios/internal/config"
 	"github.com/helios-lb/helios/internal/tlsconf"
+	"github.com/helios-lb/helios/internal/wire"
 )
 
 // NotServedYet returns an error naming every configured feature that the
@@ -22,13 +23,21 @@ import (
 func NotServedYet(cfg *config.Config) error {
 	var errs []error
 	for i, u := range cfg.Upstreams {
-		if u.Transport.Protocol != config.ProtocolHTTP1 {
+		if u.Transport.Protocol == config.ProtocolH2 {
 			errs = append(errs, fmt.Errorf("upstreams[%d] (%s): transport.protocol %s is not spoken by this engine yet", i, u.Name, u.Transport.Protocol))
 		} else if u.Transport.TLS != nil {
 			errs = append(errs, fmt.Errorf("upstreams[%d] (%s): transport.tls is not spoken by this engine yet", i, u.Name))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// wireProtocol maps a transport's validated protocol onto the engine's.
+func wireProtocol(p string) wire.Protocol {
+	if p == config.ProtocolH2C {
+		return wire.ProtoH2C
+	}
+	return wire.ProtoHTTP1
 }
 
 // engineServesHTTP2 says whether the engine speaks HTTP/2 on TLS

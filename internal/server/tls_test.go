@@ -256,8 +256,13 @@ func TestNotServedYet(t *testing.T) {
 listeners: [{name: web, address: "127.0.0.1:1", h2c: true}]
 routes: [{name: app, upstream: app}]
 upstreams: [{name: app, backends: [{address: "{{B1}}"}], transport: {protocol: h2c}}]
+`},
+		{name: "h2 upstream", yaml: `
+listeners: [{name: web, address: "127.0.0.1:1"}]
+routes: [{name: app, upstream: app}]
+upstreams: [{name: app, backends: [{address: "{{B1}}"}], transport: {protocol: h2}}]
 `, want: []string{
-			"upstreams[0] (app): transport.protocol h2c is not spoken by this engine yet",
+			"upstreams[0] (app): transport.protocol h2 is not spoken by this engine yet",
 		}},
 	}
 	for _, tt := range tests {

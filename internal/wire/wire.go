@@ -174,7 +174,22 @@ type TransportSettings struct {
 	// QueueTimeout bounds a request's wait for a connection; then 503.
 	// Zero: the wait is bounded by the queue only.
 	QueueTimeout time.Duration
+	// Protocol is what is spoken to the backends. Zero: HTTP/1.1.
+	Protocol Protocol
 }
+
+// Protocol is a protocol spoken to backends.
+type Protocol uint8
+
+// The protocols an engine may speak to backends.
+const (
+	// ProtoHTTP1 is HTTP/1.1, a request at a time per connection.
+	ProtoHTTP1 Protocol = iota
+	// ProtoH2C is HTTP/2 without TLS, with prior knowledge: requests
+	// are streams multiplexed on a few connections per backend, up to
+	// the backend's SETTINGS_MAX_CONCURRENT_STREAMS each.
+	ProtoH2C
+)
 
 // Action tells an engine that cannot block what to do next with a request
 // (see Flow).

@@ -1,0 +1,812 @@
+package h1
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/sys/unix"
+
+	"github.com/helios-lb/helios/internal/h2"
+	"github.com/helios-lb/helios/internal/netpoll"
+	"github.com/helios-lb/helios/internal/wire"
+)
+
+// HTTP/2 to backends (transport protocol h2c).
+//
+// A loop keeps its own HTTP/2 connections to each backend (h2up), and
+// every exchange that goes there opens a stream on one that has room
+// under the backend's SETTINGS_MAX_CONCURRENT_STREAMS, a new connection
+// being dialled when none has (up to the backend's connection cap). The
+// exchange holds a lupconn in the stream role (h2 set, no socket of its
+// own): its request goes out as HEADERS and DATA — the head written by
+// the same code as an HTTP/1.1 request's (writeRequestHead: one header
+// policy, X-Forwarded-* included), its body as the stream's send window
+// allows — and the answer comes back rendered as an HTTP/1.1 message in
+// the lupconn's input (chunked, with the trailers, when it has no
+// length), which the exchange reads as it reads any backend's. So gRPC's
+// trailers reach an HTTP/2 client as trailers, and the answer's body
+// gives the backend window back only as the client takes it.
+
+// h2up is a loop's HTTP/2 connection to a backend.
+type h2up struct {
+	l    *loop
+	pool *lpool
+	fd   int
+	fr   fdReader
+	fw   fdWriter
+	conn *h2.Conn
+	rbuf []byte
+	rn   int
+	// connecting: the connect is under way; waiting are the streams to
+	// open once it is done.
+	connecting bool
+	waiting    []upWait
+	closed     bool
+	// opening counts streams promised to exchanges but not yet open
+	// (waiting), so that a connection being set up is not promised more
+	// than the backend is likely to allow.
+	opening  int
+	lastTick int64
+}
+
+// upWait is a stream waiting for its connection to be set up, and which
+// of its lupconn's uses it was (one that gave up meanwhile is skipped).
+type upWait struct {
+	u   *lupconn
+	inc uint32
+}
+
+// h2upStream is the stream side of a lupconn in the stream role.
+type h2upStream struct {
+	hu *h2up
+	s  *h2.Stream
+	// in holds the answer rendered as HTTP/1.1, from inR on; ended: the
+	// backend's side is over; chunked: the body is rendered in chunks;
+	// err: what the stream ended with when it was reset.
+	in      []byte
+	inR     int
+	ended   bool
+	chunked bool
+	err     error
+	// calling counts the exchange's calls into the stream under way.
+	calling int
+	// trailer holds the trailers of an answer of declared length, as
+	// "name: value\r\n" lines (a chunked one carries them in its last
+	// chunk).
+	trailer []byte
+	// head is the request head, carry what a short write left of the
+	// body (carryEnd: with the stream's end).
+	head     h2.RequestHead
+	carry    []byte
+	carryEnd bool
+}
+
+// h2UpStreams is how many streams a connection being set up is promised
+// before the backend has said how many it allows (Go's transport assumes
+// 100 too).
+const h2UpStreams = 100
+
+// h2upFor returns a connection to p's backend with room for another
+// stream, or nil.
+func (p *lpool) h2upFor() *h2up {
+	for _, hu := range p.h2 {
+		if hu.closed {
+			continue
+		}
+		if hu.connecting {
+			if hu.opening < h2UpStreams {
+				return hu
+			}
+			continue
+		}
+		if hu.conn.AvailableStreams() > hu.opening {
+			return hu
+		}
+	}
+	return nil
+}
+
+// connectH2 goes on with an attempt to an HTTP/2 backend: a stream on a
+// connection with room, or on a new one.
+func (c *lconn) connectH2(p *lpool) {
+	hu := p.h2upFor()
+	if hu == nil {
+		if p.maxOpen > 0 && p.open >= p.maxOpen {
+			if len(p.queue) >= p.maxQueue {
+				c.forwarded(0, fmt.Errorf("%w: %s: %d connections open, their streams in use, and %d requests waiting", wire.ErrBackendBusy, p.addr, p.open, len(p.queue)))
+				return
+			}
+			p.queue = append(p.queue, c)
+			c.queued = p
+			c.setDeadline(dlQueue, c.tr.Settings.QueueTimeout)
+			return // a stream's end resumes (h2up.streamEnded)
+		}
+		var err error
+		if hu, err = c.l.dialH2(p); err != nil {
+			c.forwarded(0, err)
+			return
+		}
+	}
+	u := c.l.allocUpStream(hu)
+	u.client = c
+	c.up = u
+	c.state = lsForward
+	if hu.connecting {
+		hu.opening++
+		hu.waiting = append(hu.waiting, upWait{u, u.inc})
+		c.setDeadline(dlConnect, c.tr.Settings.DialTimeout)
+		return
+	}
+	c.sendRequest()
+}
+
+// dialH2 starts a connection to p's backend.
+func (l *loop) dialH2(p *lpool) (*h2up, error) {
+	if p.sa == nil {
+		return nil, fmt.Errorf("%w: resolving %s: %w", wire.ErrConnect, p.addr, p.err)
+	}
+	fd, err := netpoll.Socket(p.family)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, os.NewSyscallError("socket", err))
+	}
+	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	if l.eng.dialControl != nil {
+		l.eng.dialControl(fd)
+	}
+	err = unix.Connect(fd, p.sa)
+	if err != nil && err != unix.EINPROGRESS && err != unix.EINTR {
+		netpoll.CloseFD(fd)
+		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, os.NewSyscallError("connect", err))
+	}
+	hu := &h2up{l: l, pool: p, fd: fd, connecting: true, lastTick: l.now}
+	hu.fr = fdReader{fd: fd, p: l.poller}
+	hu.fw = fdWriter{fd: fd, p: l.poller, file: -1}
+	if err := l.register(fd, hu); err != nil {
+		netpoll.CloseFD(fd)
+		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, err)
+	}
+	p.open++
+	p.h2 = append(p.h2, hu)
+	l.h2ups = append(l.h2ups, hu)
+	if err == nil {
+		hu.connected()
+	}
+	return hu, nil
+}
+
+// connected starts the session once the connect is done, and opens the
+// streams that waited for it.
+func (hu *h2up) connected() {
+	hu.connecting = false
+	p := hu.pool
+	cfg := h2.Config{Buffers: h2bufs{hu.l}}
+	switch d := p.opts.IdleTimeout; {
+	case d > 0:
+		cfg.IdleTimeout = d
+	default:
+		cfg.IdleTimeout = -1 // kept until the backend closes it
+	}
+	hu.conn = h2.NewClientConn(h2upOutput{hu}, hu, cfg)
+	ws := hu.waiting
+	hu.waiting = nil
+	hu.opening = 0
+	for _, w := range ws {
+		if c := w.u.client; w.u.inc == w.inc && c != nil && c.up == w.u && c.state == lsForward {
+			c.sendRequest()
+		}
+	}
+	clear(ws)
+}
+
+// failWaiting fails the exchanges waiting for a connection that could
+// not be made.
+func (hu *h2up) failWaiting(err error) {
+	ws := hu.waiting
+	hu.waiting = nil
+	hu.opening = 0
+	for _, w := range ws {
+		if c := w.u.client; w.u.inc == w.inc && c != nil && c.up == w.u && c.state == lsForward {
+			c.upFailed(err, false)
+		}
+	}
+}
+
+// h2upOutput is a backend connection's Output: its writer, which keeps
+// what the socket does not take; a backlog past the output limit blocks
+// the machine's DATA until it drains.
+type h2upOutput struct{ hu *h2up }
+
+func (o h2upOutput) Write(p []byte) (int, error) {
+	hu := o.hu
+	n, err := hu.fw.Write(p)
+	if err == nil && len(hu.fw.pending) > defaultOutputBufferBytes && hu.conn != nil {
+		hu.conn.SetOutputBlocked(true)
+	}
+	return n, err
+}
+
+// event handles readiness of the backend connection's socket.
+func (hu *h2up) event(ev uint32) {
+	if hu.closed {
+		return
+	}
+	if hu.connecting {
+		if ev&(evOut|evErr|evHup) == 0 {
+			return
+		}
+		soerr, err := unix.GetsockoptInt(hu.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		if err == nil && soerr != 0 {
+			err = unix.Errno(soerr)
+		}
+		if err != nil {
+			hu.close(fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, hu.pool.addr, os.NewSyscallError("connect", err)))
+			return
+		}
+		hu.connected()
+		if hu.closed {
+			return
+		}
+	}
+	if ev&evRdHup != 0 {
+		hu.fr.rdhup = true
+	}
+	if ev&evOut != 0 && hu.fw.busy() {
+		if _, err := hu.fw.flushPending(); err != nil {
+			hu.close(fmt.Errorf("%w: %s: %w", wire.ErrBackend, hu.pool.addr, err))
+			return
+		}
+		if len(hu.fw.pending) <= defaultOutputBufferBytes/2 {
+			hu.conn.SetOutputBlocked(false)
+		}
+	}
+	if ev&(evIn|evRdHup|evHup|evErr) != 0 {
+		hu.fr.drained = false
+		hu.read()
+	}
+	hu.check()
+}
+
+// read feeds the machine what the socket has.
+func (hu *h2up) read() {
+	for !hu.closed && !hu.conn.Done() {
+		if hu.rbuf == nil {
+			hu.rbuf = hu.l.h2ReadBufs.get()
+		}
+		n, err := hu.fr.Read(hu.rbuf[hu.rn:])
+		hu.rn += n
+		if hu.rn > 0 {
+			k, _ := hu.conn.Feed(hu.rbuf[:hu.rn])
+			hu.rn = copy(hu.rbuf, hu.rbuf[k:hu.rn])
+		}
+		if err == errWouldBlock {
+			break
+		}
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			hu.conn.Close(fmt.Errorf("%s: %w", hu.pool.addr, err))
+			break
+		}
+	}
+	if hu.rn == 0 && hu.rbuf != nil {
+		hu.l.h2ReadBufs.put(hu.rbuf)
+		hu.rbuf = nil
+	}
+}
+
+// check closes the connection once its session is over.
+func (hu *h2up) check() {
+	if !hu.closed && hu.conn != nil && hu.conn.Done() {
+		hu.close(hu.conn.Err())
+	}
+}
+
+// tick gives the machine the time (pings, idle, settings timeouts).
+func (hu *h2up) tick(now int64) {
+	if hu.closed || hu.connecting || now-hu.lastTick < int64(time.Second) {
+		return
+	}
+	hu.lastTick = now
+	hu.conn.Tick(time.Unix(0, now))
+	hu.check()
+}
+
+// close ends the connection: its streams end as reset (their exchanges
+// see the error), and the pool forgets it.
+func (hu *h2up) close(cause error) {
+	if hu.closed {
+		return
+	}
+	hu.closed = true
+	if cause == nil {
+		cause = h2.ErrClosed
+	}
+	if hu.connecting {
+		hu.failWaiting(cause)
+	} else if hu.conn != nil {
+		hu.conn.Close(cause)
+	}
+	hu.l.closeFD(hu.fd)
+	hu.fd = -1
+	if hu.rbuf != nil {
+		hu.l.h2ReadBufs.put(hu.rbuf)
+		hu.rbuf = nil
+	}
+	p := hu.pool
+	for i, x := range p.h2 {
+		if x == hu {
+			p.h2 = append(p.h2[:i], p.h2[i+1:]...)
+			break
+		}
+	}
+	for i, x := range hu.l.h2ups {
+		if x == hu {
+			last := len(hu.l.h2ups) - 1
+			hu.l.h2ups[i] = hu.l.h2ups[last]
+			hu.l.h2ups[last] = nil
+			hu.l.h2ups = hu.l.h2ups[:last]
+			break
+		}
+	}
+	p.freed()
+}
+
+// streamEnded gives a request waiting at the backend's connection cap
+// the room a stream left.
+func (hu *h2up) streamEnded() {
+	if p := hu.pool; !hu.closed {
+		if c := p.dequeue(); c != nil {
+			c.connect(p)
+		}
+	}
+}
+
+// --- h2.ClientHandler: the answers ---
+
+// OnResponse renders the answer's head into the stream's input.
+func (hu *h2up) OnResponse(s *h2.Stream, h *h2.ResponseHead, end bool) {
+	u, _ := s.User().(*lupconn)
+	if u == nil || h.Status < 200 {
+		return // interim answers are not relayed
+	}
+	st := u.h2
+	b := append(st.in, hu.l.eng.status.line(h.Status)...)
+	b = appendFields(b, h.Fields)
+	switch {
+	case end:
+		st.ended = true
+		if h.ContentLength < 0 {
+			b = append(b, "content-length: 0\r\n"...)
+		}
+	case h.ContentLength < 0:
+		st.chunked = true
+		b = append(b, "transfer-encoding: chunked\r\n"...)
+	}
+	st.in = append(b, "\r\n"...)
+	hu.l.deliver(u, evIn)
+}
+
+// OnData takes the answer's body into the stream's input.
+func (hu *h2up) OnData(s *h2.Stream, p []byte, end bool) {
+	u, _ := s.User().(*lupconn)
+	if u == nil {
+		return
+	}
+	st := u.h2
+	if len(p) > 0 {
+		if st.chunked {
+			st.in = appendHex(st.in, int64(len(p)))
+			st.in = append(st.in, "\r\n"...)
+			st.in = append(st.in, p...)
+			st.in = append(st.in, "\r\n"...)
+		} else {
+			st.in = append(st.in, p...)
+		}
+	}
+	if end {
+		st.ended = true
+		if st.chunked {
+			st.in = append(st.in, "0\r\n\r\n"...)
+		}
+	}
+	hu.l.deliver(u, evIn)
+}
+
+// OnTrailers ends the answer's body with its trailers.
+func (hu *h2up) OnTrailers(s *h2.Stream, fields []h2.Field) {
+	u, _ := s.User().(*lupconn)
+	if u == nil {
+		return
+	}
+	st := u.h2
+	st.ended = true
+	if st.chunked {
+		st.in = append(st.in, "0\r\n"...)
+		st.in = appendFields(st.in, fields)
+		st.in = append(st.in, "\r\n"...)
+	} else {
+		st.trailer = appendFields(st.trailer[:0], fields)
+	}
+	hu.l.deliver(u, evIn)
+}
+
+// OnWritable resumes a request body that waited for window.
+func (hu *h2up) OnWritable(s *h2.Stream) {
+	if u, _ := s.User().(*lupconn); u != nil {
+		hu.l.deliver(u, evOut)
+	}
+}
+
+// OnReset ends the answer: the exchange reads the error where the
+// answer's bytes stop. A stream the backend refused, or that a GOAWAY
+// left unprocessed, fails as a connect error (nothing was processed, so
+// it may go to another backend); any other as the backend's failure.
+func (hu *h2up) OnReset(s *h2.Stream, err error) {
+	u, _ := s.User().(*lupconn)
+	if u == nil {
+		return
+	}
+	s.SetUser(nil)
+	st := u.h2
+	st.s = nil
+	st.ended = true
+	sentinel := wire.ErrBackend
+	if errors.Is(err, h2.ErrRetryable) {
+		sentinel = wire.ErrConnect
+	}
+	st.err = fmt.Errorf("%w: %s: %w", sentinel, hu.pool.addr, err)
+	if st.calling > 0 {
+		inc := u.inc
+		hu.l.post(func() {
+			if u.h2 == st && u.inc == inc && u.state != upClosed {
+				hu.l.deliver(u, evIn)
+			}
+		})
+		return
+	}
+	hu.l.deliver(u, evIn)
+}
+
+// --- the stream role of a lupconn ---
+
+// allocUpStream returns a lupconn in the stream role on hu.
+func (l *loop) allocUpStream(hu *h2up) *lupconn {
+	var u *lupconn
+	if n := len(l.freeUpStreams); n > 0 {
+		u = l.freeUpStreams[n-1]
+		l.freeUpStreams = l.freeUpStreams[:n-1]
+	} else {
+		u = &lupconn{l: l, h2: &h2upStream{}}
+	}
+	u.pool = hu.pool
+	u.fd = -1
+	u.fr = fdReader{fd: -1}
+	u.fw = fdWriter{fd: -1, file: -1}
+	u.state = upIdle
+	u.used = false
+	u.inc++
+	st := u.h2
+	st.hu = hu
+	return u
+}
+
+// endStream ends a lupconn in the stream role (its release or close): a
+// stream still open is reset (the answer is not wanted any more).
+func (u *lupconn) endStream() {
+	if u.state == upClosed {
+		return
+	}
+	st := u.h2
+	if s := st.s; s != nil {
+		// An answer read whole whose stream has not ended yet (its
+		// END_STREAM or trailers still to come), after a request sent
+		// whole, is left to end by itself; any other is not wanted any
+		// more.
+		if !s.Closed() && !(u.body.done && !u.sending && st.err == nil) {
+			s.Reset(http2.ErrCodeCancel)
+		}
+		s.SetUser(nil)
+	}
+	u.state = upClosed
+	u.client = nil
+	if u.rd.buf != nil {
+		u.l.readBufs.put(u.rd.buf)
+		u.rd.buf = nil
+	}
+	u.rd.r, u.rd.w, u.rd.pin = 0, 0, 0
+	hu := st.hu
+	*st = h2upStream{in: st.in[:0], carry: st.carry[:0], trailer: st.trailer[:0], head: h2.RequestHead{Fields: st.head.Fields[:0]}}
+	if cap(st.in) > maxIdlePending {
+		st.in = nil
+	}
+	if cap(st.carry) > maxIdlePending {
+		st.carry = nil
+	}
+	if len(u.l.freeUpStreams) < 1024 {
+		u.l.freeUpStreams = append(u.l.freeUpStreams, u)
+	}
+	if hu != nil {
+		hu.streamEnded()
+	}
+}
+
+// h2upSrc reads the answer rendered into a stream's input, giving the
+// bytes read back to the stream's window.
+type h2upSrc struct{ u *lupconn }
+
+func (r h2upSrc) Read(p []byte) (int, error) {
+	st := r.u.h2
+	if st.inR == len(st.in) {
+		st.in, st.inR = st.in[:0], 0
+		switch {
+		case st.err != nil:
+			return 0, st.err
+		case st.ended:
+			return 0, io.EOF
+		}
+		return 0, errWouldBlock
+	}
+	n := copy(p, st.in[st.inR:])
+	st.inR += n
+	if st.s != nil {
+		st.calling++
+		st.s.Consumed(n)
+		st.calling--
+	}
+	return n, nil
+}
+
+// sendRequestH2 opens the exchange's stream and sends its request: the
+// head, and the body as sendRequest would (a small one whole, what
+// buffering holds, or the start of one that streams).
+func (c *lconn) sendRequestH2() {
+	u := c.up
+	st := u.h2
+	hu := st.hu
+	if u.rd.buf == nil {
+		u.rd.reset(h2upSrc{u}, c.l.readBufs.get())
+	}
+	u.state = upWaitHead
+	u.sending = true
+	bodyLen := int64(-1)
+	if c.bodyBuf == bufferedWhole {
+		bodyLen = c.bb.Len()
+	}
+	var first []byte
+	end := false
+	switch {
+	case c.bodyBuf != notBuffered:
+		if f, _ := c.bb.File(); f != nil {
+			c.upFailed(fmt.Errorf("%w: %s: a request body buffered to a file cannot go to an HTTP/2 backend yet", wire.ErrBackend, c.be.Addr), false)
+			return
+		}
+		first = c.bb.Mem()
+		c.streaming = c.bodyBuf == bufferedPrefix
+		end = !c.streaming
+	case c.reqBody.done:
+		end = true
+	default:
+		if p, ok := c.reqBody.fullyBuffered(); ok {
+			first = p
+			c.replay = true
+			end = true
+		} else {
+			c.streaming = true
+		}
+	}
+	c.h2requestHead(&st.head, bodyLen)
+	st.calling++
+	s, err := hu.conn.OpenStream(&st.head, end && len(first) == 0)
+	st.calling--
+	if err != nil {
+		c.upFailed(fmt.Errorf("%w: %s: %w", wire.ErrConnect, c.be.Addr, err), false)
+		return
+	}
+	st.s = s
+	s.SetUser(u)
+	if len(first) > 0 {
+		c.bodySent = c.bodySent || !c.replay
+		c.h2upData(first, end)
+	}
+	c.setDeadline(dlUpHead, c.tr.Settings.ResponseHeaderTimeout)
+	if c.streaming {
+		c.pumpReq()
+		return
+	}
+	if len(st.carry) == 0 {
+		u.sending = false
+	}
+	if c.up == u && u.state == upWaitHead && len(st.in) > 0 {
+		c.readUpHead()
+	}
+}
+
+// h2requestHead makes the request head for an HTTP/2 backend: the head
+// writeRequestHead renders for an HTTP/1.1 one (the one place hop-by-hop
+// fields are dropped and X-Forwarded-* and X-Request-Id set), taken
+// apart into :method, :path, :authority and fields.
+func (c *lconn) h2requestHead(h *h2.RequestHead, bodyLen int64) {
+	buf := c.l.writeBufs.get()
+	var sink headSink
+	var w writer
+	w.reset(&sink, buf)
+	writeRequestHead(&w, &c.req, c.remote.Addr(), c.opts.TLS != nil, c.be.Addr, bodyLen, c.local != nil)
+	head := append(sink.b, w.buf[:w.n]...)
+	c.l.writeBufs.put(buf)
+	line, rest := nextLine(head)
+	sp := bytes.IndexByte(line, ' ')
+	sp2 := bytes.LastIndexByte(line, ' ')
+	h.Method = methodString(line[:sp])
+	h.Path = string(line[sp+1 : sp2])
+	h.Scheme = "http"
+	h.Authority = ""
+	fs := h.Fields[:0]
+	for len(rest) > 0 {
+		line, rest = nextLine(rest)
+		i := bytes.IndexByte(line, ':')
+		if i <= 0 {
+			continue
+		}
+		name := c.l.h2name(line[:i])
+		value := bytes.TrimSpace(line[i+1:])
+		switch name {
+		case "host":
+			h.Authority = string(value)
+			continue
+		case "transfer-encoding", "connection":
+			continue // framing is HTTP/2's own
+		}
+		fs = append(fs, h2.Field{Name: name, Value: string(value)})
+	}
+	h.Fields = fs
+}
+
+// headSink takes what a request head's writer could not buffer.
+type headSink struct{ b []byte }
+
+func (s *headSink) Write(p []byte) (int, error) {
+	s.b = append(s.b, p...)
+	return len(p), nil
+}
+
+// h2upData writes request body bytes on the stream, carrying what the
+// window does not take.
+func (c *lconn) h2upData(p []byte, end bool) {
+	st := c.up.h2
+	if st.s == nil {
+		return
+	}
+	st.calling++
+	n, err := st.s.WriteData(p, end)
+	st.calling--
+	if err != nil || n == len(p) || st.s == nil {
+		return
+	}
+	st.carry = append(st.carry[:0], p[n:]...)
+	st.carryEnd = end
+}
+
+// pumpReqH2 moves request body bytes from the client to the backend's
+// stream until one of them has to wait (pumpReq): the stream's window
+// (OnWritable resumes) or the client (its input resumes).
+func (c *lconn) pumpReqH2() {
+	u := c.up
+	st := u.h2
+	for {
+		if len(st.carry) > 0 {
+			if st.s == nil {
+				return
+			}
+			st.calling++
+			n, err := st.s.WriteData(st.carry, st.carryEnd)
+			st.calling--
+			if err != nil || st.s == nil {
+				st.carry = st.carry[:0]
+				return
+			}
+			st.carry = st.carry[:copy(st.carry, st.carry[n:])]
+			if len(st.carry) > 0 {
+				return
+			}
+			if st.carryEnd {
+				u.sending = false
+				return
+			}
+		}
+		if !c.streaming || st.s == nil {
+			return
+		}
+		room := st.s.SendWindow()
+		if room == 0 {
+			st.s.WaitWritable()
+			return
+		}
+		p, err := c.l.bodyPiece(&c.reqBody, room)
+		if len(p) > 0 {
+			c.bodySent = true
+			c.bodyDeadline = 0
+			c.h2upData(p, false)
+			if c.state == lsForward && u.state == upWaitHead {
+				c.setDeadline(dlUpHead, c.tr.Settings.ResponseHeaderTimeout)
+			}
+		}
+		switch {
+		case err == nil:
+		case err == io.EOF:
+			c.streaming = false
+			c.bodyDeadline = 0
+			c.h2upEnd()
+			return
+		case err == errWouldBlock:
+			c.armBodyDeadline()
+			if c.state == lsForward && u.state == upWaitHead && c.dkind == dlUpHead {
+				c.deadline, c.dkind = 0, dlNone // the client's deadline bounds this wait
+			}
+			return
+		default:
+			c.clientBodyFailed(clientBodyErr(err))
+			return
+		}
+	}
+}
+
+// h2upEnd ends the request's stream: with the request's trailers, if
+// any, or an empty DATA frame — after what is carried, if anything is.
+func (c *lconn) h2upEnd() {
+	u := c.up
+	st := u.h2
+	if st.s == nil {
+		return
+	}
+	if len(st.carry) > 0 {
+		st.carryEnd = true // trailers of a body the window held back are dropped
+		return
+	}
+	st.calling++
+	if tr := c.reqBody.trailer; len(tr) > 0 {
+		st.s.WriteTrailers(c.l.h2lines(nil, tr))
+	} else {
+		st.s.WriteData(nil, true)
+	}
+	st.calling--
+	u.sending = false
+}
+
+// methodString returns a request method as a string, without allocating
+// for the common ones.
+func methodString(m []byte) string {
+	switch string(m) {
+	case "GET":
+		return "GET"
+	case "POST":
+		return "POST"
+	case "HEAD":
+		return "HEAD"
+	case "PUT":
+		return "PUT"
+	case "DELETE":
+		return "DELETE"
+	case "OPTIONS":
+		return "OPTIONS"
+	case "PATCH":
+		return "PATCH"
+	}
+	return string(m)
+}
+
+// appendFields appends fields as "name: value\r\n" lines.
+func appendFields(b []byte, fields []h2.Field) []byte {
+	for _, f := range fields {
+		b = append(b, f.Name...)
+		b = append(b, ": "...)
+		b = append(b, f.Value...)
+		b = append(b, "\r\n"...)
+	}
+	return b
+}

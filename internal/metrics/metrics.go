@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/tlsconf"
 	"github.com/helios-lb/helios/internal/upstream"
@@ -37,6 +38,8 @@ type Source interface {
 	// TLSProviders returns the TLS providers of the listeners that have
 	// one.
 	TLSProviders() []*tlsconf.Provider
+	// HTTP2Stats returns the HTTP/2 counters of each listener, by name.
+	HTTP2Stats() map[string]*h2.Stats
 }
 
 // Metrics holds Helios's collectors.
@@ -49,7 +52,10 @@ type Metrics struct {
 	requestsDesc, retriesDesc, noBackendDesc                    *prometheus.Desc
 	upDesc, ejectedDesc, inflightDesc, backendReqDesc, failDesc *prometheus.Desc
 	breakerDesc, openConnsDesc, acceptErrsDesc, panicsDesc      *prometheus.Desc
+	protocolDesc                                                *prometheus.Desc
 	tls                                                         tlsDescs
+	http2                                                       http2Descs
+	protocols                                                   Protocols
 }
 
 // Labels used for a request that matched no route.
@@ -96,7 +102,11 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 			[]string{"reason"}, nil),
 		panicsDesc: prometheus.NewDesc("helios_panics_total",
 			"Connections closed because a panic happened while an event loop served them (the loop went on).", nil, nil),
-		tls: newTLSDescs(),
+		protocolDesc: prometheus.NewDesc("helios_requests_by_protocol_total",
+			"Requests by the protocol the client spoke (HTTP/1.0, HTTP/1.1, HTTP/2.0) and its connection's TLS version (none, 1.2, 1.3).",
+			[]string{"protocol", "tls"}, nil),
+		tls:   newTLSDescs(),
+		http2: newHTTP2Descs(),
 	}
 	m.noRoute.Duration = m.duration.WithLabelValues(noRouteLabel, "")
 	for _, c := range []prometheus.Collector{
@@ -127,7 +137,8 @@ func (m *Metrics) HealthCheckResult(upstreamName, backend string, pass bool) {
 }
 
 // Record counts a finished request; Metrics is a proxy.Recorder.
-func (m *Metrics) Record(_ wire.Exchange, r proxy.Record) {
+func (m *Metrics) Record(ex wire.Exchange, r proxy.Record) {
+	m.protocols.count(ex)
 	if r.Route != nil && r.Route.Stats != nil {
 		r.Route.Stats.Count(r.Status, r.Duration)
 		return
@@ -170,6 +181,8 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(m.panicsDesc, prometheus.CounterValue, float64(m.src.Panics()))
 	m.collectTLS(ch, time.Now())
+	m.protocols.collect(ch, m.protocolDesc)
+	m.collectHTTP2(ch)
 }
 
 func (m *Metrics) collectBackend(ch chan<- prometheus.Metric, upName string, b *upstream.Backend) {

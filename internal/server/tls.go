@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/helios-lb/helios/internal/config"
+	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/tlsconf"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -182,6 +183,20 @@ func (s *Server) TLSProviders() []*tlsconf.Provider {
 	for _, bl := range s.listeners {
 		if bl.tls != nil {
 			out = append(out, bl.tls)
+		}
+	}
+	return out
+}
+
+// HTTP2Stats returns the HTTP/2 counters of each listener, by name
+// (metrics.Source).
+func (s *Server) HTTP2Stats() map[string]*h2.Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]*h2.Stats, len(s.listeners))
+	for _, bl := range s.listeners {
+		if bl.cfg.H2C || bl.tls != nil && bl.cfg.OffersHTTP2() {
+			out[bl.cfg.Name] = bl.h2
 		}
 	}
 	return out

@@ -149,14 +149,16 @@ func (c *lconn) h2startSend() {
 		if f.drop || f.kind.hop() {
 			continue
 		}
-		if f.kind == kContentLength && (r.chunked || r.untilClose) {
+		if f.kind == kContentLength && (r.chunked || r.untilClose || u.h2 != nil && u.h2.addedLength) {
 			continue
 		}
 		fs = append(fs, h2.Field{Name: c.l.h2name(f.name), Value: string(f.value)})
 	}
 	st.fields = fs
 	bodyOut, _, _ := framing(&c.req, r)
-	noBody := !bodyOut
+	// An HTTP/2 backend's answer that ended with its head stays one
+	// HEADERS frame (gRPC's trailers-only answers must).
+	noBody := !bodyOut || u.h2 != nil && u.h2.headersOnly
 	u.rd.unpin()
 	if err := c.h2head(r.status, fs, noBody); err != nil {
 		c.sendDone(err)

@@ -73,6 +73,15 @@ type h2upStream struct {
 	ended   bool
 	chunked bool
 	err     error
+	// headersOnly: the answer ended with its head (gRPC's
+	// trailers-only answer), which an HTTP/2 client gets as one HEADERS
+	// frame ending the stream; addedLength: its content-length: 0 is
+	// ours (for HTTP/1.1 clients), not the backend's.
+	headersOnly, addedLength bool
+	// file, from fileOff to fileEnd, is the part of a buffered request
+	// body that went to a temporary file.
+	file             *os.File
+	fileOff, fileEnd int64
 	// calling counts the exchange's calls into the stream under way.
 	calling int
 	// trailer holds the trailers of an answer of declared length, as
@@ -86,25 +95,39 @@ type h2upStream struct {
 	carryEnd bool
 }
 
-// h2UpStreams is how many streams a connection being set up is promised
-// before the backend has said how many it allows (Go's transport assumes
-// 100 too).
+// h2UpStreams is how many streams a connection to a backend is promised
+// before any connection to it has had the backend's SETTINGS (Go's
+// transport assumes 100 too); after, the pool assumes what the backend
+// said last (lpool.h2max), so that a backend allowing few streams gets
+// more connections rather than refused streams.
 const h2UpStreams = 100
+
+// maxRefusedRetries bounds the transparent retries of a stream an HTTP/2
+// backend refused (upFailed).
+const maxRefusedRetries = 3
 
 // h2upFor returns a connection to p's backend with room for another
 // stream, or nil.
 func (p *lpool) h2upFor() *h2up {
+	max := h2UpStreams
+	if p.h2max > 0 {
+		max = p.h2max
+	}
 	for _, hu := range p.h2 {
 		if hu.closed {
 			continue
 		}
 		if hu.connecting {
-			if hu.opening < h2UpStreams {
+			if hu.opening < max {
 				return hu
 			}
 			continue
 		}
-		if hu.conn.AvailableStreams() > hu.opening {
+		room := hu.conn.AvailableStreams()
+		if _, known := hu.conn.PeerMaxStreams(); !known {
+			room = min(room, max-hu.conn.ActiveStreams())
+		}
+		if room > hu.opening {
 			return hu
 		}
 	}
@@ -282,6 +305,9 @@ func (hu *h2up) read() {
 		if hu.rn > 0 {
 			k, _ := hu.conn.Feed(hu.rbuf[:hu.rn])
 			hu.rn = copy(hu.rbuf, hu.rbuf[k:hu.rn])
+			if n, known := hu.conn.PeerMaxStreams(); known {
+				hu.pool.h2max = int(min(n, 1<<20))
+			}
 		}
 		if err == errWouldBlock {
 			break
@@ -381,7 +407,9 @@ func (hu *h2up) OnResponse(s *h2.Stream, h *h2.ResponseHead, end bool) {
 	switch {
 	case end:
 		st.ended = true
+		st.headersOnly = true
 		if h.ContentLength < 0 {
+			st.addedLength = true
 			b = append(b, "content-length: 0\r\n"...)
 		}
 	case h.ContentLength < 0:
@@ -490,6 +518,8 @@ func (l *loop) allocUpStream(hu *h2up) *lupconn {
 	u.fw = fdWriter{fd: -1, file: -1}
 	u.state = upIdle
 	u.used = false
+	u.sending = false
+	u.body = body{trailer: u.body.trailer[:0]}
 	u.inc++
 	st := u.h2
 	st.hu = hu
@@ -582,13 +612,14 @@ func (c *lconn) sendRequestH2() {
 	end := false
 	switch {
 	case c.bodyBuf != notBuffered:
-		if f, _ := c.bb.File(); f != nil {
-			c.upFailed(fmt.Errorf("%w: %s: a request body buffered to a file cannot go to an HTTP/2 backend yet", wire.ErrBackend, c.be.Addr), false)
-			return
-		}
 		first = c.bb.Mem()
+		if f, n := c.bb.File(); f != nil && n > 0 {
+			// Read back on the loop, as a static file over TLS is: the
+			// spill was written moments ago and is in the page cache.
+			st.file, st.fileOff, st.fileEnd = f, 0, n
+		}
 		c.streaming = c.bodyBuf == bufferedPrefix
-		end = !c.streaming
+		end = !c.streaming && st.file == nil
 	case c.reqBody.done:
 		end = true
 	default:
@@ -615,8 +646,8 @@ func (c *lconn) sendRequestH2() {
 		c.h2upData(first, end)
 	}
 	c.setDeadline(dlUpHead, c.tr.Settings.ResponseHeaderTimeout)
-	if c.streaming {
-		c.pumpReq()
+	if c.streaming || st.file != nil {
+		c.pumpReqH2()
 		return
 	}
 	if len(st.carry) == 0 {
@@ -664,6 +695,11 @@ func (c *lconn) h2requestHead(h *h2.RequestHead, bodyLen int64) {
 		}
 		fs = append(fs, h2.Field{Name: name, Value: string(value)})
 	}
+	if c.req.teTrailers() {
+		// TE is hop-by-hop, but "trailers" says the client takes them,
+		// which gRPC servers look for (RFC 9113 §8.2.2 allows it).
+		fs = append(fs, h2.Field{Name: "te", Value: "trailers"})
+	}
 	h.Fields = fs
 }
 
@@ -678,14 +714,21 @@ func (s *headSink) Write(p []byte) (int, error) {
 // h2upData writes request body bytes on the stream, carrying what the
 // window does not take.
 func (c *lconn) h2upData(p []byte, end bool) {
-	st := c.up.h2
+	u := c.up
+	st := u.h2
 	if st.s == nil {
 		return
 	}
 	st.calling++
 	n, err := st.s.WriteData(p, end)
 	st.calling--
-	if err != nil || n == len(p) || st.s == nil {
+	if err != nil || st.s == nil {
+		return
+	}
+	if n == len(p) {
+		if end {
+			u.sending = false
+		}
 		return
 	}
 	st.carry = append(st.carry[:0], p[n:]...)
@@ -719,7 +762,16 @@ func (c *lconn) pumpReqH2() {
 				return
 			}
 		}
-		if !c.streaming || st.s == nil {
+		if st.s == nil {
+			return
+		}
+		if st.file != nil {
+			if !c.h2upFile() {
+				return
+			}
+			continue
+		}
+		if !c.streaming {
 			return
 		}
 		room := st.s.SendWindow()
@@ -754,6 +806,38 @@ func (c *lconn) pumpReqH2() {
 			return
 		}
 	}
+}
+
+// h2upFile sends what the window allows of the part of a buffered
+// request body kept in a file; it reports false when it has to wait (the
+// window, or a failed read, which fails the attempt).
+func (c *lconn) h2upFile() bool {
+	u := c.up
+	st := u.h2
+	if st.fileOff >= st.fileEnd {
+		st.file = nil
+		return true
+	}
+	room := st.s.SendWindow()
+	if room == 0 {
+		st.s.WaitWritable()
+		return false
+	}
+	buf := c.l.scratch()
+	n, err := st.file.ReadAt(buf[:min(int64(min(len(buf), room)), st.fileEnd-st.fileOff)], st.fileOff)
+	if n > 0 {
+		st.fileOff += int64(n)
+		last := st.fileOff >= st.fileEnd
+		if last {
+			st.file = nil
+		}
+		c.h2upData(buf[:n], last && !c.streaming)
+	}
+	if err != nil && st.fileOff < st.fileEnd {
+		c.upFailed(fmt.Errorf("%w: reading the buffered request body back: %w", wire.ErrBadRequest, errFileShort(err)), true)
+		return false
+	}
+	return true
 }
 
 // h2upEnd ends the request's stream: with the request's trailers, if
@@ -809,4 +893,22 @@ func appendFields(b []byte, fields []h2.Field) []byte {
 		b = append(b, "\r\n"...)
 	}
 	return b
+}
+
+// teTrailers reports whether the request's TE field names "trailers".
+func (r *request) teTrailers() bool {
+	for i := range r.hdr.fields {
+		f := &r.hdr.fields[i]
+		if f.kind != kTE {
+			continue
+		}
+		for v := f.value; len(v) > 0; {
+			var tok []byte
+			tok, v = nextToken(v)
+			if equalFold(tok, "trailers") {
+				return true
+			}
+		}
+	}
+	return false
 }

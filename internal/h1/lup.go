@@ -2,6 +2,7 @@ package h1
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,9 +11,11 @@ import (
 	"strconv"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/wire"
-	"golang.org/x/sys/unix"
 )
 
 // lpool is one loop's idle keep-alive connections to one backend of one
@@ -39,8 +42,10 @@ type lpool struct {
 	open, maxOpen, maxQueue int
 	queue                   []*lconn
 	// h2 are the loop's HTTP/2 connections to the backend (transport
-	// protocol h2c, lh2up.go); open counts them.
-	h2 []*h2up
+	// protocol h2c, lh2up.go); open counts them. h2max is the backend's
+	// SETTINGS_MAX_CONCURRENT_STREAMS as last seen (0: not yet).
+	h2    []*h2up
+	h2max int
 
 	// The backend's socket address. An IP address is taken as it is; a
 	// host name is looked up on another goroutine (a loop must not
@@ -724,7 +729,11 @@ func (c *lconn) upFailed(err error, sent bool) {
 	}
 	stale := used && c.tries == 0 && isStale(err) && !c.bodySent &&
 		(!wrote || idempotent(c.req.method))
-	if stale {
+	// An HTTP/2 backend that refused the stream, or whose GOAWAY left it
+	// unprocessed, did nothing with it: it goes again, transparently,
+	// on another stream (RFC 9113 §8.7), a few times at most.
+	refused := u != nil && u.h2 != nil && c.tries < maxRefusedRetries && !c.bodySent && errors.Is(err, h2.ErrRetryable)
+	if stale || refused {
 		c.tries++
 		c.attempt()
 		return

@@ -67,6 +67,10 @@ func (c *Conn) AvailableStreams() int {
 	return int(max(n, 0))
 }
 
+// PeerMaxStreams returns the peer's SETTINGS_MAX_CONCURRENT_STREAMS,
+// and whether its SETTINGS have arrived (before, a client assumes 100).
+func (c *Conn) PeerMaxStreams() (n uint32, known bool) { return c.peerMaxStreams, c.sawSettings }
+
 // PeerConnectProtocol reports whether the server allows extended
 // CONNECT (RFC 8441): OpenStream may then carry a Protocol.
 func (c *Conn) PeerConnectProtocol() bool { return c.peerConnect }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"net/netip"
 	"time"
@@ -96,7 +97,7 @@ func (f *flow) Begin(ex wire.Exchange) wire.Action {
 				return f.answer(413, textHeader, bodyTooLarge)
 			}
 			ex.LimitBody(rt.MaxBody)
-			if rt.Buffer != nil {
+			if rt.Buffer != nil && !(rt.Buffer.Stream && isGRPC(ex)) {
 				f.last = wire.ActBuffer
 				return wire.ActBuffer
 			}
@@ -111,6 +112,18 @@ func (f *flow) Begin(ex wire.Exchange) wire.Action {
 		return wire.ActServeHTTP
 	}
 }
+
+// isGRPC reports whether the request is a gRPC call (content-type
+// application/grpc, +proto, +json...). Its body is a stream of messages
+// that client-streaming and bidirectional calls interleave with the
+// answer, so request_buffering auto streams it rather than wait for its
+// end (as nginx's grpc_pass does); "on" still buffers.
+func isGRPC(ex wire.Exchange) bool {
+	ct := ex.Header("Content-Type")
+	return len(ct) >= len(grpcType) && bytes.EqualFold(ct[:len(grpcType)], grpcType)
+}
+
+var grpcType = []byte("application/grpc")
 
 func (f *flow) answer(status int, header, body []byte) wire.Action {
 	f.ansStatus, f.ansHeader, f.ansB = status, header, body

@@ -26,7 +26,8 @@ pids+=($!)
 sleep 0.5
 cat <<TXT
 
-Helios is running on http://127.0.0.1:8080 and https://localhost:8443 in front of backend-1..3 (127.0.0.1:9001-9003).
+Helios is running on http://127.0.0.1:8080, https://localhost:8443 (HTTP/2 and HTTP/1.1) and
+http://127.0.0.1:8081 (h2c: HTTP/2 with prior knowledge, and HTTP/1.1) in front of backend-1..3 (127.0.0.1:9001-9003).
 Try:
   curl -i http://127.0.0.1:8080/                # round-robin: watch X-Backend change
   curl -i http://127.0.0.1:8080/ping            # a fixed answer (respond route)
@@ -34,6 +35,8 @@ Try:
   curl    http://127.0.0.1:8080/echo -d hello   # what the backend received
   curl    http://127.0.0.1:9901/metrics         # Prometheus metrics (admin listener)
   curl --cacert $HELIOS_DEMO_TLS_DIR/helios.pem https://localhost:8443/ping   # HTTPS (self-signed)
+  curl --cacert $HELIOS_DEMO_TLS_DIR/helios.pem --http2 -i https://localhost:8443/   # HTTP/2 over TLS
+  curl --http2-prior-knowledge -i http://127.0.0.1:8081/                     # h2c
 Ctrl-C stops everything.
 
 TXT

@@ -194,6 +194,10 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 }
 
 func engineOptions(lc config.Listener) h1.Options {
+	h2Write := lc.WriteTimeout.D()
+	if h2Write <= 0 {
+		h2Write = -1 // no limit, as for HTTP/1.1
+	}
 	return h1.Options{
 		ReadHeaderTimeout: lc.ReadHeaderTimeout.D(),
 		IdleTimeout:       lc.IdleTimeout.D(),
@@ -206,7 +210,10 @@ func engineOptions(lc config.Listener) h1.Options {
 		UnderscoresInHeaders: lc.UnderscoresInHeaders,
 		OutputBufferBytes:    lc.OutputBufferBytes,
 		H2C:                  lc.H2C,
-		HTTP2:                h2.Config{MaxHeaderListSize: uint32(lc.MaxHeaderBytes)},
+		HTTP2: h2.Config{
+			MaxHeaderListSize: uint32(lc.MaxHeaderBytes),
+			Limits:            h2.Limits{WriteTimeout: h2Write},
+		},
 	}
 }
 

@@ -192,7 +192,7 @@ func (l *loop) startConn(c *lconn, ll *LoopListener, fd int, remote netip.AddrPo
 	c.nodelay = false
 	c.flowDone = true // no exchange yet
 	c.readPending = false
-	c.tls, c.sock = nil, nil
+	c.tls, c.sock, c.tlsVer = nil, nil, nil
 	c.h2, c.h2s = nil, nil
 	c.fresh = l.now
 	c.inc++

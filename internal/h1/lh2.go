@@ -574,7 +574,13 @@ func (c *lconn) closeStream() {
 	}
 	if s := st.s; s != nil {
 		if !s.Closed() {
-			s.Reset(http2.ErrCodeCancel)
+			// Broken: the answer was cut short (its backend failed);
+			// otherwise the exchange was abandoned (a shutdown).
+			code := http2.ErrCodeCancel
+			if c.broken {
+				code = http2.ErrCodeInternal
+			}
+			s.Reset(code)
 		}
 		s.SetUser(nil)
 	}

@@ -259,7 +259,10 @@ func (hu *h2up) event(ev uint32) {
 		return
 	}
 	if hu.connecting {
-		if ev&(evOut|evErr|evHup) == 0 {
+		// Readable counts too: the backend speaks first (its SETTINGS),
+		// and a poller that reports reading and writing apart (the
+		// portable one) may report that first, and once only.
+		if ev&(evOut|evIn|evErr|evHup) == 0 {
 			return
 		}
 		soerr, err := unix.GetsockoptInt(hu.fd, unix.SOL_SOCKET, unix.SO_ERROR)

@@ -322,9 +322,16 @@ const (
 // other connections. One bad request must not take every connection of
 // the loop down with it (net/http does the same per connection).
 func (l *loop) deliver(t target, ev uint32) {
+	// A backend connection's exchange, as it was when the event came:
+	// the exchange may let go of the connection (back to its pool)
+	// before the code that panics runs, and must still be closed.
+	var owner *lconn
+	if u, ok := t.(*lupconn); ok {
+		owner = u.client
+	}
 	defer func() {
 		if r := recover(); r != nil {
-			l.recovered(t, r)
+			l.recovered(t, owner, r)
 		}
 	}()
 	t.event(ev)
@@ -342,27 +349,38 @@ func (l *loop) run1(f func()) {
 	f()
 }
 
-// recovered closes the connection a panic came from. The exchange's
+// recovered closes the connection a panic came from (for a backend
+// connection, owner: its exchange when the event came). The exchange's
 // state is unknown, so nothing more of it runs: its sockets are closed
 // as they are.
-func (l *loop) recovered(t target, r any) {
+func (l *loop) recovered(t target, owner *lconn, r any) {
 	l.eng.panics.Add(1)
 	if r != http.ErrAbortHandler {
 		l.logf("panic on an event loop; the connection is closed", fmt.Errorf("%v\n%s", r, debug.Stack()))
 	}
-	c, _ := t.(*lconn)
-	if u, ok := t.(*lupconn); ok {
-		c = u.client
-		if c == nil {
-			u.close() // once: it may be closed already
-			return
+	var c *lconn
+	switch t := t.(type) {
+	case *lconn:
+		c = t
+	case *lupconn:
+		c = owner
+		if t.client == nil && t.state != upIdle {
+			// Let go by its exchange, and not to the pool (a pooled
+			// one is whole: it stays).
+			t.close()
 		}
+	case *h2up:
+		t.close(errPanicked)
+		return
 	}
 	if c == nil || c.state == lsClosed {
 		return
 	}
 	c.crash()
 }
+
+// errPanicked ends what a panic on a loop left behind.
+var errPanicked = errors.New("closed after a panic on the event loop")
 
 // sweepEvery is how often a loop checks deadlines: timeouts are exact to
 // within this.

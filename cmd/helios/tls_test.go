@@ -58,14 +58,6 @@ admin: {address: "off"}
 		return file
 	}
 	soon, old := config("soon", "helios"), config("old", "expired")
-	upstreamTLS := filepath.Join(dir, "upstream.yaml")
-	if err := os.WriteFile(upstreamTLS, []byte(`listeners: [{name: web, address: "`+freePort(t)+`"}]
-routes: [{name: app, upstream: app}]
-upstreams: [{name: app, backends: [{address: "127.0.0.1:9"}], transport: {tls: {server_name: api.internal}}}]
-admin: {address: "off"}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
 
 	tests := []struct {
 		name     string
@@ -79,9 +71,6 @@ admin: {address: "off"}
 		}},
 		{name: "validate refuses an expired certificate", args: []string{"validate", "-c", old}, code: 1, contains: []string{
 			old + `:4: listeners[0].tls.cert_file: "` + filepath.Join(dir, "expired.pem") + `" (old.example) expired on`,
-		}},
-		{name: "serve refuses upstream TLS the engine cannot speak", args: []string{"serve", "-c", upstreamTLS}, code: 1, contains: []string{
-			"upstreams[0] (app): transport.tls is not spoken by this engine yet",
 		}},
 	}
 	for _, tt := range tests {

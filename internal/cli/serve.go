@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/helios-lb/helios/internal/daemon"
-	"github.com/helios-lb/helios/internal/server"
 )
 
 func newServeCmd() *cobra.Command {
@@ -45,9 +44,6 @@ its event loops make progress, and takes sockets passed by socket activation
 			}
 			cfg, err := loadConfig(path, cmd.ErrOrStderr())
 			if err != nil {
-				return err
-			}
-			if err := server.NotServedYet(cfg); err != nil {
 				return err
 			}
 			o.ConfigPath, o.Config = path, cfg

@@ -78,7 +78,7 @@ func (c *lconn) pumpReq() {
 	}
 	chunked := c.req.chunked
 	for {
-		if u.fw.busy() && (u.fw.fileLeft() || len(u.fw.pending) > c.opts.outputLimit()) {
+		if u.busy() && (u.fileLeft() || len(u.fw.pending) > c.opts.outputLimit()) {
 			return
 		}
 		if c.prefixCRLF {
@@ -399,7 +399,13 @@ func (c *lconn) sendBuffered() {
 	u.w.Write(c.bb.Mem())
 	if f, n := c.bb.File(); f != nil && n > 0 {
 		u.w.flush()
-		u.fw.queueFile(int(f.Fd()), 0, n)
-		u.fw.flushPending()
+		if u.tls.tc != nil {
+			// Over TLS the file's bytes must be encrypted: read back
+			// (pread) as the socket takes them.
+			u.tfile, u.tfileOff, u.tfileEnd = f, 0, n
+		} else {
+			u.fw.queueFile(int(f.Fd()), 0, n)
+		}
+		u.flushPending()
 	}
 }

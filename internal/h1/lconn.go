@@ -696,7 +696,7 @@ func (c *lconn) sendDone(err error) {
 	if u != nil {
 		// A backend connection whose request body did not all go out
 		// (it answered early) cannot carry another request.
-		u.release(err == nil && u.resp.keepAlive && u.body.done && !c.streaming && !u.fw.busy())
+		u.release(err == nil && u.resp.keepAlive && u.body.done && !c.streaming && !u.busy())
 		c.releaseUpWriterOf(u)
 	}
 	if err != nil {

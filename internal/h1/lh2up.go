@@ -47,6 +47,10 @@ type h2up struct {
 	connecting bool
 	waiting    []upWait
 	closed     bool
+	// tr is the transport the connection was dialled for (its TLS);
+	// tls, the connection's TLS when the transport has it.
+	tr  *wire.Transport
+	tls upTLS
 	// opening counts streams promised to exchanges but not yet open
 	// (waiting), so that a connection being set up is not promised more
 	// than the backend is likely to allow.
@@ -150,7 +154,7 @@ func (c *lconn) connectH2(p *lpool) {
 			return // a stream's end resumes (h2up.streamEnded)
 		}
 		var err error
-		if hu, err = c.l.dialH2(p); err != nil {
+		if hu, err = c.l.dialH2(p, c.tr); err != nil {
 			c.forwarded(0, err)
 			return
 		}
@@ -168,8 +172,8 @@ func (c *lconn) connectH2(p *lpool) {
 	c.sendRequest()
 }
 
-// dialH2 starts a connection to p's backend.
-func (l *loop) dialH2(p *lpool) (*h2up, error) {
+// dialH2 starts a connection to p's backend for transport tr.
+func (l *loop) dialH2(p *lpool, tr *wire.Transport) (*h2up, error) {
 	if p.sa == nil {
 		return nil, fmt.Errorf("%w: resolving %s: %w", wire.ErrConnect, p.addr, p.err)
 	}
@@ -186,7 +190,7 @@ func (l *loop) dialH2(p *lpool) (*h2up, error) {
 		netpoll.CloseFD(fd)
 		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, os.NewSyscallError("connect", err))
 	}
-	hu := &h2up{l: l, pool: p, fd: fd, connecting: true, lastTick: l.now}
+	hu := &h2up{l: l, pool: p, fd: fd, connecting: true, lastTick: l.now, tr: tr}
 	hu.fr = fdReader{fd: fd, p: l.poller}
 	hu.fw = fdWriter{fd: fd, p: l.poller, file: -1}
 	if err := l.register(fd, hu); err != nil {
@@ -197,9 +201,34 @@ func (l *loop) dialH2(p *lpool) (*h2up, error) {
 	p.h2 = append(p.h2, hu)
 	l.h2ups = append(l.h2ups, hu)
 	if err == nil {
-		hu.connected()
+		hu.established()
 	}
 	return hu, nil
+}
+
+// established goes on once the connect is done: the TLS handshake, when
+// the transport has TLS, then the session.
+func (hu *h2up) established() {
+	if !hu.pool.opts.TLS {
+		hu.connected()
+		return
+	}
+	fd := hu.fd
+	hu.l.startUpTLS(&hu.tls, fd, &hu.fr, &hu.fw, hu.tr, hu.pool.addr, func(err error) {
+		switch {
+		case hu.tls.closing:
+			hu.l.closeFD(fd) // closed meanwhile: the socket is ours again
+		case hu.closed:
+		case err != nil:
+			hu.close(err)
+		default:
+			hu.connected()
+			// What the backend sent behind its handshake is in the
+			// tls.Conn's buffers, with no event to come for it.
+			hu.read()
+			hu.check()
+		}
+	})
 }
 
 // connected starts the session once the connect is done, and opens the
@@ -246,7 +275,13 @@ type h2upOutput struct{ hu *h2up }
 
 func (o h2upOutput) Write(p []byte) (int, error) {
 	hu := o.hu
-	n, err := hu.fw.Write(p)
+	var n int
+	var err error
+	if tc := hu.tls.tc; tc != nil {
+		n, err = tc.Write(p)
+	} else {
+		n, err = hu.fw.Write(p)
+	}
 	if err == nil && len(hu.fw.pending) > defaultOutputBufferBytes && hu.conn != nil {
 		hu.conn.SetOutputBlocked(true)
 	}
@@ -256,6 +291,10 @@ func (o h2upOutput) Write(p []byte) (int, error) {
 // event handles readiness of the backend connection's socket.
 func (hu *h2up) event(ev uint32) {
 	if hu.closed {
+		return
+	}
+	if hu.tls.handshaking() {
+		hu.tls.sock.wake()
 		return
 	}
 	if hu.connecting {
@@ -273,8 +312,8 @@ func (hu *h2up) event(ev uint32) {
 			hu.close(fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, hu.pool.addr, os.NewSyscallError("connect", err)))
 			return
 		}
-		hu.connected()
-		if hu.closed {
+		hu.established()
+		if hu.closed || hu.connecting {
 			return
 		}
 	}
@@ -303,7 +342,13 @@ func (hu *h2up) read() {
 		if hu.rbuf == nil {
 			hu.rbuf = hu.l.h2ReadBufs.get()
 		}
-		n, err := hu.fr.Read(hu.rbuf[hu.rn:])
+		var n int
+		var err error
+		if tc := hu.tls.tc; tc != nil {
+			n, err = tlsUpSource{tc}.Read(hu.rbuf[hu.rn:])
+		} else {
+			n, err = hu.fr.Read(hu.rbuf[hu.rn:])
+		}
 		hu.rn += n
 		if hu.rn > 0 {
 			k, _ := hu.conn.Feed(hu.rbuf[:hu.rn])
@@ -361,7 +406,9 @@ func (hu *h2up) close(cause error) {
 	} else if hu.conn != nil {
 		hu.conn.Close(cause)
 	}
-	hu.l.closeFD(hu.fd)
+	if !hu.tls.abort() { // else the handshake's end closes the socket
+		hu.l.closeFD(hu.fd)
+	}
 	hu.fd = -1
 	if hu.rbuf != nil {
 		hu.l.h2ReadBufs.put(hu.rbuf)
@@ -679,6 +726,9 @@ func (c *lconn) h2requestHead(h *h2.RequestHead, bodyLen int64) {
 	h.Method = methodString(line[:sp])
 	h.Path = string(line[sp+1 : sp2])
 	h.Scheme = "http"
+	if c.tr.Settings.TLS {
+		h.Scheme = "https"
+	}
 	h.Authority = ""
 	fs := h.Fields[:0]
 	for len(rest) > 0 {

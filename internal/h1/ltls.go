@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -39,12 +40,14 @@ type TLS interface {
 	Record(cs tls.ConnectionState, err error)
 }
 
-// tlsSock is the net.Conn a connection's tls.Conn runs over: during the
-// handshake it blocks its goroutine (waiting for the loop's word that the
-// socket is ready); after it, on the loop, it is the connection's own
-// non-blocking reader and writer.
+// tlsSock is the net.Conn a connection's tls.Conn runs over (a client's,
+// or a backend's): during the handshake it blocks its goroutine (waiting
+// for the loop's word that the socket is ready); after it, on the loop,
+// it is the connection's own non-blocking reader and writer.
 type tlsSock struct {
-	c        *lconn
+	fr       *fdReader
+	fw       *fdWriter
+	remote   netip.AddrPort
 	fd       int
 	p        netpoll.Poller
 	blocking bool
@@ -66,7 +69,7 @@ func (*notYet) Temporary() bool { return true }
 
 func (s *tlsSock) Read(b []byte) (int, error) {
 	if !s.blocking {
-		n, err := s.c.fr.Read(b)
+		n, err := s.fr.Read(b)
 		if err == errWouldBlock {
 			return n, errNotYet
 		}
@@ -93,7 +96,7 @@ func (s *tlsSock) Read(b []byte) (int, error) {
 
 func (s *tlsSock) Write(b []byte) (int, error) {
 	if !s.blocking {
-		return s.c.fw.Write(b)
+		return s.fw.Write(b)
 	}
 	total := 0
 	for total < len(b) {
@@ -127,7 +130,7 @@ func (s *tlsSock) wait() error {
 
 func (s *tlsSock) Close() error                     { return nil } // the loop closes the socket
 func (s *tlsSock) LocalAddr() net.Addr              { return &net.TCPAddr{} }
-func (s *tlsSock) RemoteAddr() net.Addr             { return net.TCPAddrFromAddrPort(s.c.remote) }
+func (s *tlsSock) RemoteAddr() net.Addr             { return net.TCPAddrFromAddrPort(s.remote) }
 func (s *tlsSock) SetDeadline(time.Time) error      { return nil }
 func (s *tlsSock) SetReadDeadline(time.Time) error  { return nil }
 func (s *tlsSock) SetWriteDeadline(time.Time) error { return nil }
@@ -148,7 +151,7 @@ func (c *lconn) startHandshake(t TLS) {
 	} else {
 		ctx, cancel = context.WithCancel(ctx)
 	}
-	s := &tlsSock{c: c, fd: c.fd, p: c.l.poller, blocking: true, ready: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
+	s := &tlsSock{fr: &c.fr, fw: &c.fw, remote: c.remote, fd: c.fd, p: c.l.poller, blocking: true, ready: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
 	c.sock = s
 	c.state = lsHandshake
 	tc := tls.Server(s, t.TLSConfig())
@@ -196,9 +199,12 @@ func (c *lconn) handshaken(inc uint32, t TLS, tc *tls.Conn, err error) {
 }
 
 // handshakeEvent tells the handshake that the socket is ready.
-func (c *lconn) handshakeEvent() {
+func (c *lconn) handshakeEvent() { c.sock.wake() }
+
+// wake tells a handshake waiting for the socket that it is ready.
+func (s *tlsSock) wake() {
 	select {
-	case c.sock.ready <- struct{}{}:
+	case s.ready <- struct{}{}:
 	default:
 	}
 }

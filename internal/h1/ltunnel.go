@@ -61,7 +61,7 @@ func (c *lconn) startTunnel() {
 	c.rd.unpin()
 	if b := c.rd.buffered(); len(b) > 0 {
 		// What the client sent right behind its request.
-		u.fw.Write(b)
+		u.sink().Write(b)
 		c.rd.discard(len(b))
 	}
 	c.tunnelAlive()
@@ -97,7 +97,7 @@ func (c *lconn) tunnelIn() {
 		c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
 		err := c.rd.fill()
 		if b := c.rd.buffered(); len(b) > 0 {
-			if _, werr := u.fw.Write(b); werr != nil {
+			if _, werr := u.sink().Write(b); werr != nil {
 				c.endTunnel()
 				return
 			}
@@ -169,7 +169,7 @@ func (c *lconn) tunnelUpWritable() {
 // sent has gone out, and ends the tunnel when both are done.
 func (c *lconn) tunnelHalfClose() {
 	u := c.up
-	if c.inClosed && !c.inShut && !u.fw.busy() {
+	if c.inClosed && !c.inShut && !u.busy() {
 		c.inShut = true
 		unix.Shutdown(u.fd, unix.SHUT_WR)
 	}

@@ -346,6 +346,12 @@ type lupconn struct {
 	// inc numbers its uses.
 	h2  *h2upStream
 	inc uint32
+	// tls is the connection's TLS when its transport has it (luptls.go);
+	// tfile, from tfileOff to tfileEnd, is a file range still to go out
+	// through it (the part of a buffered request body in a file).
+	tls                upTLS
+	tfile              *os.File
+	tfileOff, tfileEnd int64
 }
 
 // dial starts a non-blocking connect to the pool's backend.
@@ -411,7 +417,7 @@ func (c *lconn) attempt() {
 // connect goes on with an attempt once the backend's address is known
 // (or known to be unknown).
 func (c *lconn) connect(p *lpool) {
-	if p.opts.Protocol == wire.ProtoH2C {
+	if p.opts.Protocol != wire.ProtoHTTP1 {
 		c.connectH2(p)
 		return
 	}
@@ -450,6 +456,12 @@ func (c *lconn) useConn(u *lupconn) {
 		c.setDeadline(dlConnect, c.tr.Settings.DialTimeout)
 		return // event() continues once connected
 	}
+	if u.needsTLS() {
+		u.state = upConnecting
+		c.setDeadline(dlConnect, c.tr.Settings.DialTimeout)
+		u.startTLS(c)
+		return
+	}
 	c.sendRequest()
 }
 
@@ -463,7 +475,7 @@ func (c *lconn) sendRequest() {
 		return
 	}
 	if u.rd.buf == nil {
-		u.rd.reset(&u.fr, c.l.readBufs.get())
+		u.rd.reset(u.src(), c.l.readBufs.get())
 	}
 	// sent counts this request's bytes, so that a failure can tell
 	// whether any of them reached the backend.
@@ -472,7 +484,7 @@ func (c *lconn) sendRequest() {
 	u.state = upWaitHead
 	u.sending = true
 	u.wbuf = c.l.writeBufs.get()
-	u.w.reset(&u.fw, u.wbuf)
+	u.w.reset(u.sink(), u.wbuf)
 	bodyLen := int64(-1)
 	if c.bodyBuf == bufferedWhole {
 		bodyLen = c.bb.Len()
@@ -514,7 +526,7 @@ func (c *lconn) sendRequest() {
 func (c *lconn) requestWritten() {
 	u := c.up
 	c.releaseUpWriter()
-	if !u.fw.busy() {
+	if !u.busy() {
 		c.requestSent()
 	}
 }
@@ -546,6 +558,10 @@ func (c *lconn) releaseUpWriterOf(u *lupconn) {
 
 // event handles readiness of a backend socket.
 func (u *lupconn) event(ev uint32) {
+	if u.tls.handshaking() {
+		u.tls.sock.wake()
+		return
+	}
 	if ev&evRdHup != 0 {
 		u.fr.rdhup = true
 	}
@@ -578,6 +594,10 @@ func (u *lupconn) event(ev uint32) {
 			c.upFailed(fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, u.pool.addr, os.NewSyscallError("connect", err)), false)
 			return
 		}
+		if u.needsTLS() {
+			u.startTLS(c)
+			return
+		}
 		c.sendRequest()
 	default:
 		c := u.client
@@ -596,16 +616,16 @@ func (u *lupconn) event(ev uint32) {
 				return
 			}
 		}
-		if ev&evOut != 0 && u.state == upTunnel && u.fw.busy() {
-			if _, err := u.fw.flushPending(); err != nil {
+		if ev&evOut != 0 && u.state == upTunnel && u.busy() {
+			if _, err := u.flushPending(); err != nil {
 				c.endTunnel()
 				return
 			}
 			c.tunnelUpWritable()
 			return
 		}
-		if ev&evOut != 0 && u.sending && u.fw.busy() {
-			done, err := u.fw.flushPending()
+		if ev&evOut != 0 && u.sending && u.busy() {
+			done, err := u.flushPending()
 			switch {
 			case err != nil:
 				// The backend stopped taking the request. It may
@@ -857,7 +877,10 @@ func (u *lupconn) close() {
 
 func (u *lupconn) closeFD() {
 	u.state = upClosed
-	u.l.closeFD(u.fd)
+	u.tfile = nil
+	if !u.tls.abort() { // else the handshake's end closes the socket
+		u.l.closeFD(u.fd)
+	}
 	u.fd = -1
 	if u.rd.buf != nil {
 		u.l.readBufs.put(u.rd.buf)

@@ -196,7 +196,11 @@ func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream) (*proxy.
 		MaxQueuePerBackend:    uc.Transport.MaxQueuePerBackend,
 		QueueTimeout:          uc.Transport.QueueTimeout.D(),
 		Protocol:              wireProtocol(uc.Transport.Protocol),
+		TLS:                   uc.Transport.TLS != nil,
 	}}
+	if ct := g.clientTLS[uc.Name]; ct != nil { // a nil *Client in the interface would not be nil
+		up.Transport.TLS = ct
+	}
 
 	if rc := uc.Retries; rc != nil {
 		cond := rc.Conditions()

@@ -106,10 +106,7 @@ func TestHTTPSThroughTheEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "http/1.1"
-	if engineServesHTTP2 {
-		want = "h2"
-	}
+	want := "h2"
 	if got := conn.ConnectionState().NegotiatedProtocol; got != want {
 		t.Errorf("ALPN: got %q, want %q", got, want)
 	}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"time"
 
@@ -14,38 +13,16 @@ import (
 	"github.com/helios-lb/helios/internal/wire"
 )
 
-// NotServedYet returns an error naming every configured feature that the
-// HTTP engine does not serve yet (cleartext HTTP/2 and TLS or HTTP/2 to
-// backends, issue 11), or nil. `helios serve` and file reloads refuse such
-// a config rather than serve, say, an h2c listener as HTTP/1.1 or an
-// upstream's TLS in cleartext. The configuration and the upstream TLS
-// configs are built already (and tested); this and engineServesHTTP2 are
-// the places to shrink as the engine learns each protocol.
-func NotServedYet(cfg *config.Config) error {
-	var errs []error
-	for i, u := range cfg.Upstreams {
-		if u.Transport.Protocol == config.ProtocolH2 {
-			errs = append(errs, fmt.Errorf("upstreams[%d] (%s): transport.protocol %s is not spoken by this engine yet", i, u.Name, u.Transport.Protocol))
-		} else if u.Transport.TLS != nil {
-			errs = append(errs, fmt.Errorf("upstreams[%d] (%s): transport.tls is not spoken by this engine yet", i, u.Name))
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // wireProtocol maps a transport's validated protocol onto the engine's.
 func wireProtocol(p string) wire.Protocol {
-	if p == config.ProtocolH2C {
+	switch p {
+	case config.ProtocolH2C:
 		return wire.ProtoH2C
+	case config.ProtocolH2:
+		return wire.ProtoH2
 	}
 	return wire.ProtoHTTP1
 }
-
-// engineServesHTTP2 says whether the engine speaks HTTP/2 on TLS
-// connections. Until it does, TLS listeners offer http/1.1 alone in ALPN
-// whatever their http2 key says (curl and browsers would otherwise pick h2
-// and get HTTP/1.1 bytes), and the start and reloads log it.
-const engineServesHTTP2 = true
 
 // tlsVersion maps a validated min_version to crypto/tls's constant.
 func tlsVersion(v string) uint16 {
@@ -60,7 +37,7 @@ func serverTLSOptions(cfg *config.Config, lc config.Listener) tlsconf.ServerOpti
 	t := lc.TLS
 	o := tlsconf.ServerOptions{
 		MinVersion:            tlsVersion(t.MinVersion),
-		HTTP2:                 lc.OffersHTTP2() && engineServesHTTP2,
+		HTTP2:                 lc.OffersHTTP2(),
 		DisableSessionTickets: !t.Tickets(),
 		HandshakeTimeout:      t.HandshakeTimeout.D(),
 		MaxHandshakes:         t.MaxHandshakes,
@@ -95,7 +72,6 @@ func clientTLSOptions(cfg *config.Config, t config.Transport) tlsconf.ClientOpti
 // newTLSProvider builds the TLS provider of a listener with a tls block.
 func (s *Server) newTLSProvider(cfg *config.Config, lc config.Listener) (*tlsconf.Provider, error) {
 	log := s.log.With(zap.String("listener", lc.Name))
-	s.warnHTTP2(lc)
 	p, err := tlsconf.NewProvider(lc.Name, serverTLSOptions(cfg, lc), tlsconf.Env{
 		OnStaple: func(file string, next time.Time, err error) {
 			if err != nil {
@@ -109,15 +85,6 @@ func (s *Server) newTLSProvider(cfg *config.Config, lc config.Listener) (*tlscon
 		return nil, fmt.Errorf("listener %s: tls: %w", lc.Name, err)
 	}
 	return p, nil
-}
-
-// warnHTTP2 says that a listener asking for HTTP/2 gets HTTP/1.1 only,
-// while the engine does not speak HTTP/2.
-func (s *Server) warnHTTP2(lc config.Listener) {
-	if lc.OffersHTTP2() && !engineServesHTTP2 {
-		s.log.Info("HTTP/2 is not served by this engine yet: the listener offers http/1.1 alone in ALPN",
-			zap.String("listener", lc.Name))
-	}
 }
 
 // prepareTLS loads the new TLS settings of every listener a reload keeps
@@ -138,7 +105,6 @@ func (s *Server) prepareTLS(cfg *config.Config) (commit func(), err error) {
 		case lc.TLS == nil:
 			continue
 		}
-		s.warnHTTP2(lc)
 		u, err := bl.tls.Prepare(serverTLSOptions(cfg, lc))
 		if err != nil {
 			return nil, fmt.Errorf("listener %s: tls: %w", lc.Name, err)

@@ -132,9 +132,6 @@ func (s *Server) ReloadFile() (problems []string, err error) {
 	for _, w := range cfg.Warnings {
 		s.log.Warn(w.String())
 	}
-	if err := NotServedYet(cfg); err != nil {
-		return nil, err
-	}
 	return nil, s.Reload(cfg)
 }
 

@@ -9,6 +9,7 @@
 package wire
 
 import (
+	"crypto/tls"
 	"errors"
 	"net/http"
 	"net/netip"
@@ -134,6 +135,19 @@ type Transport struct {
 	Name string
 	// Settings tune the connections.
 	Settings TransportSettings
+	// TLS says how to make TLS connections to the backends when
+	// Settings.TLS is set (tlsconf.Client implements it).
+	TLS ClientTLS
+}
+
+// ClientTLS is the TLS an engine dials backends with.
+type ClientTLS interface {
+	// Config returns the configuration of a connection to the backend at
+	// addr (its SNI and the name its certificate is checked against).
+	Config(addr string) *tls.Config
+	// CheckALPN refuses a handshake whose protocol is not what the
+	// transport speaks (h2 for Protocol ProtoH2).
+	CheckALPN(cs tls.ConnectionState) error
 }
 
 // Local is a net/http handler that an engine serves as an in-process
@@ -176,6 +190,11 @@ type TransportSettings struct {
 	QueueTimeout time.Duration
 	// Protocol is what is spoken to the backends. Zero: HTTP/1.1.
 	Protocol Protocol
+	// TLS makes the connections TLS, as Transport.TLS says. False:
+	// cleartext. (A flag here, so that connections are pooled apart by
+	// it; the configuration itself may be rebuilt by a reload without
+	// dropping warm connections.)
+	TLS bool
 }
 
 // Protocol is a protocol spoken to backends.
@@ -189,6 +208,9 @@ const (
 	// are streams multiplexed on a few connections per backend, up to
 	// the backend's SETTINGS_MAX_CONCURRENT_STREAMS each.
 	ProtoH2C
+	// ProtoH2 is HTTP/2 over TLS (Settings.TLS), agreed through ALPN,
+	// multiplexed as ProtoH2C is.
+	ProtoH2
 )
 
 // Action tells an engine that cannot block what to do next with a request

@@ -997,20 +997,7 @@ func (c *lconn) close() {
 	if c.h2 != nil {
 		c.closeH2()
 	}
-	c.dropUp(false)
-	c.resolving = nil
-	if c.queued != nil {
-		c.queued.unqueue(c)
-	}
-	c.streaming, c.buffering = false, false
-	c.bodyDeadline = 0
-	if !c.spilling {
-		c.bb.Close()
-	}
-	if c.file.File != nil {
-		c.file.File.Release()
-		c.file.File = nil
-	}
+	c.dropExchange()
 	c.l.closeFD(c.fd)
 	c.fd = -1
 	c.l.conns.remove(c)
@@ -1029,6 +1016,26 @@ func (c *lconn) close() {
 	c.nodelay = false
 	c.tls, c.sock = nil, nil
 	c.l.freeConn(c)
+}
+
+// dropExchange lets go of what an exchange holds when its connection (or
+// stream) closes: its backend connection, its place in a lookup's or a
+// capped backend's wait, its request body buffer and its file.
+func (c *lconn) dropExchange() {
+	c.dropUp(false)
+	c.resolving = nil
+	if c.queued != nil {
+		c.queued.unqueue(c)
+	}
+	c.streaming, c.buffering = false, false
+	c.bodyDeadline = 0
+	if !c.spilling {
+		c.bb.Close()
+	}
+	if c.file.File != nil {
+		c.file.File.Release()
+		c.file.File = nil
+	}
 }
 
 // --- wire.Exchange ---

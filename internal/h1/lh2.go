@@ -69,12 +69,8 @@ type h2conn struct {
 type h2stream struct {
 	parent *lconn
 	s      *h2.Stream
-	// in holds what the stream received, as HTTP/1.1 bytes, from inR on.
-	in  []byte
-	inR int
-	// ended: the client's side of the stream is over (all of in is the
-	// request); chunked: the body is rendered in chunks.
-	ended, chunked bool
+	// h1msg is what the stream received, rendered as HTTP/1.1.
+	h1msg
 	// pumping guards the answer's pump against re-entry from the
 	// stream's OnWritable; calling counts the exchange's calls into the
 	// stream under way (OnReset).
@@ -321,23 +317,7 @@ func (h *h2conn) OnData(s *h2.Stream, p []byte, end bool) {
 	if sc == nil {
 		return
 	}
-	st := sc.h2s
-	if len(p) > 0 {
-		if st.chunked {
-			st.in = appendHex(st.in, int64(len(p)))
-			st.in = append(st.in, "\r\n"...)
-			st.in = append(st.in, p...)
-			st.in = append(st.in, "\r\n"...)
-		} else {
-			st.in = append(st.in, p...)
-		}
-	}
-	if end {
-		st.ended = true
-		if st.chunked {
-			st.in = append(st.in, "0\r\n\r\n"...)
-		}
-	}
+	sc.h2s.data(p, end)
 	h.c.l.deliver(sc, evIn)
 }
 
@@ -348,13 +328,7 @@ func (h *h2conn) OnTrailers(s *h2.Stream, fields []h2.Field) {
 	if sc == nil {
 		return
 	}
-	st := sc.h2s
-	st.ended = true
-	if st.chunked {
-		st.in = append(st.in, "0\r\n"...)
-		st.in = appendFields(st.in, fields)
-		st.in = append(st.in, "\r\n"...)
-	}
+	sc.h2s.trailers(fields)
 	h.c.l.deliver(sc, evIn)
 }
 
@@ -492,21 +466,8 @@ type h2src struct{ c *lconn }
 
 func (r h2src) Read(p []byte) (int, error) {
 	st := r.c.h2s
-	if st.inR == len(st.in) {
-		if st.ended {
-			return 0, io.EOF
-		}
-		return 0, errWouldBlock
-	}
-	n := copy(p, st.in[st.inR:])
-	st.inR += n
-	if st.inR == len(st.in) {
-		st.in, st.inR = st.in[:0], 0
-		if cap(st.in) > maxIdlePending && !st.ended {
-			st.in = nil
-		}
-	}
-	if st.s != nil {
+	n, err := st.read(p)
+	if n > 0 && st.s != nil {
 		// Framing bytes count too: the credit runs ahead of the body by
 		// a head and a few bytes a frame, which the machine clamps to
 		// what it delivered.
@@ -514,7 +475,7 @@ func (r h2src) Read(p []byte) (int, error) {
 		st.s.Consumed(n)
 		st.calling--
 	}
-	return n, nil
+	return n, err
 }
 
 // streamEvent handles what the stream's connection tells its exchange:
@@ -585,20 +546,7 @@ func (c *lconn) closeStream() {
 		s.SetUser(nil)
 	}
 	c.state = lsClosed
-	c.dropUp(false)
-	c.resolving = nil
-	if c.queued != nil {
-		c.queued.unqueue(c)
-	}
-	c.streaming, c.buffering = false, false
-	c.bodyDeadline = 0
-	if !c.spilling {
-		c.bb.Close()
-	}
-	if c.file.File != nil {
-		c.file.File.Release()
-		c.file.File = nil
-	}
+	c.dropExchange()
 	c.l.streams.remove(c)
 	if c.rd.buf != nil {
 		c.l.headBufs.put(c.rd.buf)
@@ -623,13 +571,10 @@ func (l *loop) allocStream() *h2stream {
 // freeStream keeps stream state for reuse.
 func (l *loop) freeStream(st *h2stream) {
 	st.parent, st.s = nil, nil
-	st.in, st.inR = st.in[:0], 0
-	if cap(st.in) > maxIdlePending {
-		st.in = nil
-	}
+	st.h1msg.reset()
 	clear(st.fields)
 	st.fields = st.fields[:0]
-	st.ended, st.chunked, st.pumping = false, false, false
+	st.pumping = false
 	st.calling = 0
 	st.carry, st.carryEnd, st.eof = st.carry[:0], false, false
 	if cap(st.carry) > maxIdlePending {

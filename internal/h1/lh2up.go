@@ -69,14 +69,10 @@ type upWait struct {
 type h2upStream struct {
 	hu *h2up
 	s  *h2.Stream
-	// in holds the answer rendered as HTTP/1.1, from inR on; ended: the
-	// backend's side is over; chunked: the body is rendered in chunks;
-	// err: what the stream ended with when it was reset.
-	in      []byte
-	inR     int
-	ended   bool
-	chunked bool
-	err     error
+	// h1msg is the answer rendered as HTTP/1.1; err is what the stream
+	// ended with when it was reset.
+	h1msg
+	err error
 	// headersOnly: the answer ended with its head (gRPC's
 	// trailers-only answer), which an HTTP/2 client gets as one HEADERS
 	// frame ending the stream; addedLength: its content-length: 0 is
@@ -174,21 +170,9 @@ func (c *lconn) connectH2(p *lpool) {
 
 // dialH2 starts a connection to p's backend for transport tr.
 func (l *loop) dialH2(p *lpool, tr *wire.Transport) (*h2up, error) {
-	if p.sa == nil {
-		return nil, fmt.Errorf("%w: resolving %s: %w", wire.ErrConnect, p.addr, p.err)
-	}
-	fd, err := netpoll.Socket(p.family)
+	fd, connected, err := l.connect(p)
 	if err != nil {
-		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, os.NewSyscallError("socket", err))
-	}
-	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	if l.eng.dialControl != nil {
-		l.eng.dialControl(fd)
-	}
-	err = unix.Connect(fd, p.sa)
-	if err != nil && err != unix.EINPROGRESS && err != unix.EINTR {
-		netpoll.CloseFD(fd)
-		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, os.NewSyscallError("connect", err))
+		return nil, err
 	}
 	hu := &h2up{l: l, pool: p, fd: fd, connecting: true, lastTick: l.now, tr: tr}
 	hu.fr = fdReader{fd: fd, p: l.poller}
@@ -200,7 +184,7 @@ func (l *loop) dialH2(p *lpool, tr *wire.Transport) (*h2up, error) {
 	p.open++
 	p.h2 = append(p.h2, hu)
 	l.h2ups = append(l.h2ups, hu)
-	if err == nil {
+	if connected {
 		hu.established()
 	}
 	return hu, nil
@@ -476,23 +460,7 @@ func (hu *h2up) OnData(s *h2.Stream, p []byte, end bool) {
 	if u == nil {
 		return
 	}
-	st := u.h2
-	if len(p) > 0 {
-		if st.chunked {
-			st.in = appendHex(st.in, int64(len(p)))
-			st.in = append(st.in, "\r\n"...)
-			st.in = append(st.in, p...)
-			st.in = append(st.in, "\r\n"...)
-		} else {
-			st.in = append(st.in, p...)
-		}
-	}
-	if end {
-		st.ended = true
-		if st.chunked {
-			st.in = append(st.in, "0\r\n\r\n"...)
-		}
-	}
+	u.h2.data(p, end)
 	hu.l.deliver(u, evIn)
 }
 
@@ -503,12 +471,7 @@ func (hu *h2up) OnTrailers(s *h2.Stream, fields []h2.Field) {
 		return
 	}
 	st := u.h2
-	st.ended = true
-	if st.chunked {
-		st.in = append(st.in, "0\r\n"...)
-		st.in = appendFields(st.in, fields)
-		st.in = append(st.in, "\r\n"...)
-	} else {
+	if !st.trailers(fields) {
 		st.trailer = appendFields(st.trailer[:0], fields)
 	}
 	hu.l.deliver(u, evIn)
@@ -601,10 +564,9 @@ func (u *lupconn) endStream() {
 	}
 	u.rd.r, u.rd.w, u.rd.pin = 0, 0, 0
 	hu := st.hu
-	*st = h2upStream{in: st.in[:0], carry: st.carry[:0], trailer: st.trailer[:0], head: h2.RequestHead{Fields: st.head.Fields[:0]}}
-	if cap(st.in) > maxIdlePending {
-		st.in = nil
-	}
+	msg := st.h1msg
+	msg.reset()
+	*st = h2upStream{h1msg: msg, carry: st.carry[:0], trailer: st.trailer[:0], head: h2.RequestHead{Fields: st.head.Fields[:0]}}
 	if cap(st.carry) > maxIdlePending {
 		st.carry = nil
 	}
@@ -622,24 +584,16 @@ type h2upSrc struct{ u *lupconn }
 
 func (r h2upSrc) Read(p []byte) (int, error) {
 	st := r.u.h2
-	if st.inR == len(st.in) {
-		st.in, st.inR = st.in[:0], 0
-		switch {
-		case st.err != nil:
-			return 0, st.err
-		case st.ended:
-			return 0, io.EOF
-		}
-		return 0, errWouldBlock
+	if st.inR == len(st.in) && st.err != nil {
+		return 0, st.err
 	}
-	n := copy(p, st.in[st.inR:])
-	st.inR += n
-	if st.s != nil {
+	n, err := st.read(p)
+	if n > 0 && st.s != nil {
 		st.calling++
 		st.s.Consumed(n)
 		st.calling--
 	}
-	return n, nil
+	return n, err
 }
 
 // sendRequestH2 opens the exchange's stream and sends its request: the
@@ -935,17 +889,6 @@ func methodString(m []byte) string {
 		return "PATCH"
 	}
 	return string(m)
-}
-
-// appendFields appends fields as "name: value\r\n" lines.
-func appendFields(b []byte, fields []h2.Field) []byte {
-	for _, f := range fields {
-		b = append(b, f.Name...)
-		b = append(b, ": "...)
-		b = append(b, f.Value...)
-		b = append(b, "\r\n"...)
-	}
-	return b
 }
 
 // teTrailers reports whether the request's TE field names "trailers".

@@ -372,27 +372,15 @@ func (l *loop) dial(p *lpool) (*lupconn, error) {
 		}
 		return u, nil
 	}
-	if p.sa == nil {
-		return nil, fmt.Errorf("%w: resolving %s: %w", wire.ErrConnect, p.addr, p.err)
-	}
-	fd, err := netpoll.Socket(p.family)
+	fd, connected, err := l.connect(p)
 	if err != nil {
-		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, os.NewSyscallError("socket", err))
-	}
-	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	if l.eng.dialControl != nil {
-		l.eng.dialControl(fd)
-	}
-	err = unix.Connect(fd, p.sa)
-	if err != nil && err != unix.EINPROGRESS && err != unix.EINTR {
-		netpoll.CloseFD(fd)
-		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, os.NewSyscallError("connect", err))
+		return nil, err
 	}
 	p.open++
 	u := &lupconn{l: l, pool: p, fd: fd, state: upConnecting}
 	u.fr = fdReader{fd: fd, p: l.poller}
 	u.fw = fdWriter{fd: fd, p: l.poller, file: -1}
-	if err == nil {
+	if connected {
 		u.state = upIdle // connected already; sendRequest follows at once
 	}
 	if err := l.register(fd, u); err != nil {
@@ -401,6 +389,33 @@ func (l *loop) dial(p *lpool) (*lupconn, error) {
 		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, err)
 	}
 	return u, nil
+}
+
+// connect starts a non-blocking connect to p's backend; connected
+// reports that it is done already.
+func (l *loop) connect(p *lpool) (fd int, connected bool, err error) {
+	if l.eng.stopped.Load() {
+		// Closing everything: an exchange a closed connection failed
+		// must not open another (and be failed again, for ever).
+		return -1, false, fmt.Errorf("%w: %s: %w", wire.ErrConnect, p.addr, errEngineClosed)
+	}
+	if p.sa == nil {
+		return -1, false, fmt.Errorf("%w: resolving %s: %w", wire.ErrConnect, p.addr, p.err)
+	}
+	fd, err = netpoll.Socket(p.family)
+	if err != nil {
+		return -1, false, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, os.NewSyscallError("socket", err))
+	}
+	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	if l.eng.dialControl != nil {
+		l.eng.dialControl(fd)
+	}
+	err = unix.Connect(fd, p.sa)
+	if err != nil && err != unix.EINPROGRESS && err != unix.EINTR {
+		netpoll.CloseFD(fd)
+		return -1, false, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, os.NewSyscallError("connect", err))
+	}
+	return fd, err == nil, nil
 }
 
 // attempt sends the request to the chosen backend: a pooled connection,

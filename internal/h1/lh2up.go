@@ -56,6 +56,9 @@ type h2up struct {
 	// than the backend is likely to allow.
 	opening  int
 	lastTick int64
+	// connectBy is when a connect still under way is given up (the
+	// transport's dial timeout; 0: never, the system's limit).
+	connectBy int64
 }
 
 // upWait is a stream waiting for its connection to be set up, and which
@@ -175,6 +178,9 @@ func (l *loop) dialH2(p *lpool, tr *wire.Transport) (*h2up, error) {
 		return nil, err
 	}
 	hu := &h2up{l: l, pool: p, fd: fd, connecting: true, lastTick: l.now, tr: tr}
+	if d := tr.Settings.DialTimeout; d > 0 {
+		hu.connectBy = l.now + int64(d)
+	}
 	hu.fr = fdReader{fd: fd, p: l.poller}
 	hu.fw = fdWriter{fd: fd, p: l.poller, file: -1}
 	if err := l.register(fd, hu); err != nil {
@@ -367,6 +373,12 @@ func (hu *h2up) check() {
 
 // tick gives the machine the time (pings, idle, settings timeouts).
 func (hu *h2up) tick(now int64) {
+	if hu.connecting && !hu.closed && !hu.tls.handshaking() && hu.connectBy != 0 && now >= hu.connectBy {
+		// The connect took longer than the dial timeout: given up, as an
+		// HTTP/1.1 one is (a handshake has its own bound).
+		hu.close(fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, hu.pool.addr, os.ErrDeadlineExceeded))
+		return
+	}
 	if hu.closed || hu.connecting || now-hu.lastTick < int64(time.Second) {
 		return
 	}
@@ -546,6 +558,9 @@ func (u *lupconn) endStream() {
 		return
 	}
 	st := u.h2
+	if hu := st.hu; hu != nil && hu.connecting && u.state == upIdle && hu.opening > 0 {
+		hu.opening-- // it gave up waiting for the connection
+	}
 	if s := st.s; s != nil {
 		// An answer read whole whose stream has not ended yet (its
 		// END_STREAM or trailers still to come), after a request sent
@@ -646,7 +661,8 @@ func (c *lconn) sendRequestH2() {
 	st.s = s
 	s.SetUser(u)
 	if len(first) > 0 {
-		c.bodySent = c.bodySent || !c.replay
+		// Not bodySent: what buffering holds, or a small body kept for a
+		// retry, can be sent again (as on HTTP/1.1).
 		c.h2upData(first, end)
 	}
 	c.setDeadline(dlUpHead, c.tr.Settings.ResponseHeaderTimeout)

@@ -194,6 +194,9 @@ func (l *loop) startConn(c *lconn, ll *LoopListener, fd int, remote netip.AddrPo
 	c.readPending = false
 	c.tls, c.sock, c.tlsVer = nil, nil, nil
 	c.h2, c.h2s = nil, nil
+	// No deadline of the lconn's last use may fire on this one (a TLS
+	// connection sets none until its handshake is done).
+	c.deadline, c.dkind, c.bodyDeadline = 0, dlNone, 0
 	c.fresh = l.now
 	c.inc++
 	l.conns.add(c)

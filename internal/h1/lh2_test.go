@@ -2297,3 +2297,40 @@ func testLoopH2TLSServesHTTP1(t *testing.T, k netpoll.Kind) {
 		})
 	}
 }
+
+// TestLoopH2TickDeadlineNotInherited: an lconn that served an HTTP/2
+// connection (its tick deadline set) and went back to the free list must
+// not carry that deadline into the next connection it serves. A TLS
+// connection sets no deadline until its handshake is done, so the stale
+// tick fired on a connection still handshaking and panicked (no HTTP/2
+// session to tick); seen under h2load's connection churn.
+func TestLoopH2TickDeadlineNotInherited(t *testing.T) {
+	run(t, func(t *testing.T, k netpoll.Kind) {
+		p, tp := startH2Proxy(t, k, loopConfig{}, true)
+		c := newH2Client(t, p.addr, tp)
+		if r := c.get("/fixed/a"); r.status != 200 {
+			t.Fatalf("first request: got %d, want 200", r.status)
+		}
+		c.close() // its lconn goes back to the loop's free list, tick deadline set
+		// The next connection takes that lconn; it only connects, so it
+		// stays in its handshake past the old tick deadline.
+		nc, err := net.DialTimeout("tcp", p.addr, testTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		time.Sleep(1500 * time.Millisecond) // past the tick the last use had due, and a sweep
+		tc := tls.Client(nc, &tls.Config{RootCAs: tp.pool, ServerName: "localhost", NextProtos: []string{"http/1.1"}})
+		tc.SetDeadline(time.Now().Add(testTimeout))
+		if _, err := io.WriteString(tc, "GET /fixed/a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+			t.Fatalf("the connection that reused the lconn: got %v, want it served", err)
+		}
+		out, _ := io.ReadAll(tc)
+		if !strings.HasPrefix(string(out), "HTTP/1.1 200") {
+			t.Errorf("answer: got %q, want a 200", out)
+		}
+		if got := p.eng.Panics(); got != 0 {
+			t.Errorf("panics: got %d, want 0", got)
+		}
+	})
+}

@@ -285,6 +285,7 @@ func (hu *h2up) event(ev uint32) {
 	}
 	if hu.tls.handshaking() {
 		hu.tls.sock.wake()
+		hu.l.handshakesWoken = true
 		return
 	}
 	if hu.connecting {

@@ -454,6 +454,10 @@ type loop struct {
 	// held are the HTTP/2 connections whose output is gathered until the
 	// end of the loop's batch of events (hold).
 	held []*h2.Conn
+	// handshakesWoken: the batch started a TLS handshake's goroutine or
+	// told one its socket is ready; the loop then yields its processor
+	// once (run).
+	handshakesWoken bool
 }
 
 // hold gathers conn's output until the end of the loop's current batch
@@ -559,6 +563,14 @@ func (l *loop) run() {
 			l.sweep()
 		}
 		l.releaseHeld()
+		if l.handshakesWoken {
+			// A handshake's goroutine, woken by this batch, waits in this
+			// processor's run queue; a busy loop would keep it waiting
+			// until the scheduler preempts the loop (10 ms), once per
+			// round trip of the handshake. Let it run now.
+			l.handshakesWoken = false
+			runtime.Gosched()
+		}
 	}
 }
 

@@ -157,6 +157,7 @@ func (c *lconn) startHandshake(t TLS) {
 	tc := tls.Server(s, t.TLSConfig())
 	inc := c.inc
 	l := c.l
+	l.handshakesWoken = true
 	go func() {
 		err := tc.HandshakeContext(ctx)
 		cancel()
@@ -199,7 +200,10 @@ func (c *lconn) handshaken(inc uint32, t TLS, tc *tls.Conn, err error) {
 }
 
 // handshakeEvent tells the handshake that the socket is ready.
-func (c *lconn) handshakeEvent() { c.sock.wake() }
+func (c *lconn) handshakeEvent() {
+	c.sock.wake()
+	c.l.handshakesWoken = true
+}
 
 // wake tells a handshake waiting for the socket that it is ready.
 func (s *tlsSock) wake() {

@@ -575,6 +575,7 @@ func (c *lconn) releaseUpWriterOf(u *lupconn) {
 func (u *lupconn) event(ev uint32) {
 	if u.tls.handshaking() {
 		u.tls.sock.wake()
+		u.l.handshakesWoken = true
 		return
 	}
 	if ev&evRdHup != 0 {

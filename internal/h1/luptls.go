@@ -41,6 +41,7 @@ func (l *loop) startUpTLS(t *upTLS, fd int, fr *fdReader, fw *fdWriter, tr *wire
 	t.sock = &tlsSock{fr: fr, fw: fw, fd: fd, p: l.poller, blocking: true, ready: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
 	t.tc = tls.Client(t.sock, tr.TLS.Config(addr))
 	tc, ctls := t.tc, tr.TLS
+	l.handshakesWoken = true
 	go func() {
 		err := tc.HandshakeContext(ctx)
 		cancel()

@@ -19,17 +19,7 @@ import (
 // temporary directory natively (sendfile), with tls when set.
 func fileProxy(t *testing.T, k netpoll.Kind, files map[string][]byte, tp *testTLS) *loopProxy {
 	t.Helper()
-	dir := t.TempDir()
-	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h, err := static.New(dir, "", "/files", static.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
+	h := fileHandler(t, files)
 	cfg := loopConfig{}
 	if tp != nil {
 		cfg.opts.TLS = tp
@@ -42,6 +32,24 @@ func fileProxy(t *testing.T, k netpoll.Kind, files map[string][]byte, tp *testTL
 	}
 	p.pipe.Swap(&proxy.Graph{Routes: tab, Recorder: p})
 	return p
+}
+
+// fileHandler serves files, written to a temporary directory, under
+// /files/ (internal/static's planner, which the loop serves itself).
+func fileHandler(t *testing.T, files map[string][]byte) *static.Handler {
+	t.Helper()
+	dir := t.TempDir()
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := static.New(dir, "", "/files", static.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
 }
 
 // TestLoopFiles serves static files from the loop: whole, in ranges, HEAD,

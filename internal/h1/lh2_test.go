@@ -57,7 +57,7 @@ func h2TLS(t testing.TB) *testTLS {
 // HTTP/1.1: over TLS offering h2 when tlsOn (the provider is returned),
 // as h2c otherwise. When the test ends, once its clients have closed
 // their connections (their cleanups run first), no stream may be left on
-// the loops and the loops' HTTP/2 bookkeeping must be consistent.
+// the loops and the loops' bookkeeping must be consistent (checkInvariants).
 func startH2Proxy(t *testing.T, k netpoll.Kind, cfg loopConfig, tlsOn bool) (*loopProxy, *testTLS) {
 	t.Helper()
 	var tp *testTLS
@@ -70,7 +70,7 @@ func startH2Proxy(t *testing.T, k netpoll.Kind, cfg loopConfig, tlsOn bool) (*lo
 	p := startLoopProxy(t, k, cfg)
 	t.Cleanup(func() {
 		waitFor(t, "every stream to end once its connection closed", func() bool { return p.openStreams() == 0 })
-		p.checkH2Invariants()
+		p.checkInvariants()
 	})
 	return p, tp
 }
@@ -86,90 +86,6 @@ func (p *loopProxy) openStreams() int {
 		})
 	}
 	return n
-}
-
-// checkH2Invariants checks, on each loop, what checkInvariants does not
-// look at: every listed stream is live and belongs to a live HTTP/2
-// connection of its loop, and no buffer (a stream's, an HTTP/2
-// connection's read buffer, any free list's) is held twice.
-func (p *loopProxy) checkH2Invariants() {
-	p.t.Helper()
-	for _, l := range p.eng.loops {
-		var errs []string
-		l.do(func() { errs = l.h2InvariantErrors() })
-		for _, e := range errs {
-			p.t.Errorf("loop %d: %s", l.id, e)
-		}
-	}
-}
-
-func (l *loop) h2InvariantErrors() []string {
-	var errs []string
-	bufs := map[*byte]string{}
-	own := func(b []byte, who string) {
-		if cap(b) == 0 {
-			return
-		}
-		p := &b[:1][0]
-		if prev, ok := bufs[p]; ok {
-			errs = append(errs, fmt.Sprintf("buffer held by %s and %s", prev, who))
-		}
-		bufs[p] = who
-	}
-	live := map[*lconn]bool{}
-	for c := l.conns.head; c != nil; c = c.next {
-		live[c] = true
-		who := fmt.Sprintf("conn fd %d", c.fd)
-		if c.state == lsH2 && c.h2 == nil {
-			errs = append(errs, who+": HTTP/2 without a session")
-		}
-		if c.h2 != nil {
-			own(c.h2.rbuf, who+" HTTP/2 read buffer")
-		}
-		own(c.rd.buf, who+" read buffer")
-		own(c.wbuf, who+" write buffer")
-		if c.up != nil {
-			own(c.up.rd.buf, who+" backend read buffer")
-		}
-	}
-	for c := l.streams.head; c != nil; c = c.next {
-		st := c.h2s
-		who := "stream"
-		if st != nil && st.s != nil {
-			who = fmt.Sprintf("stream %d", st.s.ID())
-		}
-		switch {
-		case st == nil:
-			errs = append(errs, "a listed stream has no stream state")
-			continue
-		case c.state == lsClosed:
-			errs = append(errs, who+": closed but listed")
-		case !live[st.parent] || st.parent.state != lsH2:
-			errs = append(errs, who+": its connection is not a live HTTP/2 connection of this loop")
-		}
-		own(c.rd.buf, who+" read buffer")
-		own(c.wbuf, who+" write buffer")
-		if c.up != nil {
-			own(c.up.rd.buf, who+" backend read buffer")
-			if c.up.client != c {
-				errs = append(errs, who+": its backend connection serves another client")
-			}
-		}
-	}
-	for _, fl := range []struct {
-		name string
-		l    *bufList
-	}{{"read", &l.readBufs}, {"head", &l.headBufs}, {"write", &l.writeBufs}, {"HTTP/2 read", &l.h2ReadBufs}, {"HTTP/2 output", &l.h2OutBufs}} {
-		for i, b := range fl.l.bufs {
-			own(b, fmt.Sprintf("%s free list [%d]", fl.name, i))
-		}
-	}
-	for _, st := range l.freeStreams {
-		if st.parent != nil || st.s != nil {
-			errs = append(errs, "a free stream state still points to its stream")
-		}
-	}
-	return errs
 }
 
 // h2Client is golang.org/x/net/http2's client for one listener (h2c with
@@ -1097,17 +1013,7 @@ func testLoopH2FlowControl(t *testing.T, k netpoll.Kind) {
 // the loop's own file answers) under /files/ in front of p's routes.
 func addFileRoute(t *testing.T, p *loopProxy, files map[string][]byte) *static.Handler {
 	t.Helper()
-	dir := t.TempDir()
-	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h, err := static.New(dir, "", "/files", static.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
+	h := fileHandler(t, files)
 	tab, err := route.New([]route.Entry[*proxy.Route]{
 		{Name: "files", PathPrefix: "/files/", Value: &proxy.Route{Name: "files", Static: &wire.Local{Name: "files", Handler: h}}},
 		{Name: "fixed", PathPrefix: "/fixed/", Value: &proxy.Route{Name: "fixed", Respond: &fixedRoute}},
@@ -1701,7 +1607,7 @@ func testLoopH2ClientCloses(t *testing.T, k netpoll.Kind) {
 				if got := p.openStreams(); got != n {
 					t.Errorf("got %d streams on the loop, want %d", got, n)
 				}
-				p.checkH2Invariants()
+				p.checkInvariants()
 				tt.leave(c.nc)
 				for i := 0; i < n; i++ {
 					if rec := p.nextRec(t); rec.Status != proxy.StatusClientClosed || !errors.Is(rec.Err, wire.ErrClientGone) {
@@ -1870,7 +1776,7 @@ func testLoopH2Shutdown(t *testing.T, k netpoll.Kind) {
 				c := dialH2Raw(t, p.addr, tp, 0)
 				c.request(1, "GET", "/slow", true)
 				be.waitReached(t)
-				p.checkH2Invariants()
+				p.checkInvariants()
 				c.autoPing = false
 				p.ll.Stop()
 				shut := make(chan error, 1)
@@ -2020,7 +1926,7 @@ func testH2Panic(t *testing.T, k netpoll.Kind, tlsOn bool, path string) {
 		slow <- r
 	}()
 	waitFor(t, "the slow request to reach the backend", slowSeen.Load)
-	p.checkH2Invariants()
+	p.checkInvariants()
 	// The panicking stream's own outcome is not the point: its answer
 	// may have gone before the recorder ran.
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)

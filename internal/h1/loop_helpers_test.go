@@ -259,8 +259,11 @@ func (p *loopProxy) closeListener() {
 
 // checkInvariants checks, on each loop, that the loop's bookkeeping is
 // consistent: live connections registered under their fd, pooled backend
-// connections idle and registered, and no buffer both free and in use
-// (or free twice), which would let two connections write into one.
+// connections idle and registered, HTTP/2 streams on live HTTP/2
+// connections, HTTP/2 backend connections registered and in their pools,
+// free stream state let go of, and no buffer both free and in use (or
+// free twice), which would let two connections write into one. It holds
+// at any time, exchanges in flight or not.
 func (p *loopProxy) checkInvariants() {
 	t := p.t
 	t.Helper()
@@ -286,9 +289,23 @@ func (l *loop) invariantErrors() []string {
 		}
 		bufs[p] = who
 	}
+	// An exchange's buffers and backend connection: a connection's or
+	// an HTTP/2 stream's.
+	exchange := func(c *lconn, who string) {
+		own(c.rd.buf, who+" read buffer")
+		own(c.wbuf, who+" write buffer")
+		if u := c.up; u != nil {
+			own(u.rd.buf, who+" backend read buffer")
+			if u.client != c {
+				errs = append(errs, who+": its backend connection serves another client")
+			}
+		}
+	}
 	n := 0
+	live := map[*lconn]bool{}
 	for c := l.conns.head; c != nil; c = c.next {
 		n++
+		live[c] = true
 		who := fmt.Sprintf("conn fd %d", c.fd)
 		if c.state == lsClosed || c.fd < 0 {
 			errs = append(errs, who+": closed but listed")
@@ -297,15 +314,37 @@ func (l *loop) invariantErrors() []string {
 		if c.fd >= len(l.targets) || l.targets[c.fd] != target(c) {
 			errs = append(errs, who+": not registered")
 		}
-		own(c.rd.buf, who+" read buffer")
-		own(c.wbuf, who+" write buffer")
-		if c.up != nil {
-			own(c.up.rd.buf, who+" backend read buffer")
-			if c.up.client != c {
-				errs = append(errs, who+": its backend connection serves another client")
-			}
+		if c.state == lsH2 && c.h2 == nil {
+			errs = append(errs, who+": HTTP/2 without a session")
+		}
+		if c.h2 != nil {
+			own(c.h2.rbuf, who+" HTTP/2 read buffer")
+		}
+		exchange(c, who)
+	}
+	for c := l.streams.head; c != nil; c = c.next {
+		st := c.h2s
+		who := "stream"
+		if st != nil && st.s != nil {
+			who = fmt.Sprintf("stream %d", st.s.ID())
+		}
+		switch {
+		case st == nil:
+			errs = append(errs, "a listed stream has no stream state")
+			continue
+		case c.state == lsClosed:
+			errs = append(errs, who+": closed but listed")
+		case !live[st.parent] || st.parent.state != lsH2:
+			errs = append(errs, who+": its connection is not a live HTTP/2 connection of this loop")
+		}
+		exchange(c, who)
+	}
+	for _, st := range l.freeStreams {
+		if st.parent != nil || st.s != nil {
+			errs = append(errs, "a free stream state still points to its stream")
 		}
 	}
+	errs = append(errs, l.h2upInvariantErrors(own)...)
 	if int64(n) != l.nconns.Load() {
 		errs = append(errs, fmt.Sprintf("%d connections listed, %d counted", n, l.nconns.Load()))
 	}
@@ -338,6 +377,12 @@ func (l *loop) invariantErrors() []string {
 	}
 	for i, b := range l.writeBufs.bufs {
 		own(b, fmt.Sprintf("write free list [%d]", i))
+	}
+	for i, b := range l.h2ReadBufs.bufs {
+		own(b, fmt.Sprintf("HTTP/2 read free list [%d]", i))
+	}
+	for i, b := range l.h2OutBufs.bufs {
+		own(b, fmt.Sprintf("HTTP/2 output free list [%d]", i))
 	}
 	return errs
 }

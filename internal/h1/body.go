@@ -3,6 +3,8 @@ package h1
 import (
 	"errors"
 	"io"
+
+	"github.com/helios-lb/helios/internal/httpmsg"
 )
 
 var (
@@ -195,7 +197,7 @@ func (b *body) nextChunk() error {
 			return nil
 		}
 		colon := indexByte(line, ':')
-		if colon <= 0 || !isToken(line[:colon]) || !validValue(trimOWS(line[colon+1:])) {
+		if colon <= 0 || !httpmsg.IsToken(line[:colon]) || !httpmsg.ValidValue(httpmsg.TrimOWS(line[colon+1:])) {
 			return errMalformedChunk
 		}
 		b.seen += len(line) + 2
@@ -204,8 +206,8 @@ func (b *body) nextChunk() error {
 		}
 		// Framing fields in a trailer are ignored rather than forwarded
 		// (RFC 9110 §6.5.1).
-		switch classify(line[:colon]) {
-		case kContentLength, kTransferEncoding, kHost, kConnection, kTE, kTrailer, kKeepAlive, kUpgrade:
+		switch httpmsg.Classify(line[:colon]) {
+		case httpmsg.KindContentLength, httpmsg.KindTransferEncoding, httpmsg.KindHost, httpmsg.KindConnection, httpmsg.KindTE, httpmsg.KindTrailer, httpmsg.KindKeepAlive, httpmsg.KindUpgrade:
 			continue
 		}
 		b.trailer = append(b.trailer, line...)
@@ -227,7 +229,7 @@ func parseChunkSize(line []byte) (int64, bool) {
 	if i := indexByte(line, ';'); i >= 0 {
 		line = line[:i]
 	}
-	line = trimOWS(line)
+	line = httpmsg.TrimOWS(line)
 	if len(line) == 0 {
 		return 0, false
 	}

@@ -22,8 +22,8 @@ func bodyLength(r *request) int64 {
 	switch {
 	case r.chunked:
 		return -1
-	case r.contentLength > 0:
-		return r.contentLength
+	case r.ContentLength > 0:
+		return r.ContentLength
 	}
 	return 0
 }

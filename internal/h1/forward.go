@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"syscall"
+
+	"github.com/helios-lb/helios/internal/httpmsg"
 
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -52,86 +53,21 @@ func classifyErr(err error, addr string) error {
 	}
 }
 
-// writeRequestHead renders r's head for a backend at backendAddr:
-// hop-by-hop fields dropped, X-Forwarded-* set for the client at remote,
+// writeRequestHead renders r's head for a backend, as hop says: the
+// request line in origin form, Host (the client's authority, or the
+// backend's address when it named none), the fields the forwarding rules
+// pass on (httpmsg.Forwarder: hop-by-hop dropped, X-Forwarded-* set), and
 // framing regenerated: as the request had it, or, when bodyLen is not
 // negative (a body buffered whole, chunked or not), Content-Length
-// bodyLen. For an in-process handler (local) the X-Forwarded-* fields are
-// passed on as the client sent them, not added to: no proxy hop happens.
-func writeRequestHead(w *writer, r *request, remote netip.Addr, tls bool, backendAddr string, bodyLen int64, local bool) {
-	w.Write(r.method)
+// bodyLen.
+func writeRequestHead(w *writer, fw *httpmsg.Forwarder, r *request, hop *httpmsg.Hop, bodyLen int64) {
+	w.Write(r.Method)
 	w.WriteString(" ")
-	w.Write(r.uri)
-	w.WriteString(" HTTP/1.1\r\n")
-	if r.hostOverride {
-		w.field(hostName, r.authority)
-	} else if !r.hasHost {
-		// An HTTP/1.0 request may come without Host, but the request goes
-		// on as HTTP/1.1, which requires one (RFC 9112 §3.2): name the
-		// backend, as net/http's ReverseProxy does.
-		w.WriteString("Host: ")
-		w.WriteString(backendAddr)
-		w.WriteString("\r\n")
-	}
-	xffAt := -1
-	for i := range r.hdr.fields {
-		f := &r.hdr.fields[i]
-		if f.drop {
-			continue
-		}
-		switch f.kind {
-		case kOther, kTrailer:
-			w.field(f.name, f.value)
-		case kHost:
-			if !r.hostOverride {
-				w.field(f.name, f.value)
-			}
-		case kUpgrade:
-			if r.upgrade {
-				w.field(f.name, f.value)
-			}
-		case kXForwardedFor:
-			if local {
-				w.field(f.name, f.value)
-			} else if xffAt < 0 {
-				xffAt = i
-			}
-		case kXForwardedProto, kXForwardedHost:
-			if local {
-				w.field(f.name, f.value)
-			}
-		}
-		// Everything else is hop-by-hop, framing, or rewritten below.
-	}
-	if r.idLen > 0 {
-		w.field(requestIDName, r.id[:r.idLen])
-	}
-	if local {
-		writeFraming(w, r, bodyLen)
-		return
-	}
-	// X-Forwarded-For: prior values in order, then this client.
-	w.WriteString("X-Forwarded-For: ")
-	if xffAt >= 0 {
-		for i := xffAt; i < len(r.hdr.fields); i++ {
-			f := &r.hdr.fields[i]
-			if f.kind == kXForwardedFor && !f.drop && len(f.value) > 0 {
-				w.Write(f.value)
-				w.WriteString(", ")
-			}
-		}
-	}
-	if w.reserve(64) {
-		w.n += len(remote.AppendTo(w.buf[w.n:w.n]))
-	}
-	if tls {
-		w.WriteString("\r\nX-Forwarded-Proto: https\r\n")
-	} else {
-		w.WriteString("\r\nX-Forwarded-Proto: http\r\n")
-	}
-	if len(r.authority) > 0 {
-		w.field(xfHostName, r.authority)
-	}
+	w.Write(r.Target)
+	w.WriteString(" HTTP/1.1\r\nHost: ")
+	w.Write(httpmsg.Authority(&r.Request, hop))
+	w.WriteString("\r\n")
+	fw.Fields(w, &r.Request, hop)
 	writeFraming(w, r, bodyLen)
 }
 
@@ -143,19 +79,15 @@ func methodWithoutBody(m []byte) bool {
 	return false
 }
 
-var (
-	hostName   = []byte("Host")
-	xfHostName = []byte("X-Forwarded-Host")
-	// requestIDName is the field the pipeline's request id goes in.
-	requestIDName = []byte("X-Request-Id")
-)
+// requestIDName is the field the pipeline's request id goes in.
+var requestIDName = []byte("X-Request-Id")
 
 // framing chooses how a response goes to the client that sent req:
 // whether it has a body, whether that body is chunked by us, and whether
 // the connection must close after it (an HTTP/1.0 client cannot take
 // chunks, so an unframed body runs to the close).
 func framing(req *request, r *response) (bodyOut, chunkOut, closeAfter bool) {
-	bodyOut = !(equalFold(req.method, "head") || r.status < 200 || r.status == 204 || r.status == 304)
+	bodyOut = !(httpmsg.EqualFold(req.Method, "head") || r.Status < 200 || r.Status == 204 || r.Status == 304)
 	if bodyOut && (r.chunked || r.untilClose) {
 		if req.minor == 1 {
 			chunkOut = true
@@ -172,27 +104,27 @@ func framing(req *request, r *response) (bodyOut, chunkOut, closeAfter bool) {
 func writeResponseHead(w *writer, r *response, chunkOut bool) {
 	w.WriteString("HTTP/1.1 ")
 	if w.reserve(4) {
-		w.buf[w.n] = byte('0' + r.status/100)
-		w.buf[w.n+1] = byte('0' + r.status/10%10)
-		w.buf[w.n+2] = byte('0' + r.status%10)
+		w.buf[w.n] = byte('0' + r.Status/100)
+		w.buf[w.n+1] = byte('0' + r.Status/10%10)
+		w.buf[w.n+2] = byte('0' + r.Status%10)
 		w.buf[w.n+3] = ' '
 		w.n += 4
 	}
-	w.Write(r.reason)
+	w.Write(r.Reason)
 	w.WriteString("\r\n")
-	for i := range r.hdr.fields {
-		f := &r.hdr.fields[i]
-		if f.drop {
+	for i := range r.Header.Fields {
+		f := &r.Header.Fields[i]
+		if f.Drop {
 			continue
 		}
-		switch f.kind {
-		case kConnection, kKeepAlive, kProxy, kTE, kUpgrade, kTransferEncoding:
+		switch f.Kind {
+		case httpmsg.KindConnection, httpmsg.KindKeepAlive, httpmsg.KindProxy, httpmsg.KindTE, httpmsg.KindUpgrade, httpmsg.KindTransferEncoding:
 			continue
-		case kTrailer:
+		case httpmsg.KindTrailer:
 			if !chunkOut {
 				continue
 			}
-		case kContentLength:
+		case httpmsg.KindContentLength:
 			if r.chunked || r.untilClose {
 				// Transfer-Encoding won (a length comes with an until-close
 				// body only next to one); the length is not to be trusted,
@@ -200,7 +132,7 @@ func writeResponseHead(w *writer, r *response, chunkOut bool) {
 				continue
 			}
 		}
-		w.field(f.name, f.value)
+		w.Field(f.Name, f.Value)
 	}
 	if chunkOut {
 		w.WriteString("Transfer-Encoding: chunked\r\n")
@@ -230,7 +162,7 @@ func writeFixedHead(w *writer, statusLine, dateLine, header []byte, status, body
 // writeFixedBody writes body unless the status or a HEAD request has
 // none, and returns the bytes it wrote.
 func writeFixedBody(w *writer, status int, method, body []byte) int64 {
-	if !fixedBodyAllowed(status) || equalFold(method, "head") {
+	if !fixedBodyAllowed(status) || httpmsg.EqualFold(method, "head") {
 		return 0
 	}
 	w.Write(body)
@@ -249,15 +181,21 @@ func writeFraming(w *writer, r *request, bodyLen int64) {
 		w.WriteString("\r\n")
 	case r.chunked:
 		w.WriteString("Transfer-Encoding: chunked\r\n")
-	case r.contentLength > 0:
+	case r.ContentLength > 0:
 		w.WriteString("Content-Length: ")
-		w.writeInt(r.contentLength)
+		w.writeInt(r.ContentLength)
 		w.WriteString("\r\n")
-	case r.contentLength == 0 && !methodWithoutBody(r.method):
+	case !methodWithoutBody(r.Method) && hasField(&r.Header, httpmsg.KindContentLength):
 		w.WriteString("Content-Length: 0\r\n")
 	}
-	if r.upgrade {
+	if r.Upgrade != nil {
 		w.WriteString("Connection: Upgrade\r\n")
 	}
 	w.WriteString("\r\n")
+}
+
+// hasField reports whether h has a field of kind k.
+func hasField(h *httpmsg.Header, k httpmsg.Kind) bool {
+	_, ok := h.GetKind(k)
+	return ok
 }

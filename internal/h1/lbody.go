@@ -24,7 +24,7 @@ import (
 // not wait for before the request begins.
 func (c *lconn) streamingBody() bool {
 	r := &c.req
-	return r.chunked || r.contentLength > maxLoopBody || r.expect100 && r.contentLength > 0
+	return r.chunked || r.ContentLength > maxLoopBody || r.Expect100 && r.ContentLength > 0
 }
 
 // bodyPending reports whether some of the request body is still to be

@@ -10,6 +10,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
+
 	"golang.org/x/net/http2"
 	"golang.org/x/sys/unix"
 
@@ -473,14 +475,14 @@ func (c *lconn) readHead() bool {
 // other body is read as the request goes on (streamingBody).
 func (c *lconn) readBody() bool {
 	r := &c.req
-	if r.contentLength <= 0 || c.streamingBody() {
+	if r.ContentLength <= 0 || c.streamingBody() {
 		return true
 	}
-	need := c.rd.pin + int(r.contentLength)
+	need := c.rd.pin + int(r.ContentLength)
 	if len(c.rd.buf) < need {
 		c.rd.grow(need)
 	}
-	for len(c.rd.buffered()) < int(r.contentLength) {
+	for len(c.rd.buffered()) < int(r.ContentLength) {
 		err := c.rd.fill()
 		switch {
 		case err == nil:
@@ -509,7 +511,7 @@ func (c *lconn) refuse(err error, routed bool) {
 		se = &statusError{400, "bad request"}
 	}
 	if !routed {
-		c.req.method = nil
+		c.req.Method = nil
 	}
 	c.req.keepAlive = false
 	c.closeAfter = true
@@ -517,7 +519,7 @@ func (c *lconn) refuse(err error, routed bool) {
 	c.respStarted = false
 	c.respondText(se.status, se.msg)
 	c.flow.Refused(c, se.status, err)
-	c.req.method = nil
+	c.req.Method = nil
 	c.endOutput()
 }
 
@@ -544,12 +546,12 @@ func (c *lconn) begin() {
 	switch {
 	case c.req.chunked:
 		c.reqBody.reset(&c.rd, bodyChunked, 0)
-	case c.req.contentLength > 0:
-		c.reqBody.reset(&c.rd, bodyFixed, c.req.contentLength)
+	case c.req.ContentLength > 0:
+		c.reqBody.reset(&c.rd, bodyFixed, c.req.ContentLength)
 	default:
 		c.reqBody.reset(&c.rd, bodyNone, 0)
 	}
-	if c.req.expect100 && c.bodyPending() {
+	if c.req.Expect100 && c.bodyPending() {
 		c.reqBody.onFirstRead = c.continueFn
 	}
 	c.act(c.flow.Begin(c))
@@ -602,7 +604,7 @@ func (c *lconn) forwarded(status int, err error) {
 func (c *lconn) startSend() {
 	u := c.up
 	r := &u.resp
-	if r.status == 101 {
+	if r.Status == 101 {
 		c.startTunnel()
 		return
 	}
@@ -612,7 +614,7 @@ func (c *lconn) startSend() {
 	}
 	c.state = lsSend
 	c.respStarted = true
-	c.respStatus = r.status
+	c.respStatus = r.Status
 	c.ensureWriter()
 	bodyOut, chunkOut, closeAfter := framing(&c.req, r)
 	if closeAfter {
@@ -1043,23 +1045,23 @@ func (c *lconn) dropExchange() {
 
 // --- wire.Exchange ---
 
-func (c *lconn) Method() []byte         { return c.req.method }
-func (c *lconn) Host() []byte           { return c.req.host }
-func (c *lconn) Path() []byte           { return c.req.path }
+func (c *lconn) Method() []byte         { return c.req.Method }
+func (c *lconn) Host() []byte           { return c.req.Host }
+func (c *lconn) Path() []byte           { return c.req.Path }
 func (c *lconn) ClientAddr() netip.Addr { return c.remote.Addr() }
-func (c *lconn) HasBody() bool          { return c.req.hasBody() }
+func (c *lconn) HasBody() bool          { return c.req.HasBody() }
 func (c *lconn) BodyStarted() bool      { return c.bodySent }
-func (c *lconn) Upgrade() []byte        { return c.req.upgradeProtocols() }
-func (c *lconn) RefuseUpgrade()         { c.req.upgrade = false }
+func (c *lconn) Upgrade() []byte        { return c.req.Upgrade }
+func (c *lconn) RefuseUpgrade()         { c.req.Upgrade = nil }
 func (c *lconn) BodyLength() int64      { return bodyLength(&c.req) }
 func (c *lconn) BodyRead() int64        { return c.reqBody.read }
 
 // Header returns the first value of the request field named name (any
 // case); nil when absent (wire.Exchange, static.Request).
 func (c *lconn) Header(name string) []byte {
-	for i := range c.req.hdr.fields {
-		if f := &c.req.hdr.fields[i]; equalFoldBytes(f.name, name) {
-			return f.value
+	for i := range c.req.Header.Fields {
+		if f := &c.req.Header.Fields[i]; httpmsg.EqualFoldBytes(f.Name, name) {
+			return f.Value
 		}
 	}
 	return nil
@@ -1067,8 +1069,8 @@ func (c *lconn) Header(name string) []byte {
 
 // Query returns the query of the request target, without the "?".
 func (c *lconn) Query() []byte {
-	if i := bytes.IndexByte(c.req.uri, '?'); i >= 0 {
-		return c.req.uri[i+1:]
+	if i := bytes.IndexByte(c.req.Target, '?'); i >= 0 {
+		return c.req.Target[i+1:]
 	}
 	return nil
 }
@@ -1112,12 +1114,21 @@ var (
 func (c *lconn) ForwardRequestID(n int) []byte {
 	n = min(n, len(c.req.id))
 	c.req.idLen = n
-	for i := range c.req.hdr.fields {
-		if f := &c.req.hdr.fields[i]; equalFold(f.name, "x-request-id") {
-			f.drop = true
+	h := &c.req.Header
+	for i := range h.Fields {
+		if f := &h.Fields[i]; f.Kind == httpmsg.KindXRequestID {
+			f.Drop = true
 		}
 	}
-	return c.req.id[:n]
+	id := c.req.id[:n]
+	h.Fields = append(h.Fields, httpmsg.Field{Name: requestIDName, Value: id, Kind: httpmsg.KindXRequestID})
+	return id
+}
+
+// hop says how the exchange's request is forwarded (ActForward, or an
+// in-process handler's ActServeHTTP).
+func (c *lconn) hop() httpmsg.Hop {
+	return httpmsg.Hop{Client: c.remote.Addr(), TLS: c.opts.TLS != nil, Local: c.local != nil, Backend: c.be.Addr}
 }
 
 // LimitBody bounds what is read of the request body: past max it fails
@@ -1128,7 +1139,7 @@ func (c *lconn) LimitBody(max int64) { c.reqBody.limit = max }
 // checkBuffered checks a body the loop already holds whole in its read
 // buffer against lim.
 func (c *lconn) checkBuffered(lim wire.BufferLimits) error {
-	if n := c.req.contentLength; !lim.Stream && !lim.Discard && n > int64(lim.Memory)+lim.File {
+	if n := c.req.ContentLength; !lim.Stream && !lim.Discard && n > int64(lim.Memory)+lim.File {
 		return fmt.Errorf("%w: %d bytes buffer at most %d", wire.ErrBodyTooLarge, n, int64(lim.Memory)+lim.File)
 	}
 	return nil
@@ -1149,7 +1160,7 @@ func (c *lconn) Respond(status int, header []byte, body []byte) error {
 	writeFixedHead(w, c.l.eng.status.line(status), c.l.eng.date.line(time.Unix(0, c.l.now)), header, status, len(body))
 	c.writeConnectionHeader()
 	w.WriteString("\r\n")
-	c.respBytes = writeFixedBody(w, status, c.req.method, body)
+	c.respBytes = writeFixedBody(w, status, c.req.Method, body)
 	if w.err != nil {
 		c.broken = true
 		return wrapClientErr(w.err)

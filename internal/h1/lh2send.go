@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
+
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/static"
 	"github.com/helios-lb/helios/internal/wire"
@@ -29,7 +31,7 @@ func (c *lconn) h2respond(status int, header, body []byte) error {
 	if withBody {
 		fs = append(fs, h2.Field{Name: "content-length", Value: strconv.Itoa(len(body))})
 	}
-	if !withBody || equalFold(c.req.method, "head") {
+	if !withBody || httpmsg.EqualFold(c.req.Method, "head") {
 		body = nil
 	}
 	st.fields = fs
@@ -142,17 +144,17 @@ func (c *lconn) h2startSend() {
 	st := c.h2s
 	c.state = lsSend
 	c.respStarted = true
-	c.respStatus = r.status
+	c.respStatus = r.Status
 	fs := st.fields[:0]
-	for i := range r.hdr.fields {
-		f := &r.hdr.fields[i]
-		if f.drop || f.kind.hop() {
+	for i := range r.Header.Fields {
+		f := &r.Header.Fields[i]
+		if f.Drop || f.Kind.HopByHop() {
 			continue
 		}
-		if f.kind == kContentLength && (r.chunked || r.untilClose || u.h2 != nil && u.h2.addedLength) {
+		if f.Kind == httpmsg.KindContentLength && (r.chunked || r.untilClose || u.h2 != nil && u.h2.addedLength) {
 			continue
 		}
-		fs = append(fs, h2.Field{Name: c.l.h2name(f.name), Value: string(f.value)})
+		fs = append(fs, h2.Field{Name: c.l.h2name(f.Name), Value: string(f.Value)})
 	}
 	st.fields = fs
 	bodyOut, _, _ := framing(&c.req, r)
@@ -160,7 +162,7 @@ func (c *lconn) h2startSend() {
 	// HEADERS frame (gRPC's trailers-only answers must).
 	noBody := !bodyOut || u.h2 != nil && u.h2.headersOnly
 	u.rd.unpin()
-	if err := c.h2head(r.status, fs, noBody); err != nil {
+	if err := c.h2head(r.Status, fs, noBody); err != nil {
 		c.sendDone(err)
 		return
 	}
@@ -265,7 +267,7 @@ func (c *lconn) h2endBody() {
 func (c *lconn) h2serveFile(a *static.Answer) {
 	fs := c.h2fixedFields(a.Header)
 	c.h2s.fields = fs
-	noBody := a.File == nil && len(a.Body) == 0 || a.File != nil && a.Length == 0 || equalFold(c.req.method, "head")
+	noBody := a.File == nil && len(a.Body) == 0 || a.File != nil && a.Length == 0 || httpmsg.EqualFold(c.req.Method, "head")
 	if err := c.h2head(a.Status, fs, noBody); err != nil || noBody {
 		c.fileDone(err)
 		return

@@ -8,6 +8,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
+
 	"golang.org/x/net/http2"
 	"golang.org/x/sys/unix"
 
@@ -24,7 +26,7 @@ import (
 // being dialled when none has (up to the backend's connection cap). The
 // exchange holds a lupconn in the stream role (h2 set, no socket of its
 // own): its request goes out as HEADERS and DATA — the head written by
-// the same code as an HTTP/1.1 request's (writeRequestHead: one header
+// the same code as an HTTP/1.1 request's (writeRequestHead: one httpmsg.Header
 // policy, X-Forwarded-* included), its body as the stream's send window
 // allows — and the answer comes back rendered as an HTTP/1.1 message in
 // the lupconn's input (chunked, with the trailers, when it has no
@@ -688,7 +690,8 @@ func (c *lconn) h2requestHead(h *h2.RequestHead, bodyLen int64) {
 	var sink headSink
 	var w writer
 	w.reset(&sink, buf)
-	writeRequestHead(&w, &c.req, c.remote.Addr(), c.opts.TLS != nil, c.be.Addr, bodyLen, c.local != nil)
+	hop := c.hop()
+	writeRequestHead(&w, &c.l.fwd, &c.req, &hop, bodyLen)
 	head := append(sink.b, w.buf[:w.n]...)
 	c.l.writeBufs.put(buf)
 	line, rest := nextLine(head)
@@ -910,15 +913,15 @@ func methodString(m []byte) string {
 
 // teTrailers reports whether the request's TE field names "trailers".
 func (r *request) teTrailers() bool {
-	for i := range r.hdr.fields {
-		f := &r.hdr.fields[i]
-		if f.kind != kTE {
+	for i := range r.Header.Fields {
+		f := &r.Header.Fields[i]
+		if f.Kind != httpmsg.KindTE {
 			continue
 		}
-		for v := f.value; len(v) > 0; {
+		for v := f.Value; len(v) > 0; {
 			var tok []byte
-			tok, v = nextToken(v)
-			if equalFold(tok, "trailers") {
+			tok, v = httpmsg.NextToken(v)
+			if httpmsg.EqualFold(tok, "trailers") {
 				return true
 			}
 		}

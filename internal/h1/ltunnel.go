@@ -3,6 +3,8 @@ package h1
 import (
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -37,16 +39,16 @@ func (c *lconn) startTunnel() {
 	c.ensureWriter()
 	w := &c.wr
 	w.WriteString("HTTP/1.1 101 Switching Protocols\r\n")
-	for i := range r.hdr.fields {
-		f := &r.hdr.fields[i]
-		if f.drop {
+	for i := range r.Header.Fields {
+		f := &r.Header.Fields[i]
+		if f.Drop {
 			continue
 		}
-		switch f.kind {
-		case kConnection, kKeepAlive, kProxy, kTE, kTransferEncoding, kContentLength:
+		switch f.Kind {
+		case httpmsg.KindConnection, httpmsg.KindKeepAlive, httpmsg.KindProxy, httpmsg.KindTE, httpmsg.KindTransferEncoding, httpmsg.KindContentLength:
 			continue
 		}
-		w.field(f.name, f.value)
+		w.Field(f.Name, f.Value)
 	}
 	w.WriteString("Connection: Upgrade\r\n\r\n")
 	u.rd.unpin()

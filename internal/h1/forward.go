@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"syscall"
 
@@ -87,8 +88,8 @@ var requestIDName = []byte("X-Request-Id")
 // the connection must close after it (an HTTP/1.0 client cannot take
 // chunks, so an unframed body runs to the close).
 func framing(req *request, r *response) (bodyOut, chunkOut, closeAfter bool) {
-	bodyOut = !(httpmsg.EqualFold(req.Method, "head") || r.Status < 200 || r.Status == 204 || r.Status == 304)
-	if bodyOut && (r.chunked || r.untilClose) {
+	bodyOut = httpmsg.BodyAllowed(req.Method, r.Status)
+	if bodyOut && r.ContentLength < 0 {
 		if req.minor == 1 {
 			chunkOut = true
 		} else {
@@ -100,8 +101,10 @@ func framing(req *request, r *response) (bodyOut, chunkOut, closeAfter bool) {
 
 // writeResponseHead renders a backend's response head for the client,
 // without the Connection field and the final empty line: status line,
-// end-to-end fields (hop-by-hop dropped), and our own framing.
-func writeResponseHead(w *writer, r *response, chunkOut bool) {
+// end-to-end fields (hop-by-hop dropped), and our own framing: chunked
+// (chunkOut), or the length of a body whose length is known but came
+// with no Content-Length field (an HTTP/2 backend's may not).
+func writeResponseHead(w *writer, r *response, bodyOut, chunkOut bool) {
 	w.WriteString("HTTP/1.1 ")
 	if w.reserve(4) {
 		w.buf[w.n] = byte('0' + r.Status/100)
@@ -110,32 +113,20 @@ func writeResponseHead(w *writer, r *response, chunkOut bool) {
 		w.buf[w.n+3] = ' '
 		w.n += 4
 	}
-	w.Write(r.Reason)
-	w.WriteString("\r\n")
-	for i := range r.Header.Fields {
-		f := &r.Header.Fields[i]
-		if f.Drop {
-			continue
-		}
-		switch f.Kind {
-		case httpmsg.KindConnection, httpmsg.KindKeepAlive, httpmsg.KindProxy, httpmsg.KindTE, httpmsg.KindUpgrade, httpmsg.KindTransferEncoding:
-			continue
-		case httpmsg.KindTrailer:
-			if !chunkOut {
-				continue
-			}
-		case httpmsg.KindContentLength:
-			if r.chunked || r.untilClose {
-				// Transfer-Encoding won (a length comes with an until-close
-				// body only next to one); the length is not to be trusted,
-				// and must not go out next to our own chunked encoding.
-				continue
-			}
-		}
-		w.Field(f.Name, f.Value)
+	if r.Proto == httpmsg.HTTP2 {
+		w.WriteString(http.StatusText(r.Status)) // HTTP/2 has no reason phrase
+	} else {
+		w.Write(r.Reason)
 	}
-	if chunkOut {
+	w.WriteString("\r\n")
+	httpmsg.ResponseFields(w, &r.Response, chunkOut)
+	switch {
+	case chunkOut:
 		w.WriteString("Transfer-Encoding: chunked\r\n")
+	case bodyOut && r.ContentLength >= 0 && !hasField(&r.Header, httpmsg.KindContentLength):
+		w.WriteString("Content-Length: ")
+		w.writeInt(r.ContentLength)
+		w.WriteString("\r\n")
 	}
 }
 
@@ -179,7 +170,7 @@ func writeFraming(w *writer, r *request, bodyLen int64) {
 		w.WriteString("Content-Length: ")
 		w.writeInt(bodyLen)
 		w.WriteString("\r\n")
-	case r.chunked:
+	case r.ContentLength < 0:
 		w.WriteString("Transfer-Encoding: chunked\r\n")
 	case r.ContentLength > 0:
 		w.WriteString("Content-Length: ")

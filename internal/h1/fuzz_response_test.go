@@ -160,7 +160,7 @@ func checkRelayedResponse(t *testing.T, r *response, forHEAD, http10Client bool)
 	bodyOut, chunkOut, closeAfter := framing(&req, r)
 	render := func(r *response, chunkOut bool) []byte {
 		return renderHead(t, func(w *writer) {
-			writeResponseHead(w, r, chunkOut)
+			writeResponseHead(w, r, bodyOut, chunkOut)
 			w.WriteString("\r\n")
 		})
 	}

@@ -351,7 +351,11 @@ func (c *lconn) serveInput() {
 		}
 		if c.state == lsIdle {
 			c.opts = c.ll.opts.Load()
-			if !c.readHead() {
+			if c.h2s != nil {
+				if !c.streamHead() {
+					return
+				}
+			} else if !c.readHead() {
 				return // waiting for more bytes, or refused, or closed
 			}
 		}
@@ -408,6 +412,9 @@ func (c *lconn) readHead() bool {
 					}
 					c.refuse(err, false)
 					return false
+				}
+				if c.opts.TLS != nil {
+					c.req.Scheme = schemeHTTPS
 				}
 				c.reqDeadline = 0
 				if rt := c.opts.ReadTimeout; rt > 0 {
@@ -548,6 +555,9 @@ func (c *lconn) begin() {
 		c.reqBody.reset(&c.rd, bodyChunked, 0)
 	case c.req.ContentLength > 0:
 		c.reqBody.reset(&c.rd, bodyFixed, c.req.ContentLength)
+	case c.req.ContentLength < 0:
+		// A stream's body of undeclared length: as long as its DATA.
+		c.reqBody.reset(&c.rd, bodyUntilClose, 0)
 	default:
 		c.reqBody.reset(&c.rd, bodyNone, 0)
 	}
@@ -621,7 +631,7 @@ func (c *lconn) startSend() {
 		c.closeAfter = true
 	}
 	c.chunkOut = chunkOut
-	writeResponseHead(&c.wr, r, chunkOut)
+	writeResponseHead(&c.wr, r, bodyOut, chunkOut)
 	c.writeConnectionHeader()
 	c.wr.WriteString("\r\n")
 	// The head has been copied out: its bytes need not stay pinned.
@@ -669,7 +679,7 @@ func (c *lconn) pump() {
 		case err == io.EOF:
 			if c.chunkOut {
 				w.WriteString("0\r\n")
-				w.Write(u.body.trailer)
+				httpmsg.TrailerFields(w, &u.respTrailer().hdr)
 				w.WriteString("\r\n")
 			}
 			c.sendDone(nil)

@@ -145,17 +145,9 @@ func (c *lconn) h2startSend() {
 	c.state = lsSend
 	c.respStarted = true
 	c.respStatus = r.Status
-	fs := st.fields[:0]
-	for i := range r.Header.Fields {
-		f := &r.Header.Fields[i]
-		if f.Drop || f.Kind.HopByHop() {
-			continue
-		}
-		if f.Kind == httpmsg.KindContentLength && (r.chunked || r.untilClose || u.h2 != nil && u.h2.addedLength) {
-			continue
-		}
-		fs = append(fs, h2.Field{Name: c.l.h2name(f.Name), Value: string(f.Value)})
-	}
+	sink := h2fields{l: c.l, fs: st.fields[:0]}
+	httpmsg.ResponseFields(&sink, &r.Response, true)
+	fs := sink.fs
 	st.fields = fs
 	bodyOut, _, _ := framing(&c.req, r)
 	// An HTTP/2 backend's answer that ended with its head stays one
@@ -195,8 +187,8 @@ func (c *lconn) h2pump() {
 		}
 		if st.eof {
 			if us := u.h2; us != nil {
-				// An HTTP/2 backend's answer of declared length: its
-				// trailers (gRPC's status) may still be on their way.
+				// An HTTP/2 backend's answer: its trailers (gRPC's
+				// status) may still be on their way.
 				if !us.ended {
 					c.deadline, c.dkind = 0, dlNone
 					return // its end resumes the pump
@@ -243,12 +235,10 @@ func (c *lconn) h2endBody() {
 	u := c.up
 	var err error
 	st.calling++
-	tr := u.body.trailer
-	if len(tr) == 0 && u.h2 != nil {
-		tr = u.h2.trailer
-	}
-	if len(tr) > 0 {
-		st.fields = c.l.h2lines(st.fields[:0], tr)
+	if tr := u.respTrailer(); !tr.empty() {
+		sink := h2fields{l: c.l, fs: st.fields[:0]}
+		httpmsg.TrailerFields(&sink, &tr.hdr)
+		st.fields = sink.fs
 		err = st.s.WriteTrailers(st.fields)
 	} else {
 		_, err = st.s.WriteData(nil, true)

@@ -39,17 +39,7 @@ func (c *lconn) startTunnel() {
 	c.ensureWriter()
 	w := &c.wr
 	w.WriteString("HTTP/1.1 101 Switching Protocols\r\n")
-	for i := range r.Header.Fields {
-		f := &r.Header.Fields[i]
-		if f.Drop {
-			continue
-		}
-		switch f.Kind {
-		case httpmsg.KindConnection, httpmsg.KindKeepAlive, httpmsg.KindProxy, httpmsg.KindTE, httpmsg.KindTransferEncoding, httpmsg.KindContentLength:
-			continue
-		}
-		w.Field(f.Name, f.Value)
-	}
+	httpmsg.ResponseFields(w, &r.Response, true)
 	w.WriteString("Connection: Upgrade\r\n\r\n")
 	u.rd.unpin()
 	if b := u.rd.buffered(); len(b) > 0 {

@@ -684,6 +684,16 @@ func (u *lupconn) event(ev uint32) {
 // readUpHead reads the backend's response head.
 func (c *lconn) readUpHead() {
 	u := c.up
+	if st := u.h2; st != nil {
+		// An HTTP/2 backend's head came whole (OnResponse).
+		switch {
+		case st.gotHead:
+			c.gotHead()
+		case st.err != nil:
+			c.upFailed(st.err, true)
+		}
+		return
+	}
 	head := httpmsg.EqualFold(c.req.Method, "head")
 	for {
 		b := u.rd.buffered()
@@ -745,7 +755,8 @@ func (c *lconn) gotHead() {
 	switch {
 	case u.resp.chunked:
 		u.body.reset(&u.rd, bodyChunked, 0)
-	case u.resp.untilClose:
+	case u.resp.ContentLength < 0:
+		// Until the connection closes, or the stream ends.
 		u.body.reset(&u.rd, bodyUntilClose, 0)
 	default:
 		u.body.reset(&u.rd, bodyFixed, max(u.resp.ContentLength, 0))

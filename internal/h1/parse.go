@@ -116,13 +116,7 @@ func parseRequest(head []byte, r *request) error { return parseRequestLimits(hea
 // §11.2), and the bounds of lim.
 func parseRequestLimits(head []byte, r *request, lim limits) error {
 	r.reset()
-	maxFields, maxMethod := lim.maxFields, lim.maxMethod
-	if maxFields <= 0 {
-		maxFields = defaultMaxHeaderCount
-	}
-	if maxMethod <= 0 {
-		maxMethod = defaultMaxMethodBytes
-	}
+	r.Scheme = schemeHTTP
 	// RFC 9112 §2.2: ignore empty lines before the request line.
 	for len(head) > 0 && (head[0] == '\r' || head[0] == '\n') {
 		head = head[1:]
@@ -133,11 +127,8 @@ func parseRequestLimits(head []byte, r *request, lim limits) error {
 		return badRequest("malformed request line")
 	}
 	r.Method = line[:sp1]
-	if !httpmsg.IsToken(r.Method) {
-		return badRequest("malformed method")
-	}
-	if len(r.Method) > maxMethod {
-		return &statusError{501, "method not implemented"}
+	if err := lim.checkMethod(r.Method); err != nil {
+		return err
 	}
 	line = line[sp1+1:]
 	sp2 := bytes.LastIndexByte(line, ' ')
@@ -149,18 +140,18 @@ func parseRequestLimits(head []byte, r *request, lim limits) error {
 	switch string(version) {
 	case "HTTP/1.1":
 		r.minor = 1
+		r.Proto = httpmsg.HTTP11
 	case "HTTP/1.0":
 		r.minor = 0
+		r.Proto = httpmsg.HTTP10
 	default:
 		if len(version) > 5 && string(version[:5]) == "HTTP/" {
 			return &statusError{505, "HTTP version not supported"}
 		}
 		return badRequest("malformed HTTP version")
 	}
-	for _, c := range r.rawTarget {
-		if c <= ' ' || c == 0x7f {
-			return badRequest("malformed request target")
-		}
+	if err := checkTarget(r.rawTarget); err != nil {
+		return err
 	}
 	if err := r.splitTarget(); err != nil {
 		return err
@@ -191,17 +182,10 @@ func parseRequestLimits(head []byte, r *request, lim limits) error {
 			return badRequest("malformed header name")
 		}
 		value := httpmsg.TrimOWS(line[colon+1:])
-		if !httpmsg.ValidValue(value) {
-			return badRequest("invalid character in header value")
+		k, err := r.addField(name, value, lim)
+		if err != nil {
+			return err
 		}
-		if len(r.Header.Fields) == maxFields {
-			return &statusError{431, "too many header fields"}
-		}
-		k := httpmsg.Classify(name)
-		r.Header.Fields = append(r.Header.Fields, httpmsg.Field{Name: name, Value: value, Kind: k,
-			// No name Helios acts on has an underscore: such a field is
-			// httpmsg.KindOther, and dropping it only keeps it from the backend.
-			Drop: !lim.underscores && indexByte(name, '_') >= 0})
 		switch k {
 		case httpmsg.KindHost:
 			hostSeen++
@@ -324,15 +308,79 @@ func (r *request) splitTarget() error {
 		}
 		return badRequest("malformed request target")
 	}
-	r.Path = r.Target
-	if q := indexByte(r.Path, '?'); q >= 0 {
-		r.Path = r.Path[:q]
+	r.Path = pathOf(r.Target)
+	return nil
+}
+
+// pathOf returns the path of an origin-form target: without its query
+// or fragment.
+func pathOf(t []byte) []byte {
+	if q := indexByte(t, '?'); q >= 0 {
+		t = t[:q]
 	}
-	if h := indexByte(r.Path, '#'); h >= 0 {
-		r.Path = r.Path[:h]
+	if h := indexByte(t, '#'); h >= 0 {
+		t = t[:h]
+	}
+	return t
+}
+
+// The checks every request head passes, whatever protocol carried it
+// (parseRequestLimits for HTTP/1.1, streamRequest for HTTP/2).
+
+// checkMethod refuses a method that is no token (400) or longer than
+// the listener allows (501).
+func (lim limits) checkMethod(m []byte) error {
+	if !httpmsg.IsToken(m) {
+		return badRequest("malformed method")
+	}
+	max := lim.maxMethod
+	if max <= 0 {
+		max = defaultMaxMethodBytes
+	}
+	if len(m) > max {
+		return &statusError{501, "method not implemented"}
 	}
 	return nil
 }
+
+// checkTarget refuses a request target with white space or control
+// characters.
+func checkTarget(t []byte) error {
+	for _, c := range t {
+		if c <= ' ' || c == 0x7f {
+			return badRequest("malformed request target")
+		}
+	}
+	return nil
+}
+
+// addField appends a field to the request's head under lim: a value
+// with control characters is refused (400), and so are fields past the
+// listener's count (431); a name with an underscore is marked to drop
+// unless the listener keeps them.
+func (r *request) addField(name, value []byte, lim limits) (httpmsg.Kind, error) {
+	if !httpmsg.ValidValue(value) {
+		return 0, badRequest("invalid character in header value")
+	}
+	max := lim.maxFields
+	if max <= 0 {
+		max = defaultMaxHeaderCount
+	}
+	if len(r.Header.Fields) == max {
+		return 0, &statusError{431, "too many header fields"}
+	}
+	k := httpmsg.Classify(name)
+	r.Header.Fields = append(r.Header.Fields, httpmsg.Field{Name: name, Value: value, Kind: k,
+		// No name Helios acts on has an underscore: such a field is
+		// KindOther, and dropping it only keeps it from the backend.
+		Drop: !lim.underscores && indexByte(name, '_') >= 0})
+	return k, nil
+}
+
+var (
+	schemeHTTP  = []byte("http")
+	schemeHTTPS = []byte("https")
+)
 
 // parseContentLength accepts 1 to 18 decimal digits, nothing else (no
 // sign, no spaces, no lists), so the value cannot overflow or be read two

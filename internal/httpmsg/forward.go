@@ -107,22 +107,32 @@ func (fw *Forwarder) Fields(s FieldSink, r *Request, hop *Hop) {
 }
 
 // ResponseFields passes to s the fields of a response as it goes on to
-// the client: end-to-end fields in their order; Content-Length only when
-// the length is known (a body of unknown length is framed by the codec);
-// Trailer only when withTrailers (the codec can carry trailers).
+// the client: end-to-end fields in their order (and Upgrade in a 101,
+// whose tunnel the codec sets up); Content-Length only when the length
+// is known (a body of unknown length is framed by the codec); Trailer
+// only when withTrailers (the codec can carry trailers).
 func ResponseFields(s FieldSink, r *Response, withTrailers bool) {
+	switching := r.Status == 101
 	for i := range r.Header.Fields {
 		f := &r.Header.Fields[i]
-		if f.Drop || f.Kind.HopByHop() {
+		if f.Drop {
 			continue
 		}
 		switch f.Kind {
+		case KindUpgrade:
+			if !switching {
+				continue
+			}
 		case KindContentLength:
-			if r.ContentLength < 0 {
+			if r.ContentLength < 0 || switching {
 				continue
 			}
 		case KindTrailer:
 			if !withTrailers {
+				continue
+			}
+		default:
+			if f.Kind.HopByHop() {
 				continue
 			}
 		}

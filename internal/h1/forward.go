@@ -135,14 +135,16 @@ func isReset(err error) bool {
 }
 
 // writeFixedHead renders the head of an answer with a fixed body: status
-// line, Date, the caller's header lines and Content-Length. RFC 9110
-// §8.6: no Content-Length in a 1xx or 204 answer; in a 304 it would
+// line, Date, the fields of header (nil: none) and Content-Length. RFC
+// 9110 §8.6: no Content-Length in a 1xx or 204 answer; in a 304 it would
 // describe the representation, not this body. The caller adds its
 // Connection header and the blank line.
-func writeFixedHead(w *writer, statusLine, dateLine, header []byte, status, bodyLen int) {
+func writeFixedHead(w *writer, statusLine, dateLine []byte, header *httpmsg.Header, status, bodyLen int) {
 	w.Write(statusLine)
 	w.Write(dateLine)
-	w.Write(header)
+	if header != nil {
+		header.Emit(w)
+	}
 	if fixedBodyAllowed(status) {
 		w.WriteString("Content-Length: ")
 		w.writeInt(int64(bodyLen))

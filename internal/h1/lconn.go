@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/helios-lb/helios/internal/bodybuf"
-	"github.com/helios-lb/helios/internal/static"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -157,7 +156,7 @@ type lconn struct {
 	queued *lpool
 	// file is a static answer in progress; fileOff..fileEnd is what is
 	// left of its range (over TLS; without, fw keeps it).
-	file             static.Answer
+	file             wire.FileAnswer
 	fileOff, fileEnd int64
 	be               *upstream.Backend
 	up               *lupconn
@@ -576,10 +575,12 @@ func (c *lconn) act(a wire.Action) {
 		c.flow.Sent(status, int64(len(body)), err)
 		c.finish()
 	case wire.ActServeHTTP:
-		// An in-process handler: files are served by the loop itself
-		// (lfile.go); a net/http handler, which may block, is forwarded
-		// to as an in-process backend (local.go).
+		// A net/http handler, which may block, is forwarded to as an
+		// in-process backend (local.go).
 		c.serveLocal(c.flow.Handler())
+	case wire.ActServeFile:
+		// Files are sent by the loop itself (lfile.go).
+		c.serveFile(c.flow.Files())
 	case wire.ActForward:
 		c.tr, c.be = c.flow.Target()
 		c.tries = 0
@@ -1156,7 +1157,7 @@ func (c *lconn) checkBuffered(lim wire.BufferLimits) error {
 }
 
 // Respond sends a complete answer with a fixed body.
-func (c *lconn) Respond(status int, header []byte, body []byte) error {
+func (c *lconn) Respond(status int, header *httpmsg.Header, body []byte) error {
 	if c.respStarted {
 		return errors.New("h1: response already started")
 	}

@@ -1,7 +1,6 @@
 package h1
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 	"github.com/helios-lb/helios/internal/httpmsg"
 
 	"github.com/helios-lb/helios/internal/h2"
-	"github.com/helios-lb/helios/internal/static"
 	"github.com/helios-lb/helios/internal/wire"
 )
 
@@ -22,7 +20,7 @@ import (
 // carry, which goes first when the stream may write again.
 
 // h2respond sends a fixed answer on the stream (Respond).
-func (c *lconn) h2respond(status int, header, body []byte) error {
+func (c *lconn) h2respond(status int, header *httpmsg.Header, body []byte) error {
 	st := c.h2s
 	c.respStarted = true
 	c.respStatus = status
@@ -49,31 +47,15 @@ func (c *lconn) h2respond(status int, header, body []byte) error {
 	return nil
 }
 
-// h2fixedFields renders pre-rendered "Name: value\r\n" header lines, and
-// the Date, as the fields of an answer the proxy makes itself.
-func (c *lconn) h2fixedFields(header []byte) []h2.Field {
+// h2fixedFields returns the fields of an answer the proxy makes itself:
+// the Date, and header's (nil: none).
+func (c *lconn) h2fixedFields(header *httpmsg.Header) []h2.Field {
 	st := c.h2s
-	fs := append(st.fields[:0], h2.Field{Name: "date", Value: c.l.eng.date.value(time.Unix(0, c.l.now))})
-	return c.l.h2lines(fs, header)
-}
-
-// h2lines appends the fields of "Name: value\r\n" lines to fs.
-func (l *loop) h2lines(fs []h2.Field, lines []byte) []h2.Field {
-	for len(lines) > 0 {
-		line := lines
-		if i := bytes.IndexByte(lines, '\n'); i >= 0 {
-			line, lines = lines[:i], lines[i+1:]
-		} else {
-			lines = nil
-		}
-		line = bytes.TrimRight(line, "\r")
-		i := bytes.IndexByte(line, ':')
-		if i <= 0 {
-			continue
-		}
-		fs = append(fs, h2.Field{Name: l.h2name(line[:i]), Value: string(bytes.TrimSpace(line[i+1:]))})
+	sink := h2fields{l: c.l, fs: append(st.fields[:0], h2.Field{Name: "date", Value: c.l.eng.date.value(time.Unix(0, c.l.now))})}
+	if header != nil {
+		header.Emit(&sink)
 	}
-	return fs
+	return sink.fs
 }
 
 // errStreamGone is the error of an answer whose stream was reset, or
@@ -254,8 +236,8 @@ func (c *lconn) h2endBody() {
 // h2serveFile answers from a file planner on the stream (serveFile):
 // the file's bytes are read with pread, as over TLS, and go out as the
 // windows allow.
-func (c *lconn) h2serveFile(a *static.Answer) {
-	fs := c.h2fixedFields(a.Header)
+func (c *lconn) h2serveFile(a *wire.FileAnswer) {
+	fs := c.h2fixedFields(&a.Header)
 	c.h2s.fields = fs
 	noBody := a.File == nil && len(a.Body) == 0 || a.File != nil && a.Length == 0 || httpmsg.EqualFold(c.req.Method, "head")
 	if err := c.h2head(a.Status, fs, noBody); err != nil || noBody {

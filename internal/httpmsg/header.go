@@ -115,3 +115,26 @@ func (h *Header) MarkConnectionOptions(v []byte) (closeTok, keepAlive, upgrade b
 	}
 	return
 }
+
+// HeaderOf returns a header of the given fields, name then value, each
+// copied: for heads made once (configured answers) and kept. It panics
+// on an odd number of strings.
+func HeaderOf(pairs ...string) *Header {
+	if len(pairs)%2 != 0 {
+		panic("httpmsg: HeaderOf needs names and values in pairs")
+	}
+	h := &Header{Fields: make([]Field, 0, len(pairs)/2)}
+	for i := 0; i < len(pairs); i += 2 {
+		h.Add([]byte(pairs[i]), []byte(pairs[i+1]))
+	}
+	return h
+}
+
+// Emit passes every field that is not dropped to s, in order.
+func (h *Header) Emit(s FieldSink) {
+	for i := range h.Fields {
+		if f := &h.Fields[i]; !f.Drop {
+			s.Field(f.Name, f.Value)
+		}
+	}
+}

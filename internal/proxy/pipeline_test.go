@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
@@ -71,8 +72,14 @@ func (e *fakeExchange) BufferBody(lim wire.BufferLimits) error {
 	e.buffered = &lim
 	return e.bufferErr
 }
-func (e *fakeExchange) Respond(status int, header []byte, body []byte) error {
-	e.status, e.respHeader, e.respBody = status, string(header), string(body)
+func (e *fakeExchange) Respond(status int, header *httpmsg.Header, body []byte) error {
+	e.status, e.respBody = status, string(body)
+	e.respHeader = ""
+	if header != nil {
+		for _, f := range header.Fields {
+			e.respHeader += string(f.Name) + ": " + string(f.Value) + "\r\n"
+		}
+	}
 	return nil
 }
 func (e *fakeExchange) Query() []byte        { return nil }

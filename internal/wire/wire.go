@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/upstream"
 )
 
@@ -102,8 +103,8 @@ type Exchange interface {
 	// with ErrBodyTooLarge. 0 is no bound.
 	LimitBody(max int64)
 	// Respond sends a complete response with a fixed body. header holds
-	// pre-rendered "Name: value\r\n" lines (may be nil).
-	Respond(status int, header []byte, body []byte) error
+	// its fields (nil: none); the engine adds Date and the framing.
+	Respond(status int, header *httpmsg.Header, body []byte) error
 	// Query returns the query of the request target, without the "?";
 	// empty when there is none.
 	Query() []byte
@@ -238,6 +239,9 @@ const (
 	// ActBuffer: read the request body under Flow.BufferLimits, then
 	// report with Buffered.
 	ActBuffer
+	// ActServeFile: answer with what Flow.Files plans (the engine sends
+	// the file itself), then call Sent.
+	ActServeFile
 )
 
 // Flow is one request's way through the pipeline, for engines that cannot
@@ -248,10 +252,12 @@ type Flow interface {
 	// Begin routes the request on ex and returns the first action.
 	Begin(ex Exchange) Action
 	// Answer returns the answer to send for ActRespond: status, header
-	// lines ("Name: value\r\n") and body.
-	Answer() (status int, header, body []byte)
+	// fields (nil: none) and body.
+	Answer() (status int, header *httpmsg.Header, body []byte)
 	// Handler returns the handler for ActServeHTTP.
 	Handler() *Local
+	// Files returns the planner for ActServeFile.
+	Files() Files
 	// Target returns where to forward for ActForward.
 	Target() (*Transport, *upstream.Backend)
 	// BufferLimits returns how to buffer the body for ActBuffer.

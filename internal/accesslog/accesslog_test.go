@@ -47,7 +47,9 @@ func (exchange) Query() []byte                              { return nil }
 func (exchange) Proto() []byte                              { return nil }
 func (exchange) TLSVersion() []byte                         { return nil }
 func (exchange) Header(string) []byte                       { return nil }
-func (exchange) ForwardRequestID(n int) []byte              { return make([]byte, n) }
+func (exchange) Request() *httpmsg.Request                  { return &httpmsg.Request{} }
+func (exchange) Response() *httpmsg.Response                { return nil }
+func (exchange) Alloc(n int) []byte                         { return make([]byte, n) }
 
 // detailed is an exchange with a query, a protocol, a TLS version and
 // headers.

@@ -80,9 +80,6 @@ func methodWithoutBody(m []byte) bool {
 	return false
 }
 
-// requestIDName is the field the pipeline's request id goes in.
-var requestIDName = []byte("X-Request-Id")
-
 // framing chooses how a response goes to the client that sent req:
 // whether it has a body, whether that body is chunked by us, and whether
 // the connection must close after it (an HTTP/1.0 client cannot take

@@ -124,6 +124,8 @@ type lconn struct {
 	bodyDeadline int64
 	// flowDone: the exchange's flow has been finished.
 	flowDone bool
+	// arena is the memory Alloc lends the exchange's pipeline.
+	arena []byte
 	// gen numbers the exchanges on this connection, so that a spill
 	// write finishing late knows whether its exchange is still on.
 	gen uint32
@@ -544,6 +546,7 @@ func (c *lconn) begin() {
 	c.tries = 0
 	c.deadline, c.dkind = 0, dlNone
 	c.gen++
+	c.arena = c.arena[:0]
 	c.flowDone = false
 	c.streaming, c.buffering, c.bufferEOF, c.prefixCRLF = false, false, false, false
 	c.inClosed, c.outClosed, c.inShut, c.outShut = false, false, false, false
@@ -1119,22 +1122,33 @@ var (
 	proto20                = []byte("HTTP/2.0")
 )
 
-// ForwardRequestID lends the request's id buffer to the pipeline; the
-// request goes to backends with that id as X-Request-Id, and the
-// client's X-Request-Id fields are dropped.
-func (c *lconn) ForwardRequestID(n int) []byte {
-	n = min(n, len(c.req.id))
-	c.req.idLen = n
-	h := &c.req.Header
-	for i := range h.Fields {
-		if f := &h.Fields[i]; f.Kind == httpmsg.KindXRequestID {
-			f.Drop = true
-		}
+// Request returns the request head (wire.Exchange).
+func (c *lconn) Request() *httpmsg.Request { return &c.req.Request }
+
+// Response returns the backend's answer's head once it has come
+// (wire.Exchange).
+func (c *lconn) Response() *httpmsg.Response {
+	if c.up == nil || c.up.state != upBody && c.up.state != upTunnel {
+		return nil
 	}
-	id := c.req.id[:n]
-	h.Fields = append(h.Fields, httpmsg.Field{Name: requestIDName, Value: id, Kind: httpmsg.KindXRequestID})
-	return id
+	return &c.up.resp.Response
 }
+
+// Alloc lends n bytes of the exchange's arena (wire.Exchange): from its
+// current block, or a new block when that has no room (slices lent from
+// the old one stay valid: the block lives as long as they do). The arena
+// starts over with each exchange.
+func (c *lconn) Alloc(n int) []byte {
+	if cap(c.arena)-len(c.arena) < n {
+		c.arena = make([]byte, 0, max(arenaBlock, n))
+	}
+	i := len(c.arena)
+	c.arena = c.arena[:i+n]
+	return c.arena[i : i+n : i+n]
+}
+
+// arenaBlock is the size of an exchange's arena block (Alloc).
+const arenaBlock = 512
 
 // hop says how the exchange's request is forwarded (ActForward, or an
 // in-process handler's ActServeHTTP).

@@ -34,17 +34,12 @@ type request struct {
 
 	chunked   bool
 	keepAlive bool
-
-	// id is the request id the pipeline made, forwarded as X-Request-Id
-	// in place of the client's when idLen > 0 (ForwardRequestID).
-	id    [32]byte
-	idLen int
 }
 
 func (r *request) reset() {
 	r.Request.Reset()
 	r.rawTarget, r.minor, r.hostOverride, r.hasHost = nil, 0, false, false
-	r.chunked, r.keepAlive, r.idLen = false, false, 0
+	r.chunked, r.keepAlive = false, false
 }
 
 // findHeadEnd returns the length of the head (through the empty line) in

@@ -33,8 +33,9 @@ type fakeExchange struct {
 	limit     int64
 	buffered  *wire.BufferLimits
 	bufferErr error
-	// forwarded is what the engine would send as X-Request-Id.
-	forwarded []byte
+	// req is the head the pipeline may edit; arena backs Alloc.
+	req   httpmsg.Request
+	arena []byte
 }
 
 var (
@@ -82,17 +83,22 @@ func (e *fakeExchange) Respond(status int, header *httpmsg.Header, body []byte) 
 	}
 	return nil
 }
-func (e *fakeExchange) Query() []byte        { return nil }
-func (e *fakeExchange) Proto() []byte        { return fakeProto }
-func (e *fakeExchange) TLSVersion() []byte   { return nil }
-func (e *fakeExchange) Header(string) []byte { return nil }
-func (e *fakeExchange) ForwardRequestID(n int) []byte {
-	if cap(e.forwarded) < n {
-		e.forwarded = make([]byte, n)
+func (e *fakeExchange) Query() []byte               { return nil }
+func (e *fakeExchange) Proto() []byte               { return fakeProto }
+func (e *fakeExchange) TLSVersion() []byte          { return nil }
+func (e *fakeExchange) Header(string) []byte        { return nil }
+func (e *fakeExchange) Request() *httpmsg.Request   { return &e.req }
+func (e *fakeExchange) Response() *httpmsg.Response { return nil }
+func (e *fakeExchange) Alloc(n int) []byte {
+	if cap(e.arena) < n {
+		e.arena = make([]byte, n)
 	}
-	e.forwarded = e.forwarded[:n]
-	return e.forwarded
+	return e.arena[:n]
 }
+
+// begin makes the exchange ready for its next request, as an engine's
+// is: a head of its own.
+func (e *fakeExchange) begin() { e.req.Reset() }
 
 // fakeTransport answers each backend from a script: an error or a status.
 type fakeTransport struct {

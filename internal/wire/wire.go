@@ -117,14 +117,24 @@ type Exchange interface {
 	// Header returns the value of the first request header field named
 	// name (compared case-insensitively), or nil when there is none.
 	Header(name string) []byte
-	// ForwardRequestID returns n bytes owned by the exchange, valid until
-	// it ends, for the pipeline to fill with a request id of visible
-	// ASCII; the engine then forwards the request with "X-Request-Id:
-	// <those bytes>" (on every attempt) in place of any the client sent.
-	// The exchange lends the storage rather than taking a value: a slice
+	// Request returns the request head, whatever protocol carried it.
+	// The pipeline may edit it before the request is forwarded (its
+	// fields, Target and Path, Authority and Host): every attempt goes
+	// with the head as edited, by the forwarding rules every request
+	// goes by. Values it sets must live until the exchange ends: memory
+	// from Alloc, or memory the pipeline keeps.
+	Request() *httpmsg.Request
+	// Response returns the head of the backend's answer once Forwarded
+	// has reported it (nil before, and for answers Helios makes itself).
+	// The pipeline may edit its fields and status in Forwarded, before
+	// it asks for ActSend.
+	Response() *httpmsg.Response
+	// Alloc returns n bytes owned by the exchange, valid until it ends,
+	// for values the pipeline puts in a head. The exchange lends the
+	// storage rather than take a value: a slice made by the pipeline and
 	// handed through an interface method escapes to the heap, an
 	// allocation per request.
-	ForwardRequestID(n int) []byte
+	Alloc(n int) []byte
 }
 
 // Transport says how to reach one upstream's backends. Engines keep

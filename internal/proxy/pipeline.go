@@ -66,15 +66,35 @@ type flow struct {
 	// The answer for ActRespond.
 	ansStatus       int
 	ansHeader, ansB []byte
+	// local is the in-process handler of an ActServeHTTP that is not a
+	// route's (the ACME challenge solver); nil otherwise.
+	local *wire.Local
+	// redirect holds the header of an https redirect, reused by the
+	// connection's requests.
+	redirect []byte
 }
 
 // Begin routes the request.
 func (f *flow) Begin(ex wire.Exchange) wire.Action {
 	p := f.p
-	*f = flow{p: p, g: p.graph.Load(), ex: ex}
+	*f = flow{p: p, g: p.graph.Load(), ex: ex, redirect: f.redirect}
 	f.rec.Start = time.Now()
 	f.setRequestID(ex)
+	if a := f.g.ACME; a != nil {
+		if act, ok := f.acmeChallenge(a, ex); ok {
+			return act
+		}
+	}
 	rt, ok := f.g.Routes.Match(ex.Host(), ex.Path())
+	if a := f.g.ACME; a != nil {
+		var r *Route
+		if ok {
+			r = rt
+		}
+		if act, ok := f.httpsRedirect(a, ex, r); ok {
+			return act
+		}
+	}
 	if ok {
 		if rt.refuses(ex.Method()) {
 			f.rec.Route = rt
@@ -135,7 +155,12 @@ func (f *flow) answer(status int, header, body []byte) wire.Action {
 func (f *flow) Answer() (int, []byte, []byte) { return f.ansStatus, f.ansHeader, f.ansB }
 
 // Handler returns the route's in-process handler for ActServeHTTP.
-func (f *flow) Handler() *wire.Local { return f.rec.Route.Static }
+func (f *flow) Handler() *wire.Local {
+	if f.local != nil {
+		return f.local
+	}
+	return f.rec.Route.Static
+}
 
 // BufferLimits returns the route's request buffering limits.
 func (f *flow) BufferLimits() wire.BufferLimits { return *f.rec.Route.Buffer }

@@ -249,12 +249,9 @@ func New(o Options, env Env) (*Manager, error) {
 	if o.EAB != nil {
 		iss.ExternalAccount = &mzacme.EAB{KeyID: o.EAB.KeyID, MACKey: o.EAB.MACKey}
 	}
-	if o.CA != LetsEncrypt {
-		// certmagic retries a failed order against Let's Encrypt's
-		// staging CA only when the CA is Let's Encrypt's production one;
-		// any other CA is its own test CA.
-		iss.TestCA = o.CA
-	}
+	// With Let's Encrypt's production CA, certmagic tries a failed
+	// order again against the staging CA first (its rate limits are
+	// far higher) and goes back to production once that succeeds.
 	m.issuer = certmagic.NewACMEIssuer(cfg, iss)
 	cfg.Issuers = []certmagic.Issuer{m.issuer}
 	m.cfg = cfg

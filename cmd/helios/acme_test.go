@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,5 +81,17 @@ admin: {address: "off"}
 	}
 	if n := pb.Issued(); n != 1 {
 		t.Errorf("pebble issued %d certificates, want exactly 1", n)
+	}
+
+	// `helios cert list` shows what is stored: the name, its expiry
+	// (Pebble's default: 90 days) and where it came from.
+	out, err := exec.Command(helios, "cert", "list", "--config", filepath.Join(dir, "helios1.yaml")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("cert list: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "LISTENER") ||
+		!strings.Contains(lines[1], name) || !strings.Contains(lines[1], "(89d left)") || !strings.Contains(lines[1], "acme 127.0.0.1-") {
+		t.Errorf("cert list: got\n%s\nwant a header and one line for %s, 89d left, from acme", out, name)
 	}
 }

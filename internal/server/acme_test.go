@@ -180,6 +180,13 @@ func TestACMEHTTP01IssuesAndRestartLoadsFromStorage(t *testing.T) {
 	if !strings.Contains(s.pebble.Log(), "Attempting to validate w/ HTTP") {
 		t.Errorf("pebble did not validate over HTTP:\n%s", s.pebble.Log())
 	}
+	// The metrics.
+	if v, ok := metric(t, srv, "helios_acme_certificate_expiry_seconds", map[string]string{"listener": "https", "name": name}); !ok || v < 80*24*3600 {
+		t.Errorf("helios_acme_certificate_expiry_seconds for %s: got %v (present %v), want about 90 days", name, v, ok)
+	}
+	if v, _ := metric(t, srv, "helios_acme_issuances_total", map[string]string{"listener": "https", "kind": "obtain", "result": "success"}); v != 1 {
+		t.Errorf("helios_acme_issuances_total{obtain,success}: got %v, want 1", v)
+	}
 
 	// http -> https for the name, not for another host.
 	resp := rawExchange(t, fmt.Sprintf("127.0.0.1:%d", s.httpPort), "GET /a/b?c=d HTTP/1.1\r\nHost: "+name+"\r\nConnection: close\r\n\r\n")

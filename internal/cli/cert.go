@@ -38,15 +38,9 @@ from and its file in storage. A name listed under acme without a
 certificate yet says so. It reads files only; Helios need not run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			path, err := configPath(file)
+			cfg, err := commandConfig(cmd, file, cmd.ErrOrStderr())
 			if err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
-				return exitError{1}
-			}
-			cfg, err := loadConfig(path, cmd.ErrOrStderr())
-			if err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
-				return exitError{1}
+				return err
 			}
 			rows, err := certRows(cfg, time.Now())
 			if err != nil {

@@ -57,7 +57,7 @@ type Pebble struct {
 	RootFile string
 	mgmt     string
 	client   *http.Client
-	out      *lockedBuffer
+	logFile  string
 }
 
 var (
@@ -152,15 +152,21 @@ func Start(t testing.TB, o Options) *Pebble {
 			RootFile:  rootFile,
 			mgmt:      fmt.Sprintf("https://127.0.0.1:%d", mgmt),
 			client:    client,
-			out:       &lockedBuffer{},
+			logFile:   filepath.Join(dir, fmt.Sprintf("pebble%d.log", attempt)),
+		}
+		logOut, err := os.Create(p.logFile)
+		if err != nil {
+			t.Fatal(err)
 		}
 		cmd := exec.Command(bin, "-config", cfgFile, "-dnsserver", resolver)
 		cmd.Env = append(os.Environ(), "PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0", "PEBBLE_AUTHZREUSE=0")
 		if o.AlwaysValid {
 			cmd.Env = append(cmd.Env, "PEBBLE_VA_ALWAYS_VALID=1")
 		}
-		cmd.Stdout, cmd.Stderr = p.out, p.out
-		if err := cmd.Start(); err != nil {
+		cmd.Stdout, cmd.Stderr = logOut, logOut
+		err = cmd.Start()
+		logOut.Close() // the child has its own copy
+		if err != nil {
 			t.Fatal(err)
 		}
 		exited := make(chan struct{})
@@ -285,21 +291,7 @@ func (p *Pebble) SetRenewalInfo(t testing.TB, cert *x509.Certificate, start, end
 func (p *Pebble) Issued() int { return strings.Count(p.Log(), "Issued certificate serial") }
 
 // Log returns what Pebble printed.
-func (p *Pebble) Log() string { return p.out.String() }
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+func (p *Pebble) Log() string {
+	b, _ := os.ReadFile(p.logFile)
+	return string(b)
 }

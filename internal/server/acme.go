@@ -66,7 +66,21 @@ func sameACME(oldCfg, newCfg *config.Config, old, cur config.Listener) bool {
 	on, _ := oldCfg.ACMENames(&old)
 	nn, _ := newCfg.ACMENames(&cur)
 	return reflect.DeepEqual(old.TLS.ACME, cur.TLS.ACME) && slices.Equal(on, nn) &&
-		len(old.TLS.Pairs()) == len(cur.TLS.Pairs())
+		len(old.TLS.Pairs()) == len(cur.TLS.Pairs()) &&
+		// certmagic's solvers were pointed at the HTTP-01 listener's
+		// address: a new one needs a new manager.
+		addressOf(oldCfg, old.TLS.ACME.HTTPListener) == addressOf(newCfg, cur.TLS.ACME.HTTPListener)
+}
+
+// addressOf returns the address of the listener called name, "" when
+// there is none.
+func addressOf(cfg *config.Config, name string) string {
+	for _, l := range cfg.Listeners {
+		if name != "" && l.Name == name {
+			return l.Address
+		}
+	}
+	return ""
 }
 
 // startACME tells a listener's manager where Helios answers its

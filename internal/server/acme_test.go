@@ -199,6 +199,18 @@ func TestACMEHTTP01IssuesAndRestartLoadsFromStorage(t *testing.T) {
 		t.Errorf("cleartext request for another host: got\n%s\nwant 200", resp)
 	}
 
+	// A reload that keeps the acme block keeps the manager and what it
+	// loaded.
+	if err := srv.Reload(s.config(t, fmt.Sprintf(acmeHTTP01, name))); err != nil {
+		t.Fatal(err)
+	}
+	if managerOf(t, srv) != m {
+		t.Errorf("a reload with the same acme block replaced the manager")
+	}
+	if again, err := s.handshake(t, roots, name); err != nil || again.SerialNumber.Cmp(leaf.SerialNumber) != 0 {
+		t.Errorf("after a reload: got %v, want the same certificate", err)
+	}
+
 	stopServer(srv)
 	srv = s.start(t, s.config(t, fmt.Sprintf(acmeHTTP01, name)))
 	again, err := s.handshake(t, roots, name)

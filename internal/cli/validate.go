@@ -20,15 +20,9 @@ The exit status is 0 when the file is valid (warnings or not) and 1
 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			path, err := configPath(file)
+			cfg, err := commandConfig(cmd, file, cmd.OutOrStdout())
 			if err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
-				return exitError{1}
-			}
-			cfg, err := loadConfig(path, cmd.OutOrStdout())
-			if err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
-				return exitError{1}
+				return err
 			}
 			for _, w := range cfg.Warnings {
 				fmt.Fprintln(cmd.OutOrStdout(), w.String())

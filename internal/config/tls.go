@@ -3,7 +3,7 @@ package config
 // ListenerTLS makes a listener speak TLS: HTTPS, and HTTP/2 through ALPN
 // unless Listener.HTTP2 is false. Certificates come either from CertFile
 // and KeyFile (one certificate) or from Certificates (several, chosen by
-// the name the client asks for in SNI), not both.
+// the name the client asks for in SNI), not both, and from ACME.
 type ListenerTLS struct {
 	// CertFile is a PEM file holding the certificate, then the
 	// intermediates of its chain. Required with KeyFile unless
@@ -38,6 +38,9 @@ type ListenerTLS struct {
 	// handshake) with tickets encrypted under keys that rotate hourly.
 	// nil means the default, true; Tickets reads it.
 	SessionTickets *bool `yaml:"session_tickets"`
+	// ACME gets certificates from an ACME CA and renews them (automatic
+	// HTTPS); with it, certificate files are optional. Nil: files only.
+	ACME *ACME `yaml:"acme"`
 }
 
 // CertKey is a certificate file and its key file, as for

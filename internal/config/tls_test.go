@@ -74,7 +74,7 @@ func TestTLSProblems(t *testing.T) {
 		{
 			name: "no certificate",
 			yaml: tlsListener("      min_version: \"1.3\"\n", ""),
-			want: `t.yaml:4: listeners[0].tls: no certificate (cert_file and key_file, or certificates)`,
+			want: `t.yaml:4: listeners[0].tls: no certificate (cert_file and key_file, certificates, or acme)`,
 		},
 		{
 			name: "cert_file without key_file",

@@ -45,8 +45,8 @@ func (v *validator) listenerTLS(l *Listener, p string) {
 		v.addf(tp+".certificates", "set along with cert_file (one or the other; list every certificate under certificates)")
 	case !single && v.meta.present(tp+".certificates") && len(t.Certificates) == 0:
 		v.addf(tp+".certificates", "empty (at least one {cert_file, key_file})")
-	case !single && len(t.Certificates) == 0:
-		v.addf(tp, "no certificate (cert_file and key_file, or certificates)")
+	case !single && len(t.Certificates) == 0 && t.ACME == nil:
+		v.addf(tp, "no certificate (cert_file and key_file, certificates, or acme)")
 	}
 	if single {
 		v.keyPair(tp, t.CertFile, t.KeyFile)

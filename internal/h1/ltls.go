@@ -167,6 +167,9 @@ func (c *lconn) startHandshake(t TLS) {
 	}()
 }
 
+// alpnACME is the ALPN protocol of TLS-ALPN-01 validations.
+const alpnACME = "acme-tls/1"
+
 // errTooManyHandshakes refuses a connection past the cap on handshakes in
 // progress.
 var errTooManyHandshakes = errors.New("too many TLS handshakes in progress")
@@ -179,7 +182,9 @@ func (c *lconn) handshaken(inc uint32, t TLS, tc *tls.Conn, err error) {
 	if inc != c.inc {
 		return
 	}
-	if c.state == lsClosing || err != nil {
+	// A TLS-ALPN-01 validation (RFC 8737) only proves the name: the CA
+	// closes after the handshake, and nothing else may be spoken on it.
+	if c.state == lsClosing || err != nil || cs.NegotiatedProtocol == alpnACME {
 		c.state = lsHandshake
 		c.sock.blocking = false
 		c.close()

@@ -30,6 +30,10 @@ type Graph struct {
 	Upstreams []*Upstream
 	// Recorder receives one Record per request; nil records nothing.
 	Recorder Recorder
+	// ACME answers HTTP-01 challenges and says which hosts are
+	// redirected to HTTPS; nil when no listener gets certificates
+	// through ACME.
+	ACME ACME
 }
 
 // Route is a compiled route with exactly one action set.
@@ -64,6 +68,10 @@ type Route struct {
 	// backend is chosen (request buffering), under these limits; nil
 	// streams bodies to the backend as they arrive.
 	Buffer *wire.BufferLimits
+	// NoHTTPSRedirect serves the route's cleartext requests for hosts
+	// whose certificates come from ACME, which are otherwise redirected
+	// to HTTPS (Graph.ACME).
+	NoHTTPSRedirect bool
 }
 
 // refuses reports whether the route refuses method m: TRACE and CONNECT

@@ -68,15 +68,36 @@ type flow struct {
 	ansStatus int
 	ansHeader *httpmsg.Header
 	ansB      []byte
+	// local is the in-process handler of an ActServeHTTP that is not a
+	// route's (the ACME challenge solver); nil otherwise.
+	local *wire.Local
+	// redirect holds the Location of an https redirect and redirectHdr
+	// its fields, reused by the connection's requests.
+	redirect    []byte
+	redirectHdr httpmsg.Header
 }
 
 // Begin routes the request.
 func (f *flow) Begin(ex wire.Exchange) wire.Action {
 	p := f.p
-	*f = flow{p: p, g: p.graph.Load(), ex: ex}
+	*f = flow{p: p, g: p.graph.Load(), ex: ex, redirect: f.redirect, redirectHdr: f.redirectHdr}
 	f.rec.Start = time.Now()
 	f.setRequestID(ex)
+	if a := f.g.ACME; a != nil {
+		if act, ok := f.acmeChallenge(a, ex); ok {
+			return act
+		}
+	}
 	rt, ok := f.g.Routes.Match(ex.Host(), ex.Path())
+	if a := f.g.ACME; a != nil {
+		var r *Route
+		if ok {
+			r = rt
+		}
+		if act, ok := f.httpsRedirect(a, ex, r); ok {
+			return act
+		}
+	}
 	if ok {
 		if rt.refuses(ex.Method()) {
 			f.rec.Route = rt
@@ -141,7 +162,12 @@ func (f *flow) answer(status int, header *httpmsg.Header, body []byte) wire.Acti
 func (f *flow) Answer() (int, *httpmsg.Header, []byte) { return f.ansStatus, f.ansHeader, f.ansB }
 
 // Handler returns the route's in-process handler for ActServeHTTP.
-func (f *flow) Handler() *wire.Local { return f.rec.Route.Local }
+func (f *flow) Handler() *wire.Local {
+	if f.local != nil {
+		return f.local
+	}
+	return f.rec.Route.Local
+}
 
 // Files returns the route's file planner for ActServeFile.
 func (f *flow) Files() wire.Files { return f.rec.Route.Files }

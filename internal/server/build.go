@@ -94,7 +94,7 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 	}
 	entries := make([]route.Entry[*proxy.Route], 0, len(cfg.Routes))
 	for i, rc := range cfg.Routes {
-		rt := &proxy.Route{Name: rc.Name, Index: i}
+		rt := &proxy.Route{Name: rc.Name, Index: i, NoHTTPSRedirect: !rc.HTTPSRedirects()}
 		for _, u := range rc.Upgrades {
 			rt.Upgrades = append(rt.Upgrades, []byte(strings.ToLower(u)))
 		}

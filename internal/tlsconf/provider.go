@@ -37,6 +37,10 @@ type ServerOptions struct {
 	// MaxHandshakes caps the handshakes in progress at once on the
 	// listener (BeginHandshake). Zero: no cap.
 	MaxHandshakes int
+	// Managed serves the names whose certificates get and renew
+	// themselves (ACME), and answers TLS-ALPN-01 validations; with it,
+	// Certificates may be empty. Nil: the files only.
+	Managed Managed
 }
 
 // Env is what a Provider takes from its surroundings rather than from
@@ -108,6 +112,9 @@ type snapshot struct {
 	// trust fingerprints what decides which sessions may resume: the
 	// client CAs. When it changes, ticket keys start over.
 	trust [32]byte
+	// challenge serves TLS-ALPN-01 validations; nil without
+	// opts.Managed.
+	challenge *tls.Config
 	// stop ends the snapshot's OCSP fetching; nil before Commit.
 	stop context.CancelFunc
 }
@@ -156,8 +163,12 @@ func (p *Provider) Name() string { return p.name }
 // keys (a clone would keep issuing tickets under a key that ages out).
 func (p *Provider) TLSConfig() *tls.Config { return p.base }
 
-func (p *Provider) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
-	return p.cur.Load().config, nil
+func (p *Provider) configForClient(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+	s := p.cur.Load()
+	if s.challenge != nil && isACMEChallenge(hello) {
+		return s.challenge, nil
+	}
+	return s.config, nil
 }
 
 // Update is a loaded set of settings and certificates, ready to replace
@@ -173,12 +184,15 @@ type Update struct {
 // a key that does not match its certificate, or a certificate already
 // expired is an error, and the running settings stay as they are.
 func (p *Provider) Prepare(o ServerOptions) (*Update, error) {
-	if len(o.Certificates) == 0 {
+	set := emptyCertSet()
+	switch {
+	case len(o.Certificates) > 0:
+		var err error
+		if set, err = loadCertSet(o.Certificates); err != nil {
+			return nil, err
+		}
+	case o.Managed == nil:
 		return nil, errors.New("no certificate")
-	}
-	set, err := loadCertSet(o.Certificates)
-	if err != nil {
-		return nil, err
 	}
 	now := p.env.now()
 	for _, e := range set.entries {
@@ -187,7 +201,7 @@ func (p *Provider) Prepare(o ServerOptions) (*Update, error) {
 		}
 	}
 	cfg := &tls.Config{
-		GetCertificate:         set.get,
+		GetCertificate:         chooser(set, o.Managed),
 		MinVersion:             o.MinVersion,
 		NextProtos:             []string{"http/1.1"},
 		SessionTicketsDisabled: o.DisableSessionTickets,
@@ -200,6 +214,9 @@ func (p *Provider) Prepare(o ServerOptions) (*Update, error) {
 		cfg.NextProtos = []string{"h2", "http/1.1"}
 	}
 	snap := &snapshot{opts: o, config: cfg, set: set}
+	if o.Managed != nil {
+		snap.challenge = challengeConfig(o.Managed)
+	}
 	if o.ClientCAFile != "" {
 		pool, cas, err := LoadCAs(o.ClientCAFile)
 		if err != nil {

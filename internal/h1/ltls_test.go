@@ -2,6 +2,7 @@ package h1
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/binary"
@@ -262,5 +263,53 @@ func expectAlive(t testing.TB, c *rawClient, d time.Duration) {
 	_, err := io.Copy(io.Discard, c.br)
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("got %v, want the connection open", err)
+	}
+}
+
+// TestLoopTLSDrainWaitsForClientHellos: a drain treats a TLS connection
+// waiting for its ClientHello as a connection waiting for its first
+// request: one that sends it within the grace is served (its first
+// answer says Connection: close), one that sends nothing is closed after
+// the grace, not at the client hello timeout.
+func TestLoopTLSDrainWaitsForClientHellos(t *testing.T) { run(t, testLoopTLSDrainWaitsForClientHellos) }
+
+func testLoopTLSDrainWaitsForClientHellos(t *testing.T, k netpoll.Kind) {
+	tp := newTestTLS(t)
+	tp.helloTimeout = testTimeout
+	cfg := loopConfig{loops: 1}
+	cfg.opts.TLS = tp
+	p := startLoopProxy(t, k, cfg)
+	late := dialRaw(t, p.addr)
+	dialed := time.Now() // silent is accepted after this
+	silent := dialRaw(t, p.addr)
+	waitFor(t, "two connections", func() bool { return p.eng.OpenConns() == 2 })
+
+	p.ll.Stop()
+	p.ll.draining.Store(true)
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		shut <- p.ll.Shutdown(ctx)
+	}()
+	time.Sleep(freshGrace / 5)
+	tc := tls.Client(late.nc, &tls.Config{RootCAs: tp.pool, ServerName: "localhost"})
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("handshake during the drain: got %v, want nil", err)
+	}
+	c := &rawClient{t: t, nc: tc, br: bufio.NewReader(tc)}
+	c.send("GET /fixed/ HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := c.read("GET"); r.status != 200 || !r.close {
+		t.Errorf("first request during the drain: got (%v, close %v), want (200, close)", r.status, r.close)
+	}
+	silent.expectClosed(2 * freshGrace)
+	if d := time.Since(dialed); d < freshGrace {
+		t.Errorf("a connection that sent nothing was closed %v after it was accepted, before its grace (%v)", d, freshGrace)
+	}
+	if err := <-shut; err != nil {
+		t.Errorf("Shutdown: got %v, want nil", err)
+	}
+	if got := tp.count("no_hello"); got != 1 {
+		t.Errorf("no_hello: got %d, want 1", got)
 	}
 }

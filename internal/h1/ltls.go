@@ -114,6 +114,7 @@ func (s *tlsSock) Read(b []byte) (int, error) {
 		case n == 0:
 			return 0, io.EOF
 		default:
+			s.progress()
 			return n, nil
 		}
 	}
@@ -136,6 +137,7 @@ func (s *tlsSock) Write(b []byte) (int, error) {
 		case err != nil:
 			return total, err
 		default:
+			s.progress()
 			total += n
 		}
 	}
@@ -143,18 +145,27 @@ func (s *tlsSock) Write(b []byte) (int, error) {
 }
 
 // wait blocks the handshake until the loop reports the socket ready, or
-// the handshake's time is up (or the connection is closing).
+// the handshake's time is up (or the connection is closing). A client's
+// handshake counts as waiting for its client, and may be shed, from then
+// until the socket moves bytes again (progress): a wake-up that finds
+// nothing to read does not make a stalled handshake look busy.
 func (s *tlsSock) wait() error {
 	if s.hs != nil {
-		// Waiting for the client, the handshake may be shed.
 		s.hs.Waiting(true)
-		defer s.hs.Waiting(false)
 	}
 	select {
 	case <-s.ready:
 		return nil
 	case <-s.ctx.Done():
 		return s.ctx.Err()
+	}
+}
+
+// progress says the socket moved bytes: the client's handshake is not
+// waiting for its client.
+func (s *tlsSock) progress() {
+	if s.hs != nil {
+		s.hs.Waiting(false)
 	}
 }
 

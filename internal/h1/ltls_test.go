@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/helios-lb/helios/internal/netpoll"
+	"github.com/helios-lb/helios/internal/tlsconf/tlstest"
 )
 
 // TestLoopTLS serves HTTP/1.1 over TLS on the loops: keep-alive and
@@ -198,9 +198,10 @@ func testLoopTLSHandshakeBounds(t *testing.T, k netpoll.Kind) {
 		var cs []*rawClient
 		for i := 0; i < tp.max+2; i++ {
 			cs = append(cs, stalled(t, hello))
-			// Each waits for its client before the next comes.
-			want := min(i+1, tp.max)
-			waitFor(t, "the stalled handshake", func() bool { return tp.gate.Waiting() == want })
+			// Each is admitted (shedding one past the cap) and waits for
+			// its client before the next comes.
+			waiting, shed := min(i+1, tp.max), before+uint64(max(i+1-tp.max, 0))
+			waitFor(t, "the stalled handshake", func() bool { return tp.gate.Waiting() == waiting && tp.count("shed") == shed })
 		}
 		// The first two were shed, oldest first, for the last two.
 		for i, c := range cs {
@@ -225,21 +226,12 @@ func testLoopTLSHandshakeBounds(t *testing.T, k netpoll.Kind) {
 	})
 }
 
-// clientHello returns the first record a TLS client trusting p's
-// certificate sends: its ClientHello.
+// clientHello returns the ClientHello of a TLS client trusting p's
+// certificate.
 func clientHello(t testing.TB, p *testTLS) []byte {
 	t.Helper()
-	a, b := net.Pipe()
-	defer a.Close()
-	defer b.Close()
-	go tls.Client(a, &tls.Config{RootCAs: p.pool, ServerName: "localhost"}).Handshake()
-	b.SetReadDeadline(time.Now().Add(testTimeout))
-	rec := make([]byte, 5)
-	if _, err := io.ReadFull(b, rec); err != nil {
-		t.Fatal(err)
-	}
-	rec = append(rec, make([]byte, binary.BigEndian.Uint16(rec[3:5]))...)
-	if _, err := io.ReadFull(b, rec[5:]); err != nil {
+	rec, err := tlstest.ClientHello(&tls.Config{RootCAs: p.pool, ServerName: "localhost"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return rec

@@ -2,7 +2,6 @@ package server
 
 import (
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/helios-lb/helios/internal/tlsconf/tlstest"
 )
 
 // Issue 26, bug 1: connections to a TLS listener that sent nothing held
@@ -20,36 +21,31 @@ import (
 // its whole ClientHello, and at the cap the oldest handshake waiting for
 // its client is shed for the new one.
 
-// tlsAttackServer serves httpsConfig with a cap of 8 handshakes and the
-// handshake timeout given, on engine.
-func tlsAttackServer(t *testing.T, certs *testCerts, engine, handshakeTimeout string) *Server {
-	t.Helper()
-	bs := startBackends(t, 1)
-	yaml := strings.NewReplacer("{{DIR}}", certs.dir, "{{EXTRA}}", ", max_handshakes: 8, handshake_timeout: "+handshakeTimeout).Replace(httpsConfig)
-	cfg := yamlConfig(t, yaml, bs)
-	setEngine(cfg, engine)
-	s, _ := startServer(t, cfg, Options{})
-	return s
+// tlsAttack is a server whose listener web has a cap of 8 handshakes,
+// and what a client of it needs.
+type tlsAttack struct {
+	s     *Server
+	addr  string
+	certs *testCerts
+	// hello is the ClientHello a client of site.example sends.
+	hello []byte
 }
 
-// serverClientHello returns the first record a TLS client of certs'
-// site.example sends: its ClientHello.
-func serverClientHello(t *testing.T, certs *testCerts) []byte {
+// startTLSAttack serves httpsConfig with a cap of 8 handshakes and the
+// handshake timeout given, on engine.
+func startTLSAttack(t *testing.T, engine, handshakeTimeout string) *tlsAttack {
 	t.Helper()
-	a, b := net.Pipe()
-	defer a.Close()
-	defer b.Close()
-	go tls.Client(a, &tls.Config{RootCAs: certs.pool, ServerName: "site.example"}).Handshake()
-	b.SetReadDeadline(time.Now().Add(10 * time.Second))
-	rec := make([]byte, 5)
-	if _, err := io.ReadFull(b, rec); err != nil {
+	certs := newTestCerts(t)
+	certs.write(t, "site", "site.example")
+	yaml := strings.NewReplacer("{{DIR}}", certs.dir, "{{EXTRA}}", ", max_handshakes: 8, handshake_timeout: "+handshakeTimeout).Replace(httpsConfig)
+	cfg := yamlConfig(t, yaml, startBackends(t, 1))
+	setEngine(cfg, engine)
+	s, _ := startServer(t, cfg, Options{})
+	hello, err := tlstest.ClientHello(&tls.Config{RootCAs: certs.pool, ServerName: "site.example"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	rec = append(rec, make([]byte, binary.BigEndian.Uint16(rec[3:5]))...)
-	if _, err := io.ReadFull(b, rec[5:]); err != nil {
-		t.Fatal(err)
-	}
-	return rec
+	return &tlsAttack{s: s, addr: s.Addr("web").String(), certs: certs, hello: hello}
 }
 
 // openSending connects to addr and sends b (nothing when empty).
@@ -99,15 +95,13 @@ func politeClient(t *testing.T, certs *testCerts) *http.Client {
 
 // TestTLSSilentConnectionsLeaveRoom: 64 connections that send nothing and
 // 16 that send part of a ClientHello, with max_handshakes 8 (and the
-// default handshake timeout, 10s), hold no place: a client opening a new TLS connection per request is served
-// every time, and nothing is refused.
+// default handshake timeout, 10s), hold no place: a client opening a new
+// TLS connection per request is served every time, and nothing is
+// refused.
 func TestTLSSilentConnectionsLeaveRoom(t *testing.T) {
 	eachEngine(t, func(t *testing.T, engine string) {
-		certs := newTestCerts(t)
-		certs.write(t, "site", "site.example")
-		s := tlsAttackServer(t, certs, engine, "10s")
-		addr := s.Addr("web").String()
-		hello := serverClientHello(t, certs)
+		a := startTLSAttack(t, engine, "10s")
+		s, addr, certs, hello := a.s, a.addr, a.certs, a.hello
 		for i := 0; i < 64; i++ {
 			openSending(t, addr, nil)
 		}
@@ -140,11 +134,8 @@ func TestTLSSilentConnectionsLeaveRoom(t *testing.T) {
 // timeout, so the attacker does reopen): every request is served.
 func TestTLSReopeningAttackerDoesNotStarve(t *testing.T) {
 	eachEngine(t, func(t *testing.T, engine string) {
-		certs := newTestCerts(t)
-		certs.write(t, "site", "site.example")
-		s := tlsAttackServer(t, certs, engine, "1s")
-		addr := s.Addr("web").String()
-		hello := serverClientHello(t, certs)
+		a := startTLSAttack(t, engine, "1s")
+		s, addr, certs, hello := a.s, a.addr, a.certs, a.hello
 		var payloads [][]byte
 		for i := 0; i < 8; i++ {
 			payloads = append(payloads, nil, hello[:1+i*(len(hello)-1)/8])
@@ -237,28 +228,24 @@ func tryGet(c *http.Client, url string) (int, error) {
 	return res.StatusCode, nil
 }
 
-// TestTLSStalledHandshakesShedOldestFirst: with max_handshakes 8, eight
-// connections that send a whole ClientHello and then nothing hold every
+// TestTLSStalledHandshakesShedOldestFirst: with max_handshakes 8 (and the
+// default handshake timeout, 10s), eight connections that send a whole ClientHello and then nothing hold every
 // place; each new handshake sheds the oldest of them rather than being
 // refused, and a polite client is served.
 func TestTLSStalledHandshakesShedOldestFirst(t *testing.T) {
 	eachEngine(t, func(t *testing.T, engine string) {
-		certs := newTestCerts(t)
-		certs.write(t, "site", "site.example")
-		s := tlsAttackServer(t, certs, engine, "1s")
-		addr := s.Addr("web").String()
-		hello := serverClientHello(t, certs)
-		waiting := func(want int) {
-			t.Helper()
-			waitFor(t, 10*time.Second, "the stalled handshakes to wait for their clients", func() bool {
-				n, _ := metric(t, s, "helios_tls_handshakes_waiting", map[string]string{"listener": "web"})
-				return int(n) == want
-			})
-		}
+		a := startTLSAttack(t, engine, "10s")
+		s, addr, certs, hello := a.s, a.addr, a.certs, a.hello
 		var stalled []net.Conn
 		for i := 0; i < 10; i++ {
 			stalled = append(stalled, openSending(t, addr, hello))
-			waiting(min(i+1, 8))
+			// Each is admitted (shedding one past the cap) and waits for
+			// its client before the next comes.
+			waiting, shed := min(i+1, 8), max(i+1-8, 0)
+			waitFor(t, 10*time.Second, "the stalled handshake", func() bool {
+				n, _ := metric(t, s, "helios_tls_handshakes_waiting", map[string]string{"listener": "web"})
+				return int(n) == waiting && handshakes(t, s, "shed") == float64(shed)
+			})
 		}
 		// The last two took the places of the first two, in order.
 		for i, c := range stalled {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -103,7 +105,7 @@ func TestGateSheds(t *testing.T) {
 					if h != nil {
 						hs[name] = h
 					}
-					if len(stopped) != len(o.stopped) || len(o.stopped) > 0 && !equal(stopped, o.stopped) {
+					if !slices.Equal(stopped, o.stopped) {
 						t.Fatalf("op %d: begin %s: got %v stopped, want %v", i, name, stopped, o.stopped)
 					}
 				case o.wait != "":
@@ -115,35 +117,11 @@ func TestGateSheds(t *testing.T) {
 			if got := g.InProgress(); got != tt.inProgress {
 				t.Errorf("in progress: got %d, want %d", got, tt.inProgress)
 			}
-			if got := gateCounts(&g); !equalCounts(got, tt.counts) {
+			if got := gateCounts(&g); !maps.Equal(got, tt.counts) {
 				t.Errorf("counts: got %v, want %v", got, tt.counts)
 			}
 		})
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func equalCounts(a, b map[string]uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestGateEnd checks how an ended handshake is counted: by its error, as
@@ -165,7 +143,7 @@ func TestGateEnd(t *testing.T) {
 	finished.End(tls.ConnectionState{}, errors.New("bad record MAC"))
 	g.NoHello()
 	want := map[string]uint64{"ok": 2, "timeout": 1, "shed": 1, "failed": 1, "no_hello": 1}
-	if got := gateCounts(&g); !equalCounts(got, want) {
+	if got := gateCounts(&g); !maps.Equal(got, want) {
 		t.Errorf("counts: got %v, want %v", got, want)
 	}
 	if got := g.InProgress(); got != 0 {

@@ -30,9 +30,19 @@ type ListenerTLS struct {
 	// HandshakeTimeout bounds a TLS handshake, from the connection's
 	// accept to the handshake's end; more than 0. Default 10s.
 	HandshakeTimeout Duration `yaml:"handshake_timeout"`
+	// ClientHelloTimeout bounds the wait for the client's ClientHello,
+	// from the connection's accept: a connection that has sent nothing,
+	// or only part of its ClientHello, is closed then. Until its
+	// ClientHello is whole a connection holds no place among
+	// MaxHandshakes. More than 0 and at most HandshakeTimeout. Default
+	// 5s, or HandshakeTimeout when that is shorter.
+	ClientHelloTimeout Duration `yaml:"client_hello_timeout"`
 	// MaxHandshakes caps the handshakes in progress at once on the
-	// listener; a connection beyond it is closed at once. 0 means no cap.
-	// Default 1024.
+	// listener, counted from a connection's whole ClientHello to the
+	// handshake's end. At the cap, the oldest handshake waiting for its
+	// client is shed to make room for a new one; a new one is refused
+	// (closed at once) only when none waits. 0 means no cap. Default
+	// 1024.
 	MaxHandshakes int `yaml:"max_handshakes"`
 	// SessionTickets lets clients resume sessions (an abbreviated
 	// handshake) with tickets encrypted under keys that rotate hourly.
@@ -127,6 +137,11 @@ func setListenerTLSDefaults(m *meta, l *Listener, p string) {
 	tp := p + ".tls"
 	setString(&t.MinVersion, TLS12)
 	setDefault(m, tp+".handshake_timeout", &t.HandshakeTimeout, seconds(10))
+	hello := seconds(5)
+	if t.HandshakeTimeout > 0 {
+		hello = min(hello, t.HandshakeTimeout)
+	}
+	setDefault(m, tp+".client_hello_timeout", &t.ClientHelloTimeout, hello)
 	setDefault(m, tp+".max_handshakes", &t.MaxHandshakes, 1024)
 	if t.SessionTickets == nil {
 		on := true

@@ -69,6 +69,10 @@ func (v *validator) listenerTLS(l *Listener, p string) {
 		v.caFile(tp+".client_ca_file", t.ClientCAFile)
 	}
 	v.positive(tp+".handshake_timeout", t.HandshakeTimeout)
+	v.positive(tp+".client_hello_timeout", t.ClientHelloTimeout)
+	if t.HandshakeTimeout > 0 && t.ClientHelloTimeout > t.HandshakeTimeout {
+		v.addf(tp+".client_hello_timeout", "%s is more than handshake_timeout, %s (at most the handshake's whole time)", t.ClientHelloTimeout, t.HandshakeTimeout)
+	}
 	if t.MaxHandshakes < 0 {
 		v.addf(tp+".max_handshakes", "%d is out of range (0 for no cap, or more)", t.MaxHandshakes)
 	}

@@ -32,6 +32,7 @@ const (
 	lsTunnel                  // an upgraded connection: bytes both ways
 	lsFile                    // sending a static file (lfile.go)
 	lsFlush                   // answer done; output still pending
+	lsHello                   // a TLS connection waiting for its ClientHello (ltls.go)
 	lsHandshake               // a TLS handshake runs on its goroutine (ltls.go)
 	lsClosing                 // closed while its handshake runs: closes when it ends
 	lsH2                      // an HTTP/2 connection: its streams are exchanges of their own (lh2.go)
@@ -53,6 +54,7 @@ const (
 	dlQueue          // a connection to a capped backend
 	dlH2Tick         // an HTTP/2 connection's next tick
 	dlH2Linger       // an ended HTTP/2 connection waiting for the client's close
+	dlHello          // a TLS client's ClientHello
 )
 
 // maxLoopBody is the largest request body the loop reads whole before the
@@ -244,6 +246,10 @@ func (c *lconn) event(ev uint32) {
 	}
 	if c.state == lsH2 {
 		c.h2event(ev)
+		return
+	}
+	if c.state == lsHello {
+		c.readHello()
 		return
 	}
 	if c.state == lsHandshake || c.state == lsClosing {
@@ -991,6 +997,8 @@ func (c *lconn) timeout() {
 		c.forwarded(0, fmt.Errorf("%w: %s: no connection free within %v", wire.ErrBackendBusy, p.addr, c.tr.Settings.QueueTimeout))
 	case dlH2Tick, dlH2Linger:
 		c.h2tick()
+	case dlHello:
+		c.noHello()
 	default:
 		c.deadline = 0
 	}

@@ -715,7 +715,7 @@ func (l *loop) accept(ll *LoopListener, lfd int) {
 		l.startConn(c, ll, fd, remote)
 		c.opts = ll.opts.Load()
 		if c.opts.TLS != nil {
-			c.startHandshake(c.opts.TLS)
+			c.awaitHello(c.opts.TLS)
 			continue
 		}
 		c.setDeadline(dlIdle, c.opts.IdleTimeout)
@@ -804,10 +804,15 @@ func (l *loop) drain() int {
 // its client connected to send one, which may still be on its way, and
 // unlike a request on a reused keep-alive connection it would not be
 // retried (clients retry only there). The drain's next round looks again.
+// A TLS connection waiting for its ClientHello is treated alike
+// (closeHelloIfDue).
 func (l *loop) closeIfIdle(c *lconn) bool {
 	if c.state == lsH2 {
 		c.h2drain()
 		return c.state == lsClosed
+	}
+	if c.state == lsHello {
+		return c.closeHelloIfDue()
 	}
 	if c.state != lsIdle || len(c.rd.buffered()) != 0 {
 		return false

@@ -42,6 +42,7 @@ func serverTLSOptions(cfg *config.Config, lc config.Listener, m *acme.Manager) t
 		HTTP2:                 lc.OffersHTTP2(),
 		DisableSessionTickets: !t.Tickets(),
 		HandshakeTimeout:      t.HandshakeTimeout.D(),
+		ClientHelloTimeout:    t.ClientHelloTimeout.D(),
 		MaxHandshakes:         t.MaxHandshakes,
 	}
 	if t.ClientCAFile != "" {

@@ -3,6 +3,7 @@ module github.com/helios-lb/helios
 go 1.26.0
 
 require (
+	github.com/miekg/dns v1.1.73
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/sony/gobreaker/v2 v2.4.0

@@ -32,14 +32,7 @@ func ParseBackends(data []byte, file string) ([]FileBackend, error) {
 	for i := range list {
 		b, p := &list[i], indexPath("", i)
 		setDefault(m, p+".weight", &b.Weight, 1)
-		if v.hostPort(p+".address", b.Address, hostPortAllowed) {
-			key := canonicalHostPort(b.Address)
-			if first, dup := addrs[key]; dup {
-				v.addf(p+".address", "%q is already used by %s (addresses must be unique)", b.Address, first)
-			} else {
-				addrs[key] = p
-			}
-		}
+		v.uniqueAddress(addrs, p, b.Address, "")
 		v.intRange(p+".weight", b.Weight, 1, 1000)
 	}
 	problems = append(problems, v.problems...)

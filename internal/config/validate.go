@@ -147,14 +147,7 @@ func (v *validator) listeners(ls []Listener) {
 	for i := range ls {
 		l, p := &ls[i], indexPath("listeners", i)
 		v.name(names, p+".name", p, l.Name, "listeners")
-		if v.hostPort(p+".address", l.Address, hostPortAllowed) {
-			key := canonicalHostPort(l.Address)
-			if first, dup := addrs[key]; dup {
-				v.addf(p+".address", "%q is already used by %s (addresses must be unique)", l.Address, first)
-			} else {
-				addrs[key] = p
-			}
-		}
+		v.uniqueAddress(addrs, p, l.Address, "")
 		v.intRange(p+".sockets", l.Sockets, 1, maxSockets)
 		v.intRange(p+".backlog", l.Backlog, 1, 65535)
 		v.atLeast(p+".max_connections", l.MaxConnections, 1)
@@ -251,9 +244,7 @@ func (v *validator) backends(u *Upstream, p string, d *Discovery) {
 		var key string
 		switch kinds[0] {
 		case "address":
-			if v.hostPort(bp+".address", b.Address, hostPortAllowed) {
-				key = canonicalHostPort(b.Address)
-			}
+			v.uniqueAddress(seen, bp, b.Address, " within an upstream")
 			v.intRange(bp+".weight", b.Weight, 1, 1000)
 			v.only(bp, "an address", "dns", "port")
 			v.only(bp, "an address", "dns and srv", "refresh")
@@ -288,18 +279,31 @@ func (v *validator) backends(u *Upstream, p string, d *Discovery) {
 		if key == "" {
 			continue
 		}
-		switch first, dup := seen[key]; {
-		case dup && kinds[0] == "address":
-			v.addf(bp+".address", "%q is already used by %s (addresses must be unique within an upstream)", b.Address, first)
-		case dup:
+		if first, dup := seen[key]; dup {
 			v.addf(bp+"."+kinds[0], "%q is already used by %s (each name once per upstream)", b.DNS+b.SRV, first)
-		default:
+		} else {
 			seen[key] = bp
 		}
 	}
 	if u.AllowEmpty && !discovered {
 		v.addf(p+".allow_empty", "set on an upstream without dns, srv or backends_file (it is about what they answer)")
 	}
+}
+
+// uniqueAddress checks that addr, the address of the item at p, is
+// host:port and not already in seen (in any spelling), which maps
+// addresses to the item that used them first; within says where they must
+// be unique (" within an upstream", or "" for everywhere).
+func (v *validator) uniqueAddress(seen map[string]string, p, addr, within string) {
+	if !v.hostPort(p+".address", addr, hostPortAllowed) {
+		return
+	}
+	key := canonicalHostPort(addr)
+	if first, dup := seen[key]; dup {
+		v.addf(p+".address", "%q is already used by %s (addresses must be unique%s)", addr, first, within)
+		return
+	}
+	seen[key] = p
 }
 
 // only reports the keys of the backend entry at p, an entry of the kind

@@ -117,17 +117,9 @@ func (r *Resolver) addrs(ctx context.Context, fq string) ([]netip.Addr, time.Dur
 			return nil, 0, err
 		}
 		for _, rr := range in.Answer {
-			var a netip.Addr
-			switch rr := rr.(type) {
-			case *dns.A:
-				a, _ = netip.AddrFromSlice(rr.A.To4())
-			case *dns.AAAA:
-				a, _ = netip.AddrFromSlice(rr.AAAA)
-			default:
+			a, ok := addrOf(rr)
+			if !ok {
 				continue // the CNAMEs on the way
-			}
-			if !a.IsValid() {
-				continue
 			}
 			out = append(out, a)
 			ttl = minTTL(ttl, rr.Header().Ttl, have)
@@ -166,14 +158,7 @@ func (r *Resolver) LookupSRV(ctx context.Context, name string) ([]SRVRecord, tim
 		}
 		glue := make(map[string][]netip.Addr)
 		for _, rr := range in.Extra {
-			var a netip.Addr
-			switch rr := rr.(type) {
-			case *dns.A:
-				a, _ = netip.AddrFromSlice(rr.A.To4())
-			case *dns.AAAA:
-				a, _ = netip.AddrFromSlice(rr.AAAA)
-			}
-			if a.IsValid() {
+			if a, ok := addrOf(rr); ok {
 				k := strings.ToLower(rr.Header().Name)
 				glue[k] = append(glue[k], a)
 			}
@@ -197,6 +182,19 @@ func (r *Resolver) LookupSRV(ctx context.Context, name string) ([]SRVRecord, tim
 		return out, time.Duration(ttl) * time.Second, nil
 	}
 	return nil, 0, lastErr
+}
+
+// addrOf returns the address of an A or AAAA record; false for other
+// records.
+func addrOf(rr dns.RR) (netip.Addr, bool) {
+	var a netip.Addr
+	switch rr := rr.(type) {
+	case *dns.A:
+		a, _ = netip.AddrFromSlice(rr.A.To4())
+	case *dns.AAAA:
+		a, _ = netip.AddrFromSlice(rr.AAAA)
+	}
+	return a, a.IsValid()
 }
 
 func minTTL(cur, ttl uint32, have bool) uint32 {

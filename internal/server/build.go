@@ -306,7 +306,7 @@ func renderFixed(r *config.Respond) *proxy.Fixed {
 // must have finished (or be allowed to fail).
 func (g *generation) close() {
 	for _, p := range g.pools {
-		p.close()
+		p.retire()
 	}
 	for _, w := range g.watchers {
 		w.Stop()

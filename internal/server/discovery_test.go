@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -18,7 +17,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/helios-lb/helios/internal/backend"
 	"github.com/helios-lb/helios/internal/discovery/dnstest"
 	"github.com/helios-lb/helios/internal/upstream"
 )
@@ -48,15 +46,7 @@ func startBackendsOn(t *testing.T, ips ...string) (bs []*testBackend, port int) 
 			continue
 		}
 		for i, ln := range lns {
-			b := &testBackend{Backend: backend.New(fmt.Sprintf("b%d", i+1)), addr: ln.Addr().String(), ln: ln}
-			go b.Serve(ln)
-			t.Cleanup(func() {
-				ln.Close()
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				defer cancel()
-				b.Shutdown(ctx)
-			})
-			bs = append(bs, b)
+			bs = append(bs, serveBackend(t, fmt.Sprintf("b%d", i+1), ln))
 		}
 	}
 	if bs == nil {
@@ -108,6 +98,23 @@ func spread(t *testing.T, url string, n int) map[string]int {
 	return got
 }
 
+// getLater sends a GET of url on a goroutine; its status (0 for an
+// error) comes on the channel.
+func getLater(url string) <-chan int {
+	ch := make(chan int, 1)
+	go func() {
+		resp, err := http.Get(url)
+		if err != nil {
+			ch <- 0
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		ch <- resp.StatusCode
+	}()
+	return ch
+}
+
 // idleConns returns the idle keep-alive connections every engine keeps to
 // addr.
 func idleConns(s *Server, addr string) int {
@@ -153,17 +160,7 @@ admin: {address: "127.0.0.1:1"}
 
 		// A slow request on b1, which is about to leave (round robin's
 		// next turn after ten requests).
-		slow := make(chan int, 1)
-		go func() {
-			resp, err := http.Get("http://" + s.Addr("web").String() + "/delay/600")
-			if err != nil {
-				slow <- 0
-				return
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			slow <- resp.StatusCode
-		}()
+		slow := getLater(url + "/delay/600")
 		waitFor(t, 5*time.Second, "a slow request in flight on b1", func() bool { return memberState(s, a1).Inflight() == 1 })
 		tr := startTraffic(url+"/", 4)
 		gone := memberState(s, a1)
@@ -206,25 +203,13 @@ admin: {address: "127.0.0.1:1"}
 		if got := memberAddrs(s); !slices.Equal(got, []string{a2, a3}) {
 			t.Errorf("after failures: got members %v, want the last good set %v", got, []string{a2, a3})
 		}
-		ups := adminUpstreamsRaw(t, s)
+		_, ups := adminDo(t, s, "", "GET", "/api/v1/upstreams", "")
 		for _, want := range []string{`"source": "dns app.test:` + strconv.Itoa(port) + `"`, `"last_error": "app.test: no records`, `"answered": true`} {
 			if !strings.Contains(ups, want) {
 				t.Errorf("GET /api/v1/upstreams: want %s in\n%s", want, ups)
 			}
 		}
 	})
-}
-
-// adminUpstreamsRaw returns the body of GET /api/v1/upstreams.
-func adminUpstreamsRaw(t *testing.T, s *Server) string {
-	t.Helper()
-	resp, err := http.Get("http://" + s.AdminAddr().String() + "/api/v1/upstreams")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return string(body)
 }
 
 // TestDNSDiscoveryAllowEmpty checks allow_empty: an empty answer empties
@@ -460,17 +445,7 @@ admin: {address: "127.0.0.1:1", token: t0ken}
 
 		// A slow request on b1 (the weighted cycle's next turn), then
 		// traffic, then the drain.
-		slow := make(chan int, 1)
-		go func() {
-			resp, err := http.Get(url + "/delay/500")
-			if err != nil {
-				slow <- 0
-				return
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			slow <- resp.StatusCode
-		}()
+		slow := getLater(url + "/delay/500")
 		waitFor(t, 5*time.Second, "the slow request in flight on b1", func() bool { return memberState(s, bs[0].addr).Inflight() == 1 })
 		tr := startTraffic(url+"/", 4)
 		time.Sleep(50 * time.Millisecond)

@@ -339,8 +339,9 @@ func (p *pool) startChecks() {
 	c.Start()
 }
 
-// retire hands the upstream over to a later generation's pool: checks
-// stop and changes are no longer applied here.
+// retire stops the pool, when a later generation's pool takes the
+// upstream over or the generation is released: checks stop and changes
+// are no longer applied here.
 func (p *pool) retire() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -387,13 +388,3 @@ func (p *pool) snapshot() ([]*member, []discovery.Status) {
 	return ms, ss
 }
 
-// close stops the checks (the generation is being released).
-func (p *pool) close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.retired = true
-	if p.checker != nil {
-		p.checker.Stop()
-		p.checker = nil
-	}
-}

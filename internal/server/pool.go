@@ -387,4 +387,3 @@ func (p *pool) snapshot() ([]*member, []discovery.Status) {
 	}
 	return ms, ss
 }
-

@@ -1,6 +1,29 @@
 package config
 
-import "reflect"
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"reflect"
+)
+
+// MaxBackendsFileBytes bounds the size of a backends file: what is read
+// is a list of addresses, and a path that names something else (a device,
+// a huge log) must not be read whole.
+const MaxBackendsFileBytes = 16 << 20
+
+// ReadBackendsFile reads the backends file at path: a regular file of at
+// most MaxBackendsFileBytes (a FIFO or a device would block or never
+// end). fi is what a stat of path found.
+func ReadBackendsFile(path string, fi fs.FileInfo) ([]byte, error) {
+	switch {
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	case fi.Size() > MaxBackendsFileBytes:
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, MaxBackendsFileBytes)
+	}
+	return os.ReadFile(path)
+}
 
 // FileBackend is one entry of a backends file (Upstream.BackendsFile).
 type FileBackend struct {

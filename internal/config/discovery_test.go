@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -287,5 +289,35 @@ func TestParseBackends(t *testing.T) {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestBackendsFileWarnings checks that validation warns, on one line, of
+// a backends file that cannot be read or has problems, without refusing
+// the configuration: the file may come, or be fixed, while Helios runs.
+func TestBackendsFileWarnings(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(good, []byte("- address: 10.0.0.1:80\n"), 0o644)
+	os.WriteFile(bad, []byte("- address: 10.0.0.1\n- {address: 10.0.0.2:80, weight: 0}\n"), 0o644)
+	tests := []struct {
+		file, want string
+	}{
+		{good, ""},
+		{bad, `t.yaml:5: upstreams[0].backends_file: WARNING: ` + bad + `:1: [0].address: "10.0.0.1" is not host:port (` + testHostPort + `) (and 1 more): the upstream starts without this file's backends and reads it again when it changes`},
+		{filepath.Join(dir, "missing.yaml"), `t.yaml:5: upstreams[0].backends_file: WARNING: no such file or directory: the upstream starts without this file's backends and reads it once it can`},
+		{dir, `t.yaml:5: upstreams[0].backends_file: WARNING: ` + dir + ` is not a regular file: the upstream starts without this file's backends and reads it once it can`},
+		{"/dev/zero", `t.yaml:5: upstreams[0].backends_file: WARNING: /dev/zero is not a regular file: the upstream starts without this file's backends and reads it once it can`},
+	}
+	for _, tt := range tests {
+		cfg := mustParse(t, discoveryHead+"    backends_file: "+tt.file+"\n", nil)
+		got := ""
+		if len(cfg.Warnings) > 0 {
+			got = cfg.Warnings.Error()
+		}
+		if got != tt.want {
+			t.Errorf("%s: got warnings\n%s\nwant\n%s", filepath.Base(tt.file), got, tt.want)
+		}
 	}
 }

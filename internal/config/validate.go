@@ -285,8 +285,36 @@ func (v *validator) backends(u *Upstream, p string, d *Discovery) {
 			seen[key] = bp
 		}
 	}
+	if u.BackendsFile != "" {
+		v.backendsFile(p+".backends_file", u.BackendsFile)
+	}
 	if u.AllowEmpty && !discovered {
 		v.addf(p+".allow_empty", "set on an upstream without dns, srv or backends_file (it is about what they answer)")
+	}
+}
+
+// backendsFile warns about a backends file that cannot be read or has
+// problems: not an error, since the file is data that may come later or
+// be fixed while Helios runs (it starts without its backends and keeps
+// checking), but worth saying before it starts.
+func (v *validator) backendsFile(path, file string) {
+	fi, err := v.stat(file)
+	var data []byte
+	if err == nil {
+		data, err = ReadBackendsFile(file, fi)
+	}
+	if err != nil {
+		v.warnf(path, "%v: the upstream starts without this file's backends and reads it once it can", unwrapPathError(err))
+		return
+	}
+	_, err = ParseBackends(data, file)
+	var ps Problems
+	if errors.As(err, &ps) {
+		more := ""
+		if len(ps) > 1 {
+			more = fmt.Sprintf(" (and %d more)", len(ps)-1)
+		}
+		v.warnf(path, "%s%s: the upstream starts without this file's backends and reads it again when it changes", ps[0], more)
 	}
 }
 

@@ -194,7 +194,7 @@ func (f *File) Fetch(context.Context) (Answer, error) {
 	if f.seen && st == f.stamp && time.Since(st.mod) > recentWrite {
 		return Answer{}, errUnchanged
 	}
-	data, err := os.ReadFile(f.Path)
+	data, err := config.ReadBackendsFile(f.Path, fi)
 	if err != nil {
 		return Answer{}, f.failed(err)
 	}

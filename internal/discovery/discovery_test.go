@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -355,5 +356,32 @@ func TestFileSource(t *testing.T) {
 	}
 	if st := w.Status(); st.Errors != 4 {
 		t.Errorf("got %d errors counted, want 4", st.Errors)
+	}
+}
+
+// TestFailuresReadTheSame checks that a server that does not answer, or
+// refuses the connection, fails with the same message every time, so
+// that a failure that lasts is logged once (the local port of each query
+// is left out).
+func TestFailuresReadTheSame(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0") // never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	for _, server := range []string{pc.LocalAddr().String(), "127.0.0.1:1"} {
+		var msgs []string
+		for range 2 {
+			c, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			_, _, err := NewResolver(server).LookupAddrs(c, "app.test")
+			cancel()
+			if err == nil {
+				t.Fatalf("%s: got no error", server)
+			}
+			msgs = append(msgs, err.Error())
+		}
+		if msgs[0] != msgs[1] {
+			t.Errorf("%s: got %q, then %q, want the same message", server, msgs[0], msgs[1])
+		}
 	}
 }

@@ -256,10 +256,28 @@ func exchange(ctx context.Context, m *dns.Msg, server string) (*dns.Msg, error) 
 		in, _, err = c.ExchangeContext(ctx, m, server)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("asking %s: %w", server, err)
+		return nil, fmt.Errorf("asking %s: %w", server, stable(err))
 	}
 	return in, nil
 }
+
+// stable strips from a network error what changes from one query to the
+// next (the local port), so that a failure that repeats reads the same
+// and is logged once.
+func stable(err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return errNoAnswer
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return fmt.Errorf("%s: %w", oe.Op, oe.Err)
+	}
+	return err
+}
+
+// errNoAnswer is a server that did not answer in time.
+var errNoAnswer = errors.New("no answer in time")
 
 // shareOf returns a context whose deadline leaves ctx's remaining time
 // shared out among n tries.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -320,4 +321,38 @@ func TestBackendsFileWarnings(t *testing.T) {
 			t.Errorf("%s: got warnings\n%s\nwant\n%s", filepath.Base(tt.file), got, tt.want)
 		}
 	}
+}
+
+// FuzzParseBackends reads arbitrary bytes as a backends file: it never
+// panics, returns either entries or Problems, each problem FILE:LINE:
+// [N].key: message on one line with a line inside the file, and every
+// entry it returns is valid (a host:port address, a weight 1-1000).
+func FuzzParseBackends(f *testing.F) {
+	for _, s := range []string{
+		"- address: 10.0.0.1:80\n  weight: 3\n", `[{"address": "[::1]:81"}]`, "[]\n", "", "~\n",
+		"- address: 10.0.0.2\n  weight: 0\n", "address: x\n", "- {address: a:1, dns: b}\n", "- [\n",
+		"- address: 10.0.0.1:80\n- address: 10.0.0.1:080\n", "---\n- address: a:1\n---\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		const file = "b.yaml"
+		list, err := ParseBackends(data, file)
+		if err != nil {
+			var ps Problems
+			if !errors.As(err, &ps) || len(ps) == 0 || list != nil {
+				t.Fatalf("%q: got %T %v and %d entries, want Problems and none", data, err, err, len(list))
+			}
+			lines := yamlLines(data)
+			for _, p := range ps {
+				checkProblem(t, data, p, file, lines)
+			}
+			return
+		}
+		for _, b := range list {
+			if hostPortError(b.Address) != "" || b.Weight < 1 || b.Weight > 1000 {
+				t.Fatalf("%q: got entry %+v, want a valid one", data, b)
+			}
+		}
+	})
 }

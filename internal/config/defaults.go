@@ -70,6 +70,10 @@ func SetDefaults(c *Config) {
 	for i := range c.Upstreams {
 		setUpstreamDefaults(m, &c.Upstreams[i], indexPath("upstreams", i))
 	}
+	d := &c.Discovery
+	setDefault(m, "discovery.timeout", &d.Timeout, seconds(5))
+	setDefault(m, "discovery.min_refresh", &d.MinRefresh, seconds(1))
+	setDefault(m, "discovery.file_refresh", &d.FileRefresh, seconds(1))
 	setString(&c.Admin.Address, defaultAdminAddress)
 	setString(&c.Logging.Level, "info")
 	setString(&c.Logging.Format, "json")
@@ -80,7 +84,14 @@ func SetDefaults(c *Config) {
 func setUpstreamDefaults(m *meta, u *Upstream, p string) {
 	setString(&u.Strategy, "round_robin")
 	for j := range u.Backends {
-		setDefault(m, indexPath(p+".backends", j)+".weight", &u.Backends[j].Weight, 1)
+		b, bp := &u.Backends[j], indexPath(p+".backends", j)
+		if b.SRV == "" {
+			// An SRV entry's weights come from its records.
+			setDefault(m, bp+".weight", &b.Weight, 1)
+		}
+		if b.DNS != "" || b.SRV != "" {
+			setDefault(m, bp+".refresh", &b.Refresh, seconds(5))
+		}
 	}
 
 	t := &u.Transport

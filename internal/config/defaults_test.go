@@ -67,6 +67,7 @@ func TestValidateWithoutDefaults(t *testing.T) {
 		Routes:    []Route{{Name: "r", Respond: &Respond{Status: 200}}},
 		Admin:     Admin{Address: "off"},
 		Logging:   Logging{Level: "info", Format: "json", AccessLog: "stderr"},
+		Discovery: Discovery{Timeout: Duration(time.Second), MinRefresh: Duration(time.Second), FileRefresh: Duration(time.Second)},
 	}
 	if err := c.Validate(); err != nil {
 		t.Fatalf("got %v, want nil", err)

@@ -70,7 +70,13 @@ func TestLoadFull(t *testing.T) {
 		Upstreams: []Upstream{{
 			Name:     "api",
 			Strategy: "weighted_round_robin",
-			Backends: []Backend{{Address: "10.0.0.1:9000", Weight: 3}, {Address: "backend.internal:9000", Weight: 1}},
+			Backends: []Backend{
+				{Address: "10.0.0.1:9000", Weight: 3}, {Address: "backend.internal:9000", Weight: 1},
+				{DNS: "app.internal", Port: 8080, Weight: 2, Refresh: dur(10 * time.Second)},
+				{SRV: "_http._tcp.app.internal", Refresh: dur(30 * time.Second)},
+			},
+			BackendsFile: "testdata/backends.yaml",
+			AllowEmpty:   true,
 			Transport: Transport{
 				MaxIdlePerBackend: 64, IdleTimeout: dur(30 * time.Second),
 				DialTimeout: dur(500 * time.Millisecond), ResponseHeaderTimeout: dur(10 * time.Second),
@@ -99,6 +105,9 @@ func TestLoadFull(t *testing.T) {
 		}},
 		Admin:   Admin{Address: "127.0.0.1:9999", Token: "changeme", Pprof: true},
 		Logging: Logging{Level: "debug", Format: "console", AccessLog: "/var/log/helios/access.log"},
+		Discovery: Discovery{
+			Resolver: "10.0.0.53:5353", Timeout: dur(2 * time.Second), MinRefresh: dur(2 * time.Second), FileRefresh: dur(3 * time.Second),
+		},
 	}
 	cfg.meta = nil // compared through the values it produced
 	if !reflect.DeepEqual(cfg, want) {
@@ -176,8 +185,9 @@ upstreams:
 				Retries: retries,
 			},
 		},
-		Admin:   Admin{Address: "127.0.0.1:9901"},
-		Logging: Logging{Level: "info", Format: "json", AccessLog: "off"},
+		Admin:     Admin{Address: "127.0.0.1:9901"},
+		Logging:   Logging{Level: "info", Format: "json", AccessLog: "off"},
+		Discovery: Discovery{Timeout: dur(5 * time.Second), MinRefresh: dur(time.Second), FileRefresh: dur(time.Second)},
 	}
 	cfg.meta = nil
 	if !reflect.DeepEqual(cfg, want) {

@@ -56,6 +56,10 @@ type Config struct {
 	// Logging configures the logs; the zero Logging gets the defaults
 	// documented on its fields.
 	Logging Logging `yaml:"logging"`
+	// Discovery configures DNS lookups of dns and srv backends and the
+	// checks of backends files; the zero Discovery gets the defaults
+	// documented on its fields.
+	Discovery Discovery `yaml:"discovery"`
 
 	// File is the path the configuration was read from ("" when parsed
 	// from memory). Not a YAML key.
@@ -306,8 +310,24 @@ type Upstream struct {
 	// ip_hash, random, p2c (the names of package balancer). Default
 	// round_robin.
 	Strategy string `yaml:"strategy"`
-	// Backends are the origin servers. At least one is required.
+	// Backends are the origin servers: addresses, and DNS names that
+	// stand for several (dns, srv) and are looked up again while Helios
+	// runs. At least one backend, or a BackendsFile, is required.
 	Backends []Backend `yaml:"backends"`
+	// BackendsFile is a file listing more backends, YAML or JSON: a list
+	// of {address, weight} as in Backends. It is read when the
+	// configuration is loaded and again whenever it changes (checked
+	// every discovery.file_refresh); a file that cannot be read or has a
+	// problem keeps the backends it listed last. "" means none. A
+	// relative path is relative to the directory of the configuration
+	// file.
+	BackendsFile string `yaml:"backends_file"`
+	// AllowEmpty lets a discovery source (a dns or srv backend, the
+	// BackendsFile) that answers with no backends take its backends out of
+	// the upstream. False, the default: an empty answer counts as a failed
+	// lookup and the source keeps the backends it gave last, so that a
+	// DNS or file glitch cannot empty the upstream.
+	AllowEmpty bool `yaml:"allow_empty"`
 	// Transport tunes connections to the backends; the zero Transport gets
 	// the defaults documented on its fields.
 	Transport Transport `yaml:"transport"`
@@ -329,14 +349,72 @@ type Upstream struct {
 	Retries *Retries `yaml:"retries"`
 }
 
-// Backend is one origin server.
+// Backend is one origin server, or a DNS name standing for several that
+// Helios looks up again while it runs: exactly one of Address, DNS and SRV
+// is set.
 type Backend struct {
-	// Address is host:port, as for Listener.Address. Required, unique
-	// within the upstream.
+	// Address is host:port, as for Listener.Address. Unique within the
+	// upstream. A host name here is looked up by the event loops (every
+	// 30s, first address only); use DNS for a name that stands for
+	// several backends.
 	Address string `yaml:"address"`
-	// Weight is the backend's share under weighted strategies, 1-1000.
-	// Default 1. Strategies that ignore weights ignore it.
+	// Weight is the backend's share under weighted strategies, 1-1000;
+	// with DNS, the share of each of its addresses. Default 1 (not with
+	// SRV, whose records carry their own weights). Strategies that ignore
+	// weights ignore it.
 	Weight int `yaml:"weight"`
+	// DNS is a host name whose A and AAAA records are backends, each at
+	// Port, looked up again every Refresh (a Kubernetes headless
+	// Service, Consul, Docker's DNS). "" means the entry is not one.
+	DNS string `yaml:"dns"`
+	// Port is the port of DNS's addresses, 1-65535. Required with DNS;
+	// not allowed otherwise.
+	Port int `yaml:"port"`
+	// SRV is a service name (such as _http._tcp.app.internal) whose SRV
+	// records are backends: each target's addresses at the record's port,
+	// with the record's weight (scaled into 1-1000 when larger, 0 read as
+	// 1); only the records of the lowest priority are used. "" means the
+	// entry is not one.
+	SRV string `yaml:"srv"`
+	// Refresh is how often DNS or SRV is looked up again; a record's
+	// shorter TTL brings the next lookup forward, but never below
+	// discovery.min_refresh. At least discovery.min_refresh. Default 5s.
+	// Only with DNS or SRV.
+	Refresh Duration `yaml:"refresh"`
+}
+
+// Kind reports which of Address, DNS and SRV the entry sets: "address",
+// "dns" or "srv"; "" when it sets none (which Validate rejects). When
+// several are set, the first in that order.
+func (b Backend) Kind() string {
+	switch {
+	case b.Address != "":
+		return "address"
+	case b.DNS != "":
+		return "dns"
+	case b.SRV != "":
+		return "srv"
+	}
+	return ""
+}
+
+// Discovery configures how dns and srv backends are looked up and how
+// often backends files are checked.
+type Discovery struct {
+	// Resolver is the DNS server that dns and srv backends are looked up
+	// on: an IP address, with a port (default 53). "" means the name
+	// servers of /etc/resolv.conf, with its search list and ndots.
+	// Either way lookups go to DNS only (not /etc/hosts).
+	Resolver string `yaml:"resolver"`
+	// Timeout bounds one lookup, its retries over TCP and on other
+	// servers included; more than 0. Default 5s.
+	Timeout Duration `yaml:"timeout"`
+	// MinRefresh is the shortest time between two lookups of one name,
+	// whatever a record's TTL says; more than 0. Default 1s.
+	MinRefresh Duration `yaml:"min_refresh"`
+	// FileRefresh is how often backends files are checked for changes;
+	// more than 0. Default 1s.
+	FileRefresh Duration `yaml:"file_refresh"`
 }
 
 // Transport tunes the keep-alive connections to an upstream's backends.

@@ -538,7 +538,7 @@ routes: [{name: r, upstream: app}]
 upstreams:
   - name: app
 `,
-			want: `t.yaml:4: upstreams[0].backends: no backends (at least one is required)`,
+			want: `t.yaml:4: upstreams[0].backends: no backends (at least one, or a backends_file)`,
 		},
 		{
 			name: "upstream with empty backends",
@@ -548,7 +548,7 @@ upstreams:
   - name: app
     backends: []
 `,
-			want: `t.yaml:5: upstreams[0].backends: no backends (at least one is required)`,
+			want: `t.yaml:5: upstreams[0].backends: no backends (at least one, or a backends_file)`,
 		},
 		{
 			name: "backend address without port",

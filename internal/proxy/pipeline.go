@@ -49,6 +49,9 @@ type flow struct {
 	ex  wire.Exchange
 	rec Record
 	up  *Upstream
+	// m are up's members as the request found them: every attempt picks
+	// among them.
+	m   *Members
 	key upstream.Key
 	// idem: the method is idempotent.
 	idem bool
@@ -189,6 +192,7 @@ func (f *flow) Target() (*wire.Transport, *upstream.Backend) { return f.up.Trans
 
 func (f *flow) startForward(up *Upstream) wire.Action {
 	f.up = up
+	f.m = up.Members()
 	f.rec.Upstream = up
 	if up.HashClient {
 		f.key.Hash = hashAddr(f.ex.ClientAddr())
@@ -202,12 +206,12 @@ func (f *flow) startForward(up *Upstream) wire.Action {
 
 // pick chooses and admits the backend of the next attempt.
 func (f *flow) pick() wire.Action {
-	up := f.up
+	up, m := f.up, f.m
 	for {
 		b := f.next
 		f.next = nil
 		if b == nil {
-			b = up.Picker.Pick(f.key)
+			b = m.Picker.Pick(f.key)
 		}
 		if b == nil {
 			// Nothing (left) to try: an earlier attempt's error decides
@@ -215,9 +219,9 @@ func (f *flow) pick() wire.Action {
 			return f.fail(f.rec.Err)
 		}
 		var ticket func(error)
-		if up.Guard != nil {
+		if m.Guard != nil {
 			var ok bool
-			if ticket, ok = up.Guard.Admit(b); !ok {
+			if ticket, ok = m.Guard.Admit(b); !ok {
 				f.key.Exclude.Add(b.Index)
 				continue
 			}
@@ -237,8 +241,8 @@ func (f *flow) pick() wire.Action {
 // done closes the current attempt with its outcome.
 func (f *flow) done(out Outcome) {
 	f.b.End(out == Failure)
-	if f.up.Guard != nil {
-		f.up.Guard.Done(f.b, f.ticket, out)
+	if f.m.Guard != nil {
+		f.m.Guard.Done(f.b, f.ticket, out)
 	}
 	f.ticket = nil
 }
@@ -289,7 +293,7 @@ func (f *flow) Forwarded(status int, err error) wire.Action {
 	if f.failed && f.mayRetry() && up.Retry.retryableStatus(status, f.idem) {
 		// Only give up this answer for another backend that exists.
 		f.key.Exclude.Add(f.b.Index)
-		if next := up.Picker.Pick(f.key); next != nil && spend(up) {
+		if next := f.m.Picker.Pick(f.key); next != nil && spend(up) {
 			f.done(Failure)
 			f.rec.Err = nil
 			f.next = next

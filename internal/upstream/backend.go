@@ -18,7 +18,42 @@ const (
 	flagDown        uint32 = 1 << iota // marked down by active health checks
 	flagEjected                        // passively ejected until ejectUntil
 	flagBreakerOpen                    // circuit breaker open until openUntil
+	flagDraining                       // drained through the admin API
+	flagDisabled                       // disabled through the admin API
+	flagRemoved                        // no longer a member of its upstream
 )
+
+// flagsOut are the flags that take a backend out of rotation whatever the
+// time.
+const flagsOut = flagDown | flagDraining | flagDisabled | flagRemoved
+
+// AdminState is what an operator asked of a backend through the admin
+// API. The zero AdminState is AdminEnabled.
+type AdminState uint8
+
+// The admin states.
+const (
+	// AdminEnabled: the backend takes requests when it is available.
+	AdminEnabled AdminState = iota
+	// AdminDraining: no new requests; those in flight finish. Health
+	// checks go on, so the view shows whether it would be up.
+	AdminDraining
+	// AdminDisabled: no new requests, those in flight finish, and no
+	// health checks either (maintenance).
+	AdminDisabled
+)
+
+// String returns the state's name in the admin API: enabled, draining,
+// disabled.
+func (a AdminState) String() string {
+	switch a {
+	case AdminDraining:
+		return "draining"
+	case AdminDisabled:
+		return "disabled"
+	}
+	return "enabled"
+}
 
 // State is the part of a backend that outlives a configuration generation:
 // counters, health, ejection and breaker state. A reload that keeps a backend
@@ -33,6 +68,9 @@ type State struct {
 	flags      atomic.Uint32
 	ejectUntil atomic.Int64 // unix nanoseconds; meaningful while flagEjected is set
 	openUntil  atomic.Int64 // unix nanoseconds; meaningful while flagBreakerOpen is set
+	// weight set through the admin API in place of the configured one; 0
+	// when none is.
+	weight atomic.Int32
 }
 
 // NewState returns the state of a new backend, initially up. A nil clock
@@ -44,16 +82,17 @@ func NewState(c clock.Clock) *State {
 	return &State{clock: c}
 }
 
-// Available reports whether the backend may be picked: not marked down, not
-// ejected, and its breaker not open. An ejection or open breaker whose time
-// has passed no longer counts (the breaker is then half-open and admission
-// decides). The common case is one atomic load.
+// Available reports whether the backend may be picked: not marked down,
+// drained, disabled or removed from its upstream, not ejected, and its
+// breaker not open. An ejection or open breaker whose time has passed no
+// longer counts (the breaker is then half-open and admission decides). The
+// common case is one atomic load.
 func (s *State) Available() bool {
 	f := s.flags.Load()
 	if f == 0 {
 		return true
 	}
-	if f&flagDown != 0 {
+	if f&flagsOut != 0 {
 		return false
 	}
 	now := s.clock.Now().UnixNano()
@@ -128,16 +167,63 @@ func (s *State) SetBreakerOpen(open bool, until time.Time) {
 	s.setFlag(flagBreakerOpen, open)
 }
 
+// Admin returns what the admin API asked of the backend.
+func (s *State) Admin() AdminState {
+	switch f := s.flags.Load(); {
+	case f&flagDisabled != 0:
+		return AdminDisabled
+	case f&flagDraining != 0:
+		return AdminDraining
+	}
+	return AdminEnabled
+}
+
+// SetAdmin records what the admin API asks of the backend.
+func (s *State) SetAdmin(a AdminState) {
+	var set uint32
+	switch a {
+	case AdminDraining:
+		set = flagDraining
+	case AdminDisabled:
+		set = flagDisabled
+	}
+	s.changeFlags(flagDraining|flagDisabled, set)
+}
+
+// Removed reports whether the backend has left its upstream (a reload or
+// discovery took it out); its requests in flight finish.
+func (s *State) Removed() bool { return s.flags.Load()&flagRemoved != 0 }
+
+// SetRemoved marks the backend as no longer a member of its upstream, so
+// that requests that started before it left do not retry on it. A backend
+// that comes back gets a new State.
+func (s *State) SetRemoved() { s.setFlag(flagRemoved, true) }
+
+// WeightOverride returns the weight set through the admin API, or 0 when
+// the configured one applies.
+func (s *State) WeightOverride() int { return int(s.weight.Load()) }
+
+// SetWeightOverride sets the weight the backend gets in place of the
+// configured one; 0 goes back to the configured one. The caller rebuilds
+// the upstream's picker: a Backend's Weight never changes.
+func (s *State) SetWeightOverride(w int) { s.weight.Store(int32(w)) }
+
 // Clock returns the clock the state was built with.
 func (s *State) Clock() clock.Clock { return s.clock }
 
 func (s *State) setFlag(bit uint32, on bool) {
+	if on {
+		s.changeFlags(0, bit)
+	} else {
+		s.changeFlags(bit, 0)
+	}
+}
+
+// changeFlags clears the bits of clear and sets those of set, at once.
+func (s *State) changeFlags(clear, set uint32) {
 	for {
 		old := s.flags.Load()
-		nv := old &^ bit
-		if on {
-			nv = old | bit
-		}
+		nv := old&^clear | set
 		if old == nv || s.flags.CompareAndSwap(old, nv) {
 			return
 		}

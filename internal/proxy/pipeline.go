@@ -156,7 +156,7 @@ func (f *flow) startForward(up *Upstream) wire.Action {
 	f.up = up
 	f.rec.Upstream = up
 	if up.HashClient {
-		f.key.Hash = hashAddr(f.ex.ClientAddr())
+		f.key.Hash, f.key.Hashed = hashAddr(f.ex.ClientAddr()), true
 	}
 	if up.Budget != nil {
 		up.Budget.Earn(f.rec.Start)

@@ -176,7 +176,7 @@ func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream) (*proxy.
 		addrs[i] = bc.Address
 	}
 	g.upTrackers[uc.Name] = trackers
-	picker, err := balancer.New(uc.Strategy, up.Backends, nil)
+	picker, err := balancer.New(uc.Strategy, up.Backends, balancer.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", uc.Name, err)
 	}

@@ -80,7 +80,7 @@ func newConsistentHash(bs []*upstream.Backend, fallback upstream.Picker, bound f
 		// copy its share and keeps the mapping stable.
 		dup := seen[b.Addr]
 		seen[b.Addr] = dup + 1
-		h.addrHash[i] = mix(fnv1a(b.Addr) + dup*0x9e3779b97f4a7c15)
+		h.addrHash[i] = mix(upstream.HashString(b.Addr) + dup*0x9e3779b97f4a7c15)
 		h.weight[i] = float64(b.Weight)
 	}
 	h.table = maglev(h.addrHash, bs)
@@ -304,23 +304,5 @@ func unit(x uint64) float64 {
 	return (float64(x>>12) + 0.5) / (1 << 52)
 }
 
-// mix is the splitmix64 finalizer: a bijection whose every output bit
-// depends on every input bit, so that the pair hashes of one key are
-// independent across backends even when key hashes are sequential.
-func mix(z uint64) uint64 {
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
-
-// fnv1a is the 64-bit FNV-1a hash of s. It is fixed by specification, unlike
-// hash/maphash, whose seed changes per process and would remap keys on
-// every restart and differ between Helios instances.
-func fnv1a(s string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= 1099511628211
-	}
-	return h
-}
+// mix is upstream.Mix, under a short name for the many hashes here.
+func mix(z uint64) uint64 { return upstream.Mix(z) }

@@ -56,7 +56,7 @@ func SetDefaults(c *Config) {
 		if r.Static != nil {
 			setString(&r.Static.Index, "index.html")
 		}
-		if r.Upstream != "" {
+		if r.Forwards() {
 			if absent(m, p+".upgrades", r.Upgrades == nil) {
 				r.Upgrades = append([]string(nil), DefaultUpgrades...)
 			}
@@ -78,6 +78,11 @@ func SetDefaults(c *Config) {
 // setUpstreamDefaults fills the absent keys of the upstream u at path p.
 func setUpstreamDefaults(m *meta, u *Upstream, p string) {
 	setString(&u.Strategy, "round_robin")
+	if isHashStrategy(u.Strategy) {
+		setString(&u.HashKey, KeyClientIP)
+		setString(&u.HashFallback, "round_robin")
+	}
+	// BoundedLoad and SlowStart default to 0, off.
 	for j := range u.Backends {
 		setDefault(m, indexPath(p+".backends", j)+".weight", &u.Backends[j].Weight, 1)
 	}

@@ -143,8 +143,8 @@ const (
 	EnginePortable = "portable"
 )
 
-// Route maps matching requests to exactly one action: Upstream, Respond or
-// Static. Action reports which.
+// Route maps matching requests to exactly one action: Upstream, Split,
+// Respond or Static. Action reports which.
 type Route struct {
 	// Name identifies the route in logs and metrics. Required, unique
 	// among routes.
@@ -155,6 +155,15 @@ type Route struct {
 	// Upstream names the upstream that requests are forwarded to; "" means
 	// the route has another action.
 	Upstream string `yaml:"upstream"`
+	// Split shares the route's requests among upstreams by weight (a
+	// canary release), with variants a header or cookie can pin; nil (or
+	// empty) means the route has another action.
+	Split []SplitTarget `yaml:"split"`
+	// SplitKey makes a split's choice a function of the request's key, in
+	// the syntax of Upstream.HashKey, so that a client stays on its
+	// variant; requests without the key, and every request when SplitKey
+	// is "", are shared out at random. Only with Split. Default "".
+	SplitKey string `yaml:"split_key"`
 	// Respond answers with a fixed response; nil means the route has
 	// another action.
 	Respond *Respond `yaml:"respond"`
@@ -167,8 +176,8 @@ type Route struct {
 	// protocol is served as a plain request, its Upgrade and Connection
 	// tokens removed. h2c is never allowed: a tunnel past the proxy
 	// would reach paths other routes guard. Absent: [websocket]; []
-	// allows none. Only for routes with an upstream (the default is
-	// filled in only there).
+	// allows none. Only for routes that forward (upstream or split; the
+	// default is filled in only there).
 	Upgrades []string `yaml:"upgrades"`
 	// AllowMethods lists the methods refused by default that this route
 	// accepts: TRACE and CONNECT (with a path; Helios is not a forward
@@ -180,7 +189,7 @@ type Route struct {
 	// RequestBufferFileBytes in a temporary file, and stream the rest of
 	// a larger body), on (buffer whole bodies; larger ones get 413) or
 	// off (stream every body as it arrives). Default auto. Only for routes
-	// with an upstream (the defaults are filled in only there).
+	// that forward (the defaults are filled in only there).
 	RequestBuffering string `yaml:"request_buffering"`
 	// MaxBodyBytes bounds request bodies; larger ones get 413. 0 means no
 	// limit. Default 104857600 (100 MiB).
@@ -191,6 +200,33 @@ type Route struct {
 	// RequestBufferFileBytes is how much more it keeps in a temporary
 	// file (in $TMPDIR, unlinked at once), 0 or more. Default 16777216.
 	RequestBufferFileBytes int64 `yaml:"request_buffer_file_bytes"`
+}
+
+// SplitTarget is one upstream of a route's split.
+type SplitTarget struct {
+	// Upstream names the upstream. Required; each upstream at most once
+	// per split.
+	Upstream string `yaml:"upstream"`
+	// Weight is the upstream's share of the requests no match decides,
+	// relative to the other weights, 0-1000000; 0 means only requests that
+	// match reach it. Default 0.
+	Weight int `yaml:"weight"`
+	// Match pins requests that carry a header or cookie to this upstream,
+	// whatever the weights (so testers can force the canary); the first
+	// target whose match fits wins. nil means no pinning.
+	Match *SplitMatch `yaml:"match"`
+}
+
+// SplitMatch selects requests by a header or a cookie: exactly one of
+// Header and Cookie is set.
+type SplitMatch struct {
+	// Header is a header name (compared without case).
+	Header string `yaml:"header"`
+	// Cookie is a cookie name (compared exactly).
+	Cookie string `yaml:"cookie"`
+	// Value is what the header or cookie must equal exactly; "" matches
+	// any non-empty value. Default "".
+	Value string `yaml:"value"`
 }
 
 // The Route.RequestBuffering values.
@@ -220,14 +256,17 @@ const (
 	ActionUpstream
 	ActionRespond
 	ActionStatic
+	ActionSplit
 )
 
-// String returns the YAML key of the action ("upstream", "respond",
-// "static"), or "none".
+// String returns the YAML key of the action ("upstream", "split",
+// "respond", "static"), or "none".
 func (a Action) String() string {
 	switch a {
 	case ActionUpstream:
 		return "upstream"
+	case ActionSplit:
+		return "split"
 	case ActionRespond:
 		return "respond"
 	case ActionStatic:
@@ -237,12 +276,14 @@ func (a Action) String() string {
 }
 
 // Action reports the route's action. On a validated route exactly one of
-// Upstream, Respond and Static is set; if several are set, Action reports the
-// first in that order, and ActionNone if none is.
+// Upstream, Split, Respond and Static is set; if several are set, Action
+// reports the first in that order, and ActionNone if none is.
 func (r Route) Action() Action {
 	switch {
 	case r.Upstream != "":
 		return ActionUpstream
+	case len(r.Split) > 0:
+		return ActionSplit
 	case r.Respond != nil:
 		return ActionRespond
 	case r.Static != nil:
@@ -250,6 +291,11 @@ func (r Route) Action() Action {
 	}
 	return ActionNone
 }
+
+// Forwards reports whether the route sends requests to backends (an
+// upstream or a split), which is what the body, buffering and upgrade keys
+// are about.
+func (r Route) Forwards() bool { return r.Upstream != "" || len(r.Split) > 0 }
 
 // Match selects requests by host and path. Empty fields match everything.
 type Match struct {
@@ -297,9 +343,28 @@ type Upstream struct {
 	// Name is what routes refer to. Required, unique among upstreams.
 	Name string `yaml:"name"`
 	// Strategy is one of round_robin, weighted_round_robin, least_conn,
-	// ip_hash, random, p2c (the names of package balancer). Default
-	// round_robin.
+	// consistent_hash, ip_hash (consistent_hash on client_ip), random, p2c
+	// (the names of package balancer). Default round_robin.
 	Strategy string `yaml:"strategy"`
+	// HashKey is where consistent_hash reads a request's key: client_ip,
+	// header:NAME, cookie:NAME, path, or query:NAME. Only with
+	// consistent_hash; ip_hash always hashes client_ip. Default client_ip.
+	// ParseHashKey parses it.
+	HashKey string `yaml:"hash_key"`
+	// HashFallback is the strategy for a request without the key: any
+	// strategy but consistent_hash and ip_hash. Only with consistent_hash.
+	// Default round_robin.
+	HashFallback string `yaml:"hash_fallback"`
+	// BoundedLoad, 1-100, bounds consistent_hash (and ip_hash): a backend
+	// that would carry more than this times its weighted share of the
+	// requests in flight (rounded up) passes the key to its next choice;
+	// 1.25 is a common setting. 0 turns the bound off. Default 0.
+	BoundedLoad float64 `yaml:"bounded_load"`
+	// SlowStart is how long a backend that comes back into rotation (up
+	// from down, at the end of an ejection, or added by a reload) takes
+	// to reach its full share, its effective weight growing linearly,
+	// 0-1h; 0 turns slow start off. Default 0.
+	SlowStart Duration `yaml:"slow_start"`
 	// Backends are the origin servers. At least one is required.
 	Backends []Backend `yaml:"backends"`
 	// Transport tunes connections to the backends; the zero Transport gets
@@ -328,7 +393,8 @@ type Backend struct {
 	// Address is host:port, as for Listener.Address. Required, unique
 	// within the upstream.
 	Address string `yaml:"address"`
-	// Weight is the backend's share under weighted strategies, 1-1000.
+	// Weight is the backend's share under weighted strategies
+	// (weighted_round_robin, least_conn, consistent_hash, p2c), 1-1000.
 	// Default 1. Strategies that ignore weights ignore it.
 	Weight int `yaml:"weight"`
 }

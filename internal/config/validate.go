@@ -25,7 +25,7 @@ const (
 
 // strategies are the Upstream.Strategy values, in documentation order; they
 // are the names package balancer implements.
-var strategies = []string{"round_robin", "weighted_round_robin", "least_conn", "ip_hash", "random", "p2c"}
+var strategies = []string{"round_robin", "weighted_round_robin", "least_conn", StrategyConsistentHash, StrategyIPHash, "random", "p2c"}
 
 // Validate reports every problem with c, sorted by line and key path, as
 // Problems; it returns nil when c is valid. It expects SetDefaults to have
@@ -186,9 +186,7 @@ func (v *validator) upstreams(us []Upstream) []string {
 		if u.Name != "" && names[u.Name] == p {
 			defined = append(defined, u.Name)
 		}
-		if !slices.Contains(strategies, u.Strategy) {
-			v.addf(p+".strategy", "%q is not a strategy (%s)", u.Strategy, strings.Join(strategies, ", "))
-		}
+		v.balancing(u, p)
 		v.backends(u.Backends, p+".backends")
 
 		t, tp := &u.Transport, p+".transport"
@@ -304,14 +302,12 @@ func (v *validator) routes(rs []Route, upstreams []string) {
 		var actions []string
 		if r.Upstream != "" {
 			actions = append(actions, "upstream")
-			if !slices.Contains(upstreams, r.Upstream) {
-				defined := "no upstreams are defined"
-				if len(upstreams) > 0 {
-					defined = "defined: " + strings.Join(upstreams, ", ")
-				}
-				v.addf(p+".upstream", "upstream %q is not defined (%s)", r.Upstream, defined)
-			}
+			v.upstreamRef(p+".upstream", r.Upstream, upstreams)
 		}
+		if r.Split != nil {
+			actions = append(actions, "split")
+		}
+		v.split(r, p, upstreams)
 		if r.Respond != nil {
 			actions = append(actions, "respond")
 			v.respond(r.Respond, p+".respond")
@@ -329,11 +325,13 @@ func (v *validator) routes(rs []Route, upstreams []string) {
 		}
 		switch len(actions) {
 		case 0:
-			v.addf(p, "no action (exactly one of upstream, respond, static)")
+			v.addf(p, "no action (exactly one of upstream, split, respond, static)")
+		case 1:
 		case 2:
-			v.addf(p, "%s and %s are both set (exactly one of upstream, respond, static)", actions[0], actions[1])
-		case 3:
-			v.addf(p, "upstream, respond and static are all set (exactly one of them)")
+			v.addf(p, "%s and %s are both set (exactly one of upstream, split, respond, static)", actions[0], actions[1])
+		default:
+			last := len(actions) - 1
+			v.addf(p, "%s and %s are all set (exactly one of them)", strings.Join(actions[:last], ", "), actions[last])
 		}
 	}
 }
@@ -341,7 +339,7 @@ func (v *validator) routes(rs []Route, upstreams []string) {
 // upgrades checks a route's Upgrades: protocol names (tokens), never h2c,
 // and set explicitly only on a route that forwards.
 func (v *validator) upgrades(r *Route, p string) {
-	if r.Upstream == "" && v.meta.present(p+".upgrades") && len(r.Upgrades) > 0 {
+	if !r.Forwards() && v.meta.present(p+".upgrades") && len(r.Upgrades) > 0 {
 		v.addf(p+".upgrades", "set on a route without an upstream (only forwarded requests can be upgraded)")
 	}
 	for j, u := range r.Upgrades {
@@ -358,7 +356,7 @@ func (v *validator) upgrades(r *Route, p string) {
 // buffering checks a route's body keys: set explicitly only on a route
 // that forwards, and in range.
 func (v *validator) buffering(r *Route, p string) {
-	if r.Upstream == "" {
+	if !r.Forwards() {
 		for _, k := range []string{"request_buffering", "max_body_bytes", "request_buffer_memory_bytes", "request_buffer_file_bytes"} {
 			if v.meta.present(p + "." + k) {
 				v.addf(p+"."+k, "set on a route without an upstream (only forwarded requests carry bodies on)")

@@ -277,7 +277,7 @@ routes:
   - name: r
     match: {path: /}
 `,
-			want: `t.yaml:3: routes[0]: no action (exactly one of upstream, respond, static)`,
+			want: `t.yaml:3: routes[0]: no action (exactly one of upstream, split, respond, static)`,
 		},
 		{
 			name: "route with two actions",
@@ -288,7 +288,7 @@ routes:
     respond: {status: 404}
 upstreams: [{name: app, backends: [{address: "127.0.0.1:9000"}]}]
 `,
-			want: `t.yaml:3: routes[0]: upstream and respond are both set (exactly one of upstream, respond, static)`,
+			want: `t.yaml:3: routes[0]: upstream and respond are both set (exactly one of upstream, split, respond, static)`,
 		},
 		{
 			name: "route with three actions",
@@ -529,7 +529,7 @@ upstreams:
     strategy: fastest
     backends: [{address: "127.0.0.1:9000"}]
 `,
-			want: `t.yaml:5: upstreams[0].strategy: "fastest" is not a strategy (round_robin, weighted_round_robin, least_conn, ip_hash, random, p2c)`,
+			want: `t.yaml:5: upstreams[0].strategy: "fastest" is not a strategy (round_robin, weighted_round_robin, least_conn, consistent_hash, ip_hash, random, p2c)`,
 		},
 		{
 			name: "upstream without backends key",

@@ -114,7 +114,7 @@ func startLoopProxy(t testing.TB, k netpoll.Kind, cfg loopConfig) *loopProxy {
 	for i, a := range cfg.backends {
 		backends = append(backends, &upstream.Backend{State: upstream.NewState(nil), Addr: a, Weight: 1, Index: i})
 	}
-	picker, err := balancer.New(balancer.RoundRobin, backends, nil)
+	picker, err := balancer.New(balancer.RoundRobin, backends, balancer.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

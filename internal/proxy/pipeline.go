@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"errors"
-	"net/netip"
 	"time"
 
 	"github.com/helios-lb/helios/internal/upstream"
@@ -47,8 +46,11 @@ type flow struct {
 	g   *Graph
 	ex  wire.Exchange
 	rec Record
-	up  *Upstream
-	key upstream.Key
+	// dest is the upstream the route forwards to (for a split, the
+	// variant chosen); up is set once forwarding starts.
+	dest *Upstream
+	up   *Upstream
+	key  upstream.Key
 	// idem: the method is idempotent.
 	idem bool
 	// The attempt in progress.
@@ -90,8 +92,12 @@ func (f *flow) Begin(ex wire.Exchange) wire.Action {
 	switch {
 	case !ok:
 		return f.answer(404, textHeader, bodyNoRoute)
-	case rt.Upstream != nil:
+	case rt.Upstream != nil || rt.Split != nil:
 		f.rec.Route = rt
+		f.dest = rt.Upstream
+		if rt.Split != nil {
+			f.dest = rt.Split.choose(ex).Upstream
+		}
 		if ex.HasBody() {
 			if rt.MaxBody > 0 && ex.BodyLength() > rt.MaxBody {
 				return f.answer(413, textHeader, bodyTooLarge)
@@ -102,7 +108,7 @@ func (f *flow) Begin(ex wire.Exchange) wire.Action {
 				return wire.ActBuffer
 			}
 		}
-		return f.startForward(rt.Upstream)
+		return f.startForward(f.dest)
 	case rt.Respond != nil:
 		f.rec.Route = rt
 		return f.answer(rt.Respond.Status, rt.Respond.Header, rt.Respond.Body)
@@ -146,7 +152,7 @@ func (f *flow) Buffered(err error) wire.Action {
 		f.rec.Err = err
 		return f.fail(err)
 	}
-	return f.startForward(f.rec.Route.Upstream)
+	return f.startForward(f.dest)
 }
 
 // Target returns the upstream's transport and the backend to try.
@@ -155,9 +161,7 @@ func (f *flow) Target() (*wire.Transport, *upstream.Backend) { return f.up.Trans
 func (f *flow) startForward(up *Upstream) wire.Action {
 	f.up = up
 	f.rec.Upstream = up
-	if up.HashClient {
-		f.key.Hash, f.key.Hashed = hashAddr(f.ex.ClientAddr()), true
-	}
+	f.key.Hash, f.key.Hashed = up.Key.hash(f.ex)
 	if up.Budget != nil {
 		up.Budget.Earn(f.rec.Start)
 	}
@@ -401,16 +405,4 @@ func idempotent(m []byte) bool {
 		return true
 	}
 	return false
-}
-
-// hashAddr hashes a client address for consistent strategies (FNV-1a
-// over the 16-byte form, so IPv4 and IPv4-mapped IPv6 agree).
-func hashAddr(a netip.Addr) uint64 {
-	b := a.As16()
-	h := uint64(14695981039346656037)
-	for _, c := range b {
-		h ^= uint64(c)
-		h *= 1099511628211
-	}
-	return h
 }

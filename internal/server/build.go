@@ -57,6 +57,16 @@ type generation struct {
 	statics    []*static.Handler
 }
 
+// hasUpstream reports whether the generation has the named upstream
+// (false for no generation).
+func (g *generation) hasUpstream(name string) bool {
+	if g == nil {
+		return false
+	}
+	_, ok := g.upTrackers[name]
+	return ok
+}
+
 // stateKey identifies a backend across generations.
 func stateKey(upstreamName, addr string) string { return upstreamName + "\x00" + addr }
 
@@ -119,6 +129,10 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 			if rt.Upstream == nil {
 				return nil, fmt.Errorf("route %s: upstream %q is not defined", rc.Name, rc.Upstream)
 			}
+		case config.ActionSplit:
+			if rt.Split, err = s.buildSplit(g, prev, rc, byName); err != nil {
+				return nil, err
+			}
 		case config.ActionRespond:
 			rt.Respond = renderFixed(rc.Respond)
 		case config.ActionStatic:
@@ -131,16 +145,7 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 		default:
 			return nil, fmt.Errorf("route %s: no action", rc.Name)
 		}
-		if s.metrics != nil {
-			up := rc.Upstream
-			key := rc.Name + "\x00" + up
-			if prev != nil && prev.routeStats[key] != nil {
-				rt.Stats = prev.routeStats[key]
-			} else {
-				rt.Stats = s.metrics.RouteStats(rc.Name, up)
-			}
-			g.routeStats[key] = rt.Stats
-		}
+		rt.Stats = s.routeStats(g, prev, rc.Name, rc.Upstream)
 		entries = append(entries, route.Entry[*proxy.Route]{
 			Name: rc.Name, Host: rc.Match.Host, Path: rc.Match.Path, PathPrefix: rc.Match.PathPrefix, Value: rt,
 		})
@@ -153,10 +158,91 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 	return g, nil
 }
 
+// routeStats returns the counters of a route's requests to the named
+// upstream ("" for a route that does not forward, or for a split's
+// requests that reached no upstream): those of the previous generation
+// when it had them, so that counts survive a reload. Nil when metrics are
+// off.
+func (s *Server) routeStats(g, prev *generation, route, upstreamName string) *proxy.RouteStats {
+	if s.metrics == nil {
+		return nil
+	}
+	key := route + "\x00" + upstreamName
+	st := prev.keptRouteStats(key)
+	if st == nil {
+		st = s.metrics.RouteStats(route, upstreamName)
+	}
+	g.routeStats[key] = st
+	return st
+}
+
+// keptRouteStats returns the generation's counters under key; nil when
+// there is no generation or it had none.
+func (g *generation) keptRouteStats(key string) *proxy.RouteStats {
+	if g == nil {
+		return nil
+	}
+	return g.routeStats[key]
+}
+
+// buildSplit compiles a split route's targets.
+func (s *Server) buildSplit(g, prev *generation, rc config.Route, byName map[string]*proxy.Upstream) (*proxy.Split, error) {
+	sp := &proxy.Split{}
+	if rc.SplitKey != "" {
+		k, err := requestKey(rc.SplitKey)
+		if err != nil {
+			return nil, fmt.Errorf("route %s: split_key: %w", rc.Name, err)
+		}
+		sp.Key = k
+	}
+	for _, t := range rc.Split {
+		up := byName[t.Upstream]
+		if up == nil {
+			return nil, fmt.Errorf("route %s: split upstream %q is not defined", rc.Name, t.Upstream)
+		}
+		v := proxy.Variant{Upstream: up, Weight: uint64(max(t.Weight, 0)), Stats: s.routeStats(g, prev, rc.Name, t.Upstream)}
+		if m := t.Match; m != nil {
+			v.Pin = &proxy.Pin{Key: proxy.RequestKey{Kind: proxy.KeyHeader, Name: m.Header}}
+			if m.Cookie != "" {
+				v.Pin.Key = proxy.RequestKey{Kind: proxy.KeyCookie, Name: m.Cookie}
+			}
+			if m.Value != "" {
+				v.Pin.Value = []byte(m.Value)
+			}
+		}
+		sp.Variants = append(sp.Variants, v)
+	}
+	return sp, nil
+}
+
+// requestKey turns a hash_key or split_key into the pipeline's RequestKey.
+func requestKey(s string) (proxy.RequestKey, error) {
+	k, err := config.ParseHashKey(s)
+	if err != nil {
+		return proxy.RequestKey{}, err
+	}
+	kind := proxy.KeyClientIP
+	switch k.Kind {
+	case config.KeyHeader:
+		kind = proxy.KeyHeader
+	case config.KeyCookie:
+		kind = proxy.KeyCookie
+	case config.KeyPath:
+		kind = proxy.KeyPath
+	case config.KeyQuery:
+		kind = proxy.KeyQuery
+	}
+	return proxy.RequestKey{Kind: kind, Name: k.Name}, nil
+}
+
 func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream) (*proxy.Upstream, error) {
 	up := &proxy.Upstream{Name: uc.Name, Strategy: uc.Strategy, Checked: uc.HealthCheck != nil}
 	addrs := make([]string, len(uc.Backends))
 	trackers := make([]*health.Tracker, len(uc.Backends))
+	// A backend that joins an upstream that was already serving starts
+	// slow (slow_start); the backends of a new upstream, or of the first
+	// generation, all start at once, with nothing to spare them from.
+	upstreamKept := prev.hasUpstream(uc.Name)
 	for i, bc := range uc.Backends {
 		key := stateKey(uc.Name, bc.Address)
 		var (
@@ -169,19 +255,28 @@ func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream) (*proxy.
 		if st == nil || tr == nil {
 			st = upstream.NewState(s.clock)
 			tr = health.NewTracker(st)
+			if upstreamKept {
+				st.StartRamp(st.Clock().Now())
+			}
 		}
 		g.states[key], g.trackers[key] = st, tr
 		trackers[i] = tr
-		up.Backends = append(up.Backends, &upstream.Backend{State: st, Addr: bc.Address, Weight: bc.Weight, Index: i})
+		up.Backends = append(up.Backends, &upstream.Backend{
+			State: st, Addr: bc.Address, Weight: bc.Weight, Index: i, SlowStart: uc.SlowStart.D(),
+		})
 		addrs[i] = bc.Address
 	}
 	g.upTrackers[uc.Name] = trackers
-	picker, err := balancer.New(uc.Strategy, up.Backends, balancer.Options{})
+	picker, err := balancer.New(uc.Strategy, up.Backends, balancer.Options{Fallback: uc.HashFallback, BoundedLoad: uc.BoundedLoad})
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", uc.Name, err)
 	}
 	up.Picker = picker
-	up.HashClient = uc.Strategy == balancer.IPHash
+	if balancer.IsHash(uc.Strategy) {
+		if up.Key, err = requestKey(uc.HashKey); err != nil {
+			return nil, fmt.Errorf("upstream %s: hash_key: %w", uc.Name, err)
+		}
+	}
 
 	if err := s.buildClientTLS(g, prev, uc); err != nil {
 		return nil, err

@@ -103,8 +103,10 @@ func TestLoadFull(t *testing.T) {
 				Interval: dur(30 * time.Second), OpenFor: dur(5 * time.Second), HalfOpenRequests: 3,
 			},
 			Retries: &Retries{
-				Attempts: 1, On: []string{"connect_error", "timeout", "503"},
+				Attempts: 1, On: []string{"connect_error", "reset", "timeout", "503"},
 				IdempotentOnly: ptr(false), BudgetRatio: 0.1,
+				Backoff:       &Backoff{Base: dur(50 * time.Millisecond), Max: dur(time.Second)},
+				PerTryTimeout: dur(3 * time.Second),
 			},
 		}, {
 			Name: "shop-v2", Strategy: "consistent_hash", HashKey: "header:X-User", HashFallback: "least_conn",
@@ -116,7 +118,7 @@ func TestLoadFull(t *testing.T) {
 				ReadTimeout: dur(60 * time.Second), MaxQueuePerBackend: 256, QueueTimeout: dur(10 * time.Second),
 				Protocol: "http1",
 			},
-			Retries: &Retries{Attempts: 2, On: []string{"connect_error", "502", "503", "504"}, IdempotentOnly: ptr(true), BudgetRatio: 0.2},
+			Retries: &Retries{Attempts: 2, On: []string{"connect_error", "reset", "502", "503", "504"}, IdempotentOnly: ptr(true), BudgetRatio: 0.2},
 		}},
 		Admin:   Admin{Address: "127.0.0.1:9999", Token: "changeme", Pprof: true},
 		Logging: Logging{Level: "debug", Format: "console", AccessLog: "/var/log/helios/access.log"},
@@ -147,7 +149,7 @@ upstreams:
 `, testEnv(t))
 	dir := cfg.Routes[2].Static.Root
 	defaultRetries := func() *Retries {
-		return &Retries{Attempts: 2, On: []string{"connect_error", "502", "503", "504"}, IdempotentOnly: ptr(true), BudgetRatio: 0.2}
+		return &Retries{Attempts: 2, On: []string{"connect_error", "reset", "502", "503", "504"}, IdempotentOnly: ptr(true), BudgetRatio: 0.2}
 	}
 	transport := Transport{
 		MaxIdlePerBackend: 256, IdleTimeout: dur(90 * time.Second),
@@ -250,7 +252,7 @@ routes: [{name: a, respond: {}}]`,
 			name: "absent retries is the default policy",
 			yaml: head + `upstreams: [{name: app, backends: [{address: "10.0.0.1:80"}]}]`,
 			get:  func(c *Config) any { return *c.Upstreams[0].Retries },
-			want: Retries{Attempts: 2, On: []string{"connect_error", "502", "503", "504"}, IdempotentOnly: ptr(true), BudgetRatio: 0.2},
+			want: Retries{Attempts: 2, On: []string{"connect_error", "reset", "502", "503", "504"}, IdempotentOnly: ptr(true), BudgetRatio: 0.2},
 		},
 		{
 			name: "attempts 0 disables retries",

@@ -381,10 +381,11 @@ type Upstream struct {
 	CircuitBreaker *CircuitBreaker `yaml:"circuit_breaker"`
 	// Retries configures retrying failed requests. Unlike the blocks above,
 	// an absent retries key does not turn retries off: SetDefaults gives
-	// the upstream the default policy (attempts 2, on connect_error, 502,
-	// 503, 504, idempotent_only true, budget_ratio 0.2), because operators
-	// expect a refused connection to be retried. Write retries: {attempts: 0}
-	// to disable retries. Never nil after SetDefaults.
+	// the upstream the default policy (attempts 2, on connect_error, reset,
+	// 502, 503, 504, idempotent_only true, budget_ratio 0.2, no backoff, no
+	// per-try timeout), because operators expect a refused connection to be
+	// retried. Write retries: {attempts: 0} to disable retries. Never nil
+	// after SetDefaults.
 	Retries *Retries `yaml:"retries"`
 }
 
@@ -524,11 +525,13 @@ type Retries struct {
 	// retries. Default 2.
 	Attempts int `yaml:"attempts"`
 	// On lists what is retried: connect_error (the backend could not be
-	// reached, always safe to retry; also, for idempotent methods only, a
-	// backend that broke the connection before answering), timeout (no
-	// response in time), or a status 500-599 written as a string or a
-	// number. Default
-	// [connect_error, "502", "503", "504"]. Conditions returns it parsed.
+	// reached, always safe to retry), reset (for idempotent methods only:
+	// the backend closed or reset the connection, or sent something
+	// unparsable, before its response head was complete, so nothing of its
+	// answer reached the client), timeout (no response head in time,
+	// response_header_timeout or per_try_timeout), or a status 500-599
+	// written as a string or a number. Default [connect_error, reset,
+	// "502", "503", "504"]. Conditions returns it parsed.
 	On []string `yaml:"on"`
 	// IdempotentOnly restricts retries after the request was sent (timeout
 	// and statuses) to idempotent methods; connect errors are retried for
@@ -537,11 +540,30 @@ type Retries struct {
 	// BudgetRatio caps retries at this share of requests, 0-1; 0 turns the
 	// budget off, leaving retries bounded by Attempts alone. Default 0.2.
 	BudgetRatio float64 `yaml:"budget_ratio"`
+	// Backoff spaces retries out; nil (the key absent) retries at once.
+	// A present but empty block (backoff: {}) gets every default.
+	Backoff *Backoff `yaml:"backoff"`
+	// PerTryTimeout bounds each attempt, from its start to the response
+	// head (connecting and waiting for a connection included), 0-1h; an
+	// attempt cut short is a timeout. 0 means no bound but the transport's.
+	// Default 0.
+	PerTryTimeout Duration `yaml:"per_try_timeout"`
+}
+
+// Backoff is the wait before each retry: a random time ("full jitter")
+// between 0 and Base doubled for each retry before it, at most Max.
+type Backoff struct {
+	// Base is the ceiling of the wait before the first retry, 1ms-1m.
+	// Default 25ms.
+	Base Duration `yaml:"base"`
+	// Max caps the ceiling as it doubles, Base-1m. Default 250ms.
+	Max Duration `yaml:"max"`
 }
 
 // The retry conditions other than status codes, as written in Retries.On.
 const (
 	RetryOnConnectError = "connect_error"
+	RetryOnReset        = "reset"
 	RetryOnTimeout      = "timeout"
 )
 
@@ -549,6 +571,9 @@ const (
 type RetryConditions struct {
 	// ConnectError retries requests whose backend could not be reached.
 	ConnectError bool
+	// Reset retries idempotent requests whose backend broke the
+	// connection before its response head was complete.
+	Reset bool
 	// Timeout retries requests that timed out waiting for a response.
 	Timeout bool
 	// Statuses retries responses with these status codes; the zero set
@@ -564,6 +589,8 @@ func (r *Retries) Conditions() RetryConditions {
 		switch on {
 		case RetryOnConnectError:
 			c.ConnectError = true
+		case RetryOnReset:
+			c.Reset = true
 		case RetryOnTimeout:
 			c.Timeout = true
 		default:

@@ -20,7 +20,7 @@ const (
 	hostPortAllowed = "host:port such as :8080, 127.0.0.1:8080 or [::1]:8080; port 1-65535"
 	hostAllowed     = "an exact hostname such as example.com, *.example.com, or *; no port"
 	statusAllowed   = "codes 100-599 and lo-hi ranges, comma-separated, such as 200-399 or 200,204,300-399"
-	retryOnAllowed  = "connect_error, timeout, or a status 500-599"
+	retryOnAllowed  = "connect_error, reset, timeout, or a status 500-599"
 )
 
 // strategies are the Upstream.Strategy values, in documentation order; they
@@ -282,11 +282,22 @@ func (v *validator) retries(r *Retries, p string) {
 		v.addf(p+".on", "empty (at least one of %s; attempts: 0 disables retries)", retryOnAllowed)
 	}
 	for i, on := range r.On {
-		if _, ok := retryStatus(on); !ok && on != RetryOnConnectError && on != RetryOnTimeout {
+		if _, ok := retryStatus(on); !ok && on != RetryOnConnectError && on != RetryOnReset && on != RetryOnTimeout {
 			v.addf(indexPath(p+".on", i), "%q is not a retry condition (%s)", on, retryOnAllowed)
 		}
 	}
 	v.ratio(p+".budget_ratio", r.BudgetRatio, "0 turns the budget off")
+	if b := r.Backoff; b != nil {
+		if b.Base < Duration(time.Millisecond) || b.Base > Duration(time.Minute) {
+			v.addf(p+".backoff.base", "%s is out of range (1ms-1m, such as 25ms)", b.Base)
+		}
+		if b.Max > Duration(time.Minute) || b.Base > 0 && b.Max < b.Base {
+			v.addf(p+".backoff.max", "%s is out of range (base %s-1m, such as 250ms)", b.Max, b.Base)
+		}
+	}
+	if r.PerTryTimeout < 0 || r.PerTryTimeout.D() > time.Hour {
+		v.addf(p+".per_try_timeout", "%s is out of range (0-1h, such as 2s; 0 for no bound)", r.PerTryTimeout)
+	}
 }
 
 func (v *validator) routes(rs []Route, upstreams []string) {

@@ -920,7 +920,7 @@ upstreams:
         - connect_error
         - 404
 `,
-			want: `t.yaml:9: upstreams[0].retries.on[1]: "404" is not a retry condition (connect_error, timeout, or a status 500-599)`,
+			want: `t.yaml:9: upstreams[0].retries.on[1]: "404" is not a retry condition (connect_error, reset, timeout, or a status 500-599)`,
 		},
 		{
 			name: "retry on an unknown condition",
@@ -930,9 +930,9 @@ upstreams:
   - name: app
     backends: [{address: "10.0.0.1:80"}]
     retries:
-      on: [reset]
+      on: [refused]
 `,
-			want: `t.yaml:7: upstreams[0].retries.on[0]: "reset" is not a retry condition (connect_error, timeout, or a status 500-599)`,
+			want: `t.yaml:7: upstreams[0].retries.on[0]: "refused" is not a retry condition (connect_error, reset, timeout, or a status 500-599)`,
 		},
 		{
 			name: "retry on nothing",
@@ -944,7 +944,7 @@ upstreams:
     retries:
       on: []
 `,
-			want: `t.yaml:7: upstreams[0].retries.on: empty (at least one of connect_error, timeout, or a status 500-599; attempts: 0 disables retries)`,
+			want: `t.yaml:7: upstreams[0].retries.on: empty (at least one of connect_error, reset, timeout, or a status 500-599; attempts: 0 disables retries)`,
 		},
 		{
 			name: "retry budget above 1",

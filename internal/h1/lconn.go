@@ -52,6 +52,7 @@ const (
 	dlQueue          // a connection to a capped backend
 	dlH2Tick         // an HTTP/2 connection's next tick
 	dlH2Linger       // an ended HTTP/2 connection waiting for the client's close
+	dlBackoff        // a retry's backoff (lwait.go)
 )
 
 // maxLoopBody is the largest request body the loop reads whole before the
@@ -164,6 +165,9 @@ type lconn struct {
 	chunkOut         bool
 	// resolving: the attempt waits for this pool's host name lookup.
 	resolving *lpool
+	// tryDeadline ends the current attempt (the transport's TryTimeout,
+	// lwait.go); 0: none.
+	tryDeadline int64
 }
 
 // allocConn returns a connection from the free list, or a new one.
@@ -222,11 +226,11 @@ func (l *loop) freeConn(c *lconn) {
 
 func (c *lconn) setDeadline(kind uint8, d time.Duration) {
 	c.dkind = kind
-	if d <= 0 {
-		c.deadline = 0
-		return
+	c.deadline = 0
+	if d > 0 {
+		c.deadline = c.l.now + int64(d)
 	}
-	c.deadline = c.l.now + int64(d)
+	c.boundTry()
 }
 
 // event handles readiness of the client socket.
@@ -534,6 +538,7 @@ func (c *lconn) begin() {
 	c.bodySent = false
 	c.replay = false
 	c.tries = 0
+	c.tryDeadline = 0
 	c.deadline, c.dkind = 0, dlNone
 	c.gen++
 	c.flowDone = false
@@ -573,7 +578,11 @@ func (c *lconn) act(a wire.Action) {
 		c.tries = 0
 		c.local = nil
 		c.flushOut() // earlier pipelined answers go before we wait
+		c.startTry()
 		c.attempt()
+	case wire.ActWait:
+		c.flushOut()
+		c.wait()
 	case wire.ActSend:
 		c.startSend()
 	case wire.ActBuffer:
@@ -975,6 +984,8 @@ func (c *lconn) timeout() {
 		c.forwarded(0, fmt.Errorf("%w: %s: no connection free within %v", wire.ErrBackendBusy, p.addr, c.tr.Settings.QueueTimeout))
 	case dlH2Tick, dlH2Linger:
 		c.h2tick()
+	case dlBackoff:
+		c.act(c.flow.Resume())
 	default:
 		c.deadline = 0
 	}

@@ -516,10 +516,25 @@ func (f *checkedFlow) Target() (*wire.Transport, *upstream.Backend) {
 }
 
 func (f *checkedFlow) Forwarded(status int, err error) wire.Action {
-	if !f.busy || f.last != wire.ActForward && f.last != wire.ActServeHTTP {
+	if !f.busy || f.last != wire.ActForward && f.last != wire.ActServeHTTP && f.last != wire.ActWait {
 		f.fail("Forwarded(%d, %v) after action %d (busy %v)", status, err, f.last, f.busy)
 	}
 	f.last = f.f.Forwarded(status, err)
+	return f.last
+}
+
+func (f *checkedFlow) Delay() time.Duration {
+	if !f.busy || f.last != wire.ActWait {
+		f.fail("Delay after action %d (busy %v)", f.last, f.busy)
+	}
+	return f.f.Delay()
+}
+
+func (f *checkedFlow) Resume() wire.Action {
+	if !f.busy || f.last != wire.ActWait {
+		f.fail("Resume after action %d (busy %v)", f.last, f.busy)
+	}
+	f.last = f.f.Resume()
 	return f.last
 }
 

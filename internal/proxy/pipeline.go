@@ -58,6 +58,9 @@ type flow struct {
 	ticket func(error)
 	// next: a backend already picked (and checked to exist) for a retry.
 	next *upstream.Backend
+	// waiting: a retry waits its backoff (ActWait) for delay.
+	waiting bool
+	delay   time.Duration
 	// status of the response being sent; failed: it counts as a backend
 	// failure.
 	status int
@@ -215,6 +218,12 @@ func (f *flow) done(out Outcome) {
 // Forwarded takes the result of an attempt and decides: send it, retry
 // elsewhere, or answer with an error.
 func (f *flow) Forwarded(status int, err error) wire.Action {
+	if f.waiting {
+		// The client went away during a backoff: no attempt is open.
+		f.waiting, f.next = false, nil
+		f.rec.Err = err
+		return f.fail(err)
+	}
 	up := f.up
 	if up == nil {
 		// An in-process handler (ActServeHTTP): no backend to judge,
@@ -249,7 +258,7 @@ func (f *flow) Forwarded(status int, err error) wire.Action {
 		// only; the budget guards against re-sending work.
 		if f.mayRetry() && up.Retry.retryableErr(err, f.idem) &&
 			(errors.Is(err, wire.ErrConnect) || spend(up)) {
-			return f.pick()
+			return f.retry()
 		}
 		return f.fail(err)
 	}
@@ -262,11 +271,34 @@ func (f *flow) Forwarded(status int, err error) wire.Action {
 			f.done(Failure)
 			f.rec.Err = nil
 			f.next = next
-			return f.pick()
+			return f.retry()
 		}
 	}
 	f.last = wire.ActSend
 	return wire.ActSend
+}
+
+// retry goes on to the next attempt, after the upstream's backoff when
+// it has one.
+func (f *flow) retry() wire.Action {
+	if d := f.up.Retry.Backoff.delay(f.rec.Attempts); d > 0 {
+		f.waiting, f.delay = true, d
+		f.last = wire.ActWait
+		return wire.ActWait
+	}
+	return f.pick()
+}
+
+// Delay returns the backoff to wait for ActWait.
+func (f *flow) Delay() time.Duration { return f.delay }
+
+// Resume picks the next attempt's backend once the backoff is over.
+func (f *flow) Resume() wire.Action {
+	f.waiting = false
+	if f.next != nil && !f.next.Usable(f.key) {
+		f.next = nil // it went out of rotation during the wait
+	}
+	return f.pick()
 }
 
 // Sent records how the answer went.

@@ -157,7 +157,11 @@ func serve(f wire.Flow, s scripted, ex *fakeExchange) {
 		act = f.Buffered(ex.BufferBody(f.BufferLimits()))
 	}
 	status := 0
-	for act == wire.ActForward {
+	for act == wire.ActForward || act == wire.ActWait {
+		if act == wire.ActWait {
+			act = f.Resume() // the engine waits f.Delay() first
+			continue
+		}
 		_, b := f.Target()
 		var err error
 		status, err = s.attempt(ex, b)

@@ -293,6 +293,9 @@ func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream) (*proxy.
 		Protocol:              wireProtocol(uc.Transport.Protocol),
 		TLS:                   uc.Transport.TLS != nil,
 	}}
+	if uc.Retries != nil {
+		up.Transport.Settings.TryTimeout = uc.Retries.PerTryTimeout.D()
+	}
 	if ct := g.clientTLS[uc.Name]; ct != nil { // a nil *Client in the interface would not be nil
 		up.Transport.TLS = ct
 	}
@@ -302,9 +305,12 @@ func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream) (*proxy.
 		up.Retry = proxy.RetryPolicy{
 			Attempts:       rc.Attempts,
 			OnConnectError: cond.ConnectError,
-			OnBackendError: cond.ConnectError,
+			OnBackendError: cond.Reset,
 			OnTimeout:      cond.Timeout,
 			IdempotentOnly: rc.Idempotent(),
+		}
+		if b := rc.Backoff; b != nil {
+			up.Retry.Backoff = proxy.Backoff{Base: b.Base.D(), Max: b.Max.D()}
 		}
 		for code := 500; code <= 599; code++ {
 			if cond.Statuses.Contains(code) {

@@ -81,25 +81,22 @@ func (k RequestKey) hash(ex wire.Exchange) (uint64, bool) {
 
 // cookieValue returns the value of the cookie named name in a Cookie
 // header value ("a=1; b=2", RFC 6265 §4.2.1), without the double quotes
-// of a quoted value; nil when there is none. Names are compared exactly,
+// of a quoted value; nil or empty when there is none or it is empty (an
+// empty value is no key, RequestKey.hash). Names are compared exactly,
 // as browsers send them; blanks around pairs are tolerated. It allocates
 // nothing: the value is a slice of h.
 func cookieValue(h []byte, name string) []byte {
 	for len(h) > 0 {
 		var pair []byte
-		if i := bytes.IndexByte(h, ';'); i >= 0 {
-			pair, h = h[:i], h[i+1:]
-		} else {
-			pair, h = h, nil
-		}
+		pair, h = cutAt(h, ';')
 		eq := bytes.IndexByte(pair, '=')
 		if eq < 0 {
 			continue
 		}
-		if string(trimBlanks(pair[:eq])) != name { // compiled without a copy
+		if string(bytes.Trim(pair[:eq], blanks)) != name { // compiled without a copy
 			continue
 		}
-		v := trimBlanks(pair[eq+1:])
+		v := bytes.Trim(pair[eq+1:], blanks)
 		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
 			v = v[1 : len(v)-1]
 		}
@@ -114,11 +111,7 @@ func cookieValue(h []byte, name string) []byte {
 func queryValue(q []byte, name string) []byte {
 	for len(q) > 0 {
 		var param []byte
-		if i := bytes.IndexByte(q, '&'); i >= 0 {
-			param, q = q[:i], q[i+1:]
-		} else {
-			param, q = q, nil
-		}
+		param, q = cutAt(q, '&')
 		key, v := param, param[len(param):]
 		if eq := bytes.IndexByte(param, '='); eq >= 0 {
 			key, v = param[:eq], param[eq+1:]
@@ -130,15 +123,16 @@ func queryValue(q []byte, name string) []byte {
 	return nil
 }
 
-// trimBlanks drops spaces and tabs at both ends of b.
-func trimBlanks(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
+// blanks are the spaces a Cookie header may have around its pairs.
+const blanks = " \t"
+
+// cutAt returns b up to the first sep, and what follows it (nil when
+// there is no sep).
+func cutAt(b []byte, sep byte) (item, rest []byte) {
+	if i := bytes.IndexByte(b, sep); i >= 0 {
+		return b[:i], b[i+1:]
 	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
+	return b, nil
 }
 
 // hashAddr hashes a client address for consistent strategies (over the

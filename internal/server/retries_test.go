@@ -15,39 +15,26 @@ import (
 // ends (reset: false). It returns its address.
 func rudeBackend(t *testing.T, reset bool) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	done := make(chan struct{})
-	t.Cleanup(func() { close(done); ln.Close() })
-	go func() {
+	addr := scriptedBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
 		for {
-			nc, err := ln.Accept()
+			line, err := br.ReadString('\n')
 			if err != nil {
 				return
 			}
-			go func() {
-				defer nc.Close()
-				br := bufio.NewReader(nc)
-				for {
-					line, err := br.ReadString('\n')
-					if err != nil {
-						return
-					}
-					if line == "\r\n" {
-						break
-					}
-				}
-				if reset {
-					nc.(*net.TCPConn).SetLinger(0)
-					return
-				}
-				<-done
-			}()
+			if line == "\r\n" {
+				break
+			}
 		}
-	}()
-	return ln.Addr().String()
+		if reset {
+			c.(*net.TCPConn).SetLinger(0)
+			return
+		}
+		<-done
+	})
+	t.Cleanup(func() { close(done) })
+	return addr
 }
 
 const retryConfig = `

@@ -42,7 +42,7 @@ func TestSlowStartShare(t *testing.T) {
 	// The strategies that honour weights, with unequal ones.
 	tests = append(tests, tcase{WeightedRoundRobin, []int{2, 1, 3, 2}}, tcase{ConsistentHash, []int{2, 1, 3, 2}})
 	const ramp = 1
-	const picks = 40000
+	const picks = 20000
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s/%v", tt.strategy, tt.weights), func(t *testing.T) {
 			clk := clock.NewFake(time.Unix(1_000_000, 0))

@@ -200,8 +200,13 @@ const RampFull = 1 << 16
 // at most one atomic; only a backend in slow start reads the clock.
 func (b *Backend) Ramp() uint32 {
 	if b.SlowStart <= 0 {
-		return RampFull
+		return RampFull // inlined: the common case costs a comparison
 	}
+	return b.ramp()
+}
+
+// ramp is Ramp for an upstream with slow start.
+func (b *Backend) ramp() uint32 {
 	from := b.rampFrom.Load()
 	if from == 0 {
 		return RampFull

@@ -111,7 +111,7 @@ func (h *consistentHash) Pick(k upstream.Key) *upstream.Backend {
 // stays once the ramp has passed it.
 func (h *consistentHash) keeps(i int, hash uint64) bool {
 	b := h.backends[i]
-	return keeps(b, int64(b.Weight), h.total, mix(hash^h.addrHash[i]^saltRamp))
+	return keeps(b, int64(b.Weight), h.total, hash^h.addrHash[i]^saltRamp)
 }
 
 // load is what the bound compares against: the requests in flight to the

@@ -54,6 +54,7 @@ func pickRandom(bs []*upstream.Backend, k upstream.Key, rnd func() uint64, skip 
 		if !b.Usable(k) {
 			continue
 		}
+		// The draw is made only for a backend in slow start.
 		if b.SlowStart <= 0 || keeps(b, 1, int64(len(bs)), rnd()) {
 			return b
 		}

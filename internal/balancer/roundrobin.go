@@ -29,7 +29,7 @@ func (r *roundRobin) Pick(k upstream.Key) *upstream.Backend {
 	n := uint64(len(r.backends))
 	t := r.turn.next()
 	// Round robin ignores weights: each backend counts as weight 1.
-	if b := r.backends[t%n]; b.Usable(k) && keeps(b, 1, r.total, mix(t)) {
+	if b := r.backends[t%n]; b.Usable(k) && keeps(b, 1, r.total, t) {
 		return b
 	}
 	return pickNth(r.backends, filter{k: k, skip: -1}, r.spare.next())

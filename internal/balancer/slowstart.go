@@ -52,15 +52,20 @@ func keep(b *upstream.Backend, w, total int64) uint32 {
 	return uint32(ff * s / den * upstream.RampFull)
 }
 
-// keeps reports whether a pick that lands on b stays there, u being a
-// uniform draw for this pick (only its top 16 bits are read); w and total
-// are as for keep.
-func keeps(b *upstream.Backend, w, total int64, u uint64) bool {
+// keeps reports whether a pick that lands on b stays there; seed is
+// particular to the pick (a turn number, a key's hash, a random draw),
+// and a hash of it is the pick's uniform draw. w and total are as for keep.
+func keeps(b *upstream.Backend, w, total int64, seed uint64) bool {
 	if b.SlowStart <= 0 {
-		return true // the common case, without a call
+		return true // the common case, inlined: no hashing, no call
 	}
+	return keepsDraw(b, w, total, seed)
+}
+
+// keepsDraw is keeps for a backend of an upstream with slow start.
+func keepsDraw(b *upstream.Backend, w, total int64, seed uint64) bool {
 	g := keep(b, w, total)
-	return g >= upstream.RampFull || uint32(u>>48) < g
+	return g >= upstream.RampFull || uint32(mix(seed)>>48) < g
 }
 
 // effWeight returns b's effective weight, its weight scaled by its ramp,

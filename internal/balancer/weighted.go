@@ -55,7 +55,7 @@ func newWeighted(bs []*upstream.Backend) *weighted {
 // to the second walk too, which then skips backends in slow start.
 func (w *weighted) Pick(k upstream.Key) *upstream.Backend {
 	t := w.turn.next()
-	if b := w.backends[w.cycle[t%uint64(len(w.cycle))]]; b.Usable(k) && keeps(b, int64(b.Weight), w.total, mix(t)) {
+	if b := w.backends[w.cycle[t%uint64(len(w.cycle))]]; b.Usable(k) && keeps(b, int64(b.Weight), w.total, t) {
 		return b
 	}
 	if b := w.pickSpare(filter{k: k, skip: -1, warm: true}); b != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/helios-lb/helios/internal/h2"
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -431,6 +432,8 @@ type loop struct {
 	spillLater []spillJob
 	// scratchBuf is a piece of request body on its way to a buffer.
 	scratchBuf []byte
+	// fwd applies the forwarding rules to the loop's requests.
+	fwd httpmsg.Forwarder
 
 	// Free lists: backend read buffers, client read buffers and write
 	// buffers. A client connection starts with a smaller buffer than a

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
@@ -42,9 +43,13 @@ type Route struct {
 	Split *Split
 	// Respond answers with a fixed response; nil when another action is set.
 	Respond *Fixed
-	// Static answers from files (served as an in-process handler); nil
-	// when another action is set.
-	Static *wire.Local
+	// Files answers from files, sent by the engine itself
+	// (ActServeFile); nil when another action is set.
+	Files wire.Files
+	// Local answers with an in-process net/http handler, which the
+	// engine forwards to as to a backend (ActServeHTTP); nil when
+	// another action is set.
+	Local *wire.Local
 	// Index is the route's position in the configuration.
 	Index int
 	// Stats counts the route's requests (for a split, those that did not
@@ -158,8 +163,9 @@ type UpstreamStats struct {
 // Fixed is a pre-rendered response.
 type Fixed struct {
 	Status int
-	// Header holds "Name: value\r\n" lines.
-	Header []byte
+	// Header holds its fields (but Date and framing, which the engine
+	// adds).
+	Header httpmsg.Header
 	Body   []byte
 }
 

@@ -263,3 +263,33 @@ admin: {address: "off"}
 		}
 	})
 }
+
+// TestHashKeyOverH2C keys consistent_hash by a cookie and sends the same
+// users over HTTP/1.1 and over h2c, whose client splits the Cookie header
+// into one field per cookie (RFC 9113 §8.2.3): each user reaches the same
+// backend either way, so keys are read alike whatever the protocol.
+func TestHashKeyOverH2C(t *testing.T) {
+	eachEngine(t, func(t *testing.T, engine string) {
+		bs := startBackends(t, 3)
+		cfg := yamlConfig(t, fmt.Sprintf(hashedBackends, "cookie:uid"), bs)
+		cfg.Listeners[0].H2C = true
+		setEngine(cfg, engine)
+		_, url := startServer(t, cfg, Options{})
+		h1 := &http.Client{}
+		h2 := &http.Client{Transport: newH2ServerClient(t, nil)}
+		seen := map[string]bool{}
+		for u := range 20 {
+			cookie := fmt.Sprintf("Cookie: theme=dark; uid=user-%d; lang=en", u)
+			_, want := getAs(t, h1, url+"/", cookie)
+			for range 3 {
+				if status, got := getAs(t, h2, url+"/", cookie); status != 200 || got != want {
+					t.Fatalf("user %d over h2c: got %d from %q, want 200 from %q (as over HTTP/1.1)", u, status, got, want)
+				}
+			}
+			seen[want] = true
+		}
+		if len(seen) < 2 {
+			t.Errorf("backends reached by 20 users: got %v, want more than one", seen)
+		}
+	})
+}

@@ -20,12 +20,12 @@ const (
 	hostPortAllowed = "host:port such as :8080, 127.0.0.1:8080 or [::1]:8080; port 1-65535"
 	hostAllowed     = "an exact hostname such as example.com, *.example.com, or *; no port"
 	statusAllowed   = "codes 100-599 and lo-hi ranges, comma-separated, such as 200-399 or 200,204,300-399"
-	retryOnAllowed  = "connect_error, timeout, or a status 500-599"
+	retryOnAllowed  = "connect_error, reset, timeout, or a status 500-599"
 )
 
 // strategies are the Upstream.Strategy values, in documentation order; they
 // are the names package balancer implements.
-var strategies = []string{"round_robin", "weighted_round_robin", "least_conn", "ip_hash", "random", "p2c"}
+var strategies = []string{"round_robin", "weighted_round_robin", "least_conn", StrategyConsistentHash, StrategyIPHash, "random", "p2c"}
 
 // Validate reports every problem with c, sorted by line and key path, as
 // Problems; it returns nil when c is valid. It expects SetDefaults to have
@@ -181,9 +181,7 @@ func (v *validator) upstreams(us []Upstream, d *Discovery) []string {
 		if u.Name != "" && names[u.Name] == p {
 			defined = append(defined, u.Name)
 		}
-		if !slices.Contains(strategies, u.Strategy) {
-			v.addf(p+".strategy", "%q is not a strategy (%s)", u.Strategy, strings.Join(strategies, ", "))
-		}
+		v.balancing(u, p)
 		v.backends(u, p, d)
 
 		t, tp := &u.Transport, p+".transport"
@@ -427,11 +425,22 @@ func (v *validator) retries(r *Retries, p string) {
 		v.addf(p+".on", "empty (at least one of %s; attempts: 0 disables retries)", retryOnAllowed)
 	}
 	for i, on := range r.On {
-		if _, ok := retryStatus(on); !ok && on != RetryOnConnectError && on != RetryOnTimeout {
+		if _, ok := retryStatus(on); !ok && on != RetryOnConnectError && on != RetryOnReset && on != RetryOnTimeout {
 			v.addf(indexPath(p+".on", i), "%q is not a retry condition (%s)", on, retryOnAllowed)
 		}
 	}
 	v.ratio(p+".budget_ratio", r.BudgetRatio, "0 turns the budget off")
+	if b := r.Backoff; b != nil {
+		if b.Base < Duration(time.Millisecond) || b.Base > Duration(time.Minute) {
+			v.addf(p+".backoff.base", "%s is out of range (1ms-1m, such as 25ms)", b.Base)
+		}
+		if b.Max > Duration(time.Minute) || b.Base > 0 && b.Max < b.Base {
+			v.addf(p+".backoff.max", "%s is out of range (base %s-1m, such as 250ms)", b.Max, b.Base)
+		}
+	}
+	if r.PerTryTimeout < 0 || r.PerTryTimeout.D() > time.Hour {
+		v.addf(p+".per_try_timeout", "%s is out of range (0-1h, such as 2s; 0 for no bound)", r.PerTryTimeout)
+	}
 }
 
 func (v *validator) routes(rs []Route, upstreams []string) {
@@ -447,14 +456,12 @@ func (v *validator) routes(rs []Route, upstreams []string) {
 		var actions []string
 		if r.Upstream != "" {
 			actions = append(actions, "upstream")
-			if !slices.Contains(upstreams, r.Upstream) {
-				defined := "no upstreams are defined"
-				if len(upstreams) > 0 {
-					defined = "defined: " + strings.Join(upstreams, ", ")
-				}
-				v.addf(p+".upstream", "upstream %q is not defined (%s)", r.Upstream, defined)
-			}
+			v.upstreamRef(p+".upstream", r.Upstream, upstreams)
 		}
+		if r.Split != nil {
+			actions = append(actions, "split")
+		}
+		v.split(r, p, upstreams)
 		if r.Respond != nil {
 			actions = append(actions, "respond")
 			v.respond(r.Respond, p+".respond")
@@ -472,11 +479,13 @@ func (v *validator) routes(rs []Route, upstreams []string) {
 		}
 		switch len(actions) {
 		case 0:
-			v.addf(p, "no action (exactly one of upstream, respond, static)")
+			v.addf(p, "no action (exactly one of upstream, split, respond, static)")
+		case 1:
 		case 2:
-			v.addf(p, "%s and %s are both set (exactly one of upstream, respond, static)", actions[0], actions[1])
-		case 3:
-			v.addf(p, "upstream, respond and static are all set (exactly one of them)")
+			v.addf(p, "%s and %s are both set (exactly one of upstream, split, respond, static)", actions[0], actions[1])
+		default:
+			last := len(actions) - 1
+			v.addf(p, "%s and %s are all set (exactly one of them)", strings.Join(actions[:last], ", "), actions[last])
 		}
 	}
 }
@@ -484,7 +493,7 @@ func (v *validator) routes(rs []Route, upstreams []string) {
 // upgrades checks a route's Upgrades: protocol names (tokens), never h2c,
 // and set explicitly only on a route that forwards.
 func (v *validator) upgrades(r *Route, p string) {
-	if r.Upstream == "" && v.meta.present(p+".upgrades") && len(r.Upgrades) > 0 {
+	if !r.Forwards() && v.meta.present(p+".upgrades") && len(r.Upgrades) > 0 {
 		v.addf(p+".upgrades", "set on a route without an upstream (only forwarded requests can be upgraded)")
 	}
 	for j, u := range r.Upgrades {
@@ -501,7 +510,7 @@ func (v *validator) upgrades(r *Route, p string) {
 // buffering checks a route's body keys: set explicitly only on a route
 // that forwards, and in range.
 func (v *validator) buffering(r *Route, p string) {
-	if r.Upstream == "" {
+	if !r.Forwards() {
 		for _, k := range []string{"request_buffering", "max_body_bytes", "request_buffer_memory_bytes", "request_buffer_file_bytes"} {
 			if v.meta.present(p + "." + k) {
 				v.addf(p+"."+k, "set on a route without an upstream (only forwarded requests carry bodies on)")

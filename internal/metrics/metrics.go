@@ -162,8 +162,10 @@ func (m *Metrics) DiscoveryError(upstreamName, source string) {
 // Record counts a finished request; Metrics is a proxy.Recorder.
 func (m *Metrics) Record(ex wire.Exchange, r proxy.Record) {
 	m.protocols.count(ex)
-	if r.Route != nil && r.Route.Stats != nil {
-		r.Route.Stats.Count(r.Status, r.Duration)
+	if r.Route != nil {
+		if s := r.Route.StatsOf(r.Upstream); s != nil {
+			s.Count(r.Status, r.Duration)
+		}
 		return
 	}
 	m.noRoute.Count(r.Status, r.Duration)
@@ -186,6 +188,13 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			up = rt.Upstream.Name
 		}
 		emitCodes(ch, m.requestsDesc, rt.Stats, rt.Name, up)
+		if rt.Split != nil {
+			for i := range rt.Split.Variants {
+				if v := &rt.Split.Variants[i]; v.Stats != nil {
+					emitCodes(ch, m.requestsDesc, v.Stats, rt.Name, v.Upstream.Name)
+				}
+			}
+		}
 	}
 	for _, up := range g.Upstreams {
 		if up.Stats != nil {

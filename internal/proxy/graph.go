@@ -42,6 +42,9 @@ type Route struct {
 	Name string
 	// Upstream forwards the request; nil when another action is set.
 	Upstream *Upstream
+	// Split forwards the request to one of several upstreams; nil when
+	// another action is set.
+	Split *Split
 	// Respond answers with a fixed response; nil when another action is set.
 	Respond *Fixed
 	// Files answers from files, sent by the engine itself
@@ -53,8 +56,9 @@ type Route struct {
 	Local *wire.Local
 	// Index is the route's position in the configuration.
 	Index int
-	// Stats counts the route's requests; nil counts nothing. It is kept
-	// across reloads for a route of the same name and upstream.
+	// Stats counts the route's requests (for a split, those that did not
+	// get as far as a variant); nil counts nothing. It is kept across
+	// reloads for a route of the same name and upstream.
 	Stats *RouteStats
 	// Upgrades lists the protocols (lower case, without a version) a
 	// request may switch to through the route; nil allows none.
@@ -72,6 +76,20 @@ type Route struct {
 	// whose certificates come from ACME, which are otherwise redirected
 	// to HTTPS (Graph.ACME).
 	NoHTTPSRedirect bool
+}
+
+// StatsOf returns the counters of the route's requests to up: the
+// variant's for a split route, the route's otherwise (and for a request
+// that reached no upstream).
+func (rt *Route) StatsOf(up *Upstream) *RouteStats {
+	if rt.Split != nil && up != nil {
+		for i := range rt.Split.Variants {
+			if v := &rt.Split.Variants[i]; v.Upstream == up {
+				return v.Stats
+			}
+		}
+	}
+	return rt.Stats
 }
 
 // refuses reports whether the route refuses method m: TRACE and CONNECT
@@ -177,9 +195,9 @@ type Upstream struct {
 	Picker upstream.Picker
 	// Transport says how the engine reaches the backends.
 	Transport *wire.Transport
-	// HashClient says the picker uses upstream.Key.Hash (ip_hash), so the
-	// pipeline computes it.
-	HashClient bool
+	// Key is where the request's key for consistent_hash is read; KeyNone
+	// for the strategies that do not hash.
+	Key RequestKey
 	// Retry says when to try another backend.
 	Retry RetryPolicy
 	// Budget bounds retries; nil means unbounded (tests only).

@@ -121,6 +121,10 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 			if rt.Upstream == nil {
 				return nil, fmt.Errorf("route %s: upstream %q is not defined", rc.Name, rc.Upstream)
 			}
+		case config.ActionSplit:
+			if rt.Split, err = s.buildSplit(g, prev, rc, byName); err != nil {
+				return nil, err
+			}
 		case config.ActionRespond:
 			rt.Respond = renderFixed(rc.Respond)
 		case config.ActionStatic:
@@ -133,16 +137,7 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 		default:
 			return nil, fmt.Errorf("route %s: no action", rc.Name)
 		}
-		if s.metrics != nil {
-			up := rc.Upstream
-			key := rc.Name + "\x00" + up
-			if prev != nil && prev.routeStats[key] != nil {
-				rt.Stats = prev.routeStats[key]
-			} else {
-				rt.Stats = s.metrics.RouteStats(rc.Name, up)
-			}
-			g.routeStats[key] = rt.Stats
-		}
+		rt.Stats = s.routeStats(g, prev, rc.Name, rc.Upstream)
 		entries = append(entries, route.Entry[*proxy.Route]{
 			Name: rc.Name, Host: rc.Match.Host, Path: rc.Match.Path, PathPrefix: rc.Match.PathPrefix, Value: rt,
 		})
@@ -155,9 +150,92 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 	return g, nil
 }
 
+// routeStats returns the counters of a route's requests to the named
+// upstream ("" for a route that does not forward, or for a split's
+// requests that reached no upstream): those of the previous generation
+// when it had them, so that counts survive a reload. Nil when metrics are
+// off.
+func (s *Server) routeStats(g, prev *generation, route, upstreamName string) *proxy.RouteStats {
+	if s.metrics == nil {
+		return nil
+	}
+	key := route + "\x00" + upstreamName
+	st := prev.keptRouteStats(key)
+	if st == nil {
+		st = s.metrics.RouteStats(route, upstreamName)
+	}
+	g.routeStats[key] = st
+	return st
+}
+
+// keptRouteStats returns the generation's counters under key; nil when
+// there is no generation or it had none.
+func (g *generation) keptRouteStats(key string) *proxy.RouteStats {
+	if g == nil {
+		return nil
+	}
+	return g.routeStats[key]
+}
+
+// buildSplit compiles a split route's targets.
+func (s *Server) buildSplit(g, prev *generation, rc config.Route, byName map[string]*proxy.Upstream) (*proxy.Split, error) {
+	sp := &proxy.Split{}
+	if rc.SplitKey != "" {
+		k, err := requestKey(rc.SplitKey)
+		if err != nil {
+			return nil, fmt.Errorf("route %s: split_key: %w", rc.Name, err)
+		}
+		sp.Key = k
+	}
+	for _, t := range rc.Split {
+		up := byName[t.Upstream]
+		if up == nil {
+			return nil, fmt.Errorf("route %s: split upstream %q is not defined", rc.Name, t.Upstream)
+		}
+		v := proxy.Variant{Upstream: up, Weight: uint64(max(t.Weight, 0)), Stats: s.routeStats(g, prev, rc.Name, t.Upstream)}
+		if m := t.Match; m != nil {
+			v.Pin = &proxy.Pin{Key: proxy.RequestKey{Kind: proxy.KeyHeader, Name: m.Header}}
+			if m.Cookie != "" {
+				v.Pin.Key = proxy.RequestKey{Kind: proxy.KeyCookie, Name: m.Cookie}
+			}
+			if m.Value != "" {
+				v.Pin.Value = []byte(m.Value)
+			}
+		}
+		sp.Variants = append(sp.Variants, v)
+	}
+	return sp, nil
+}
+
+// requestKey turns a hash_key or split_key into the pipeline's RequestKey.
+func requestKey(s string) (proxy.RequestKey, error) {
+	k, err := config.ParseHashKey(s)
+	if err != nil {
+		return proxy.RequestKey{}, err
+	}
+	kind := proxy.KeyClientIP
+	switch k.Kind {
+	case config.KeyHeader:
+		kind = proxy.KeyHeader
+	case config.KeyCookie:
+		kind = proxy.KeyCookie
+	case config.KeyPath:
+		kind = proxy.KeyPath
+	case config.KeyQuery:
+		kind = proxy.KeyQuery
+	}
+	return proxy.RequestKey{Kind: kind, Name: k.Name}, nil
+}
+
 func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream, r *discovery.Resolver) (*proxy.Upstream, error) {
 	up := &proxy.Upstream{Name: uc.Name, Strategy: uc.Strategy, Checked: uc.HealthCheck != nil}
-	up.HashClient = uc.Strategy == balancer.IPHash
+	if balancer.IsHash(uc.Strategy) {
+		k, err := requestKey(uc.HashKey)
+		if err != nil {
+			return nil, fmt.Errorf("upstream %s: hash_key: %w", uc.Name, err)
+		}
+		up.Key = k
+	}
 	if err := s.buildClientTLS(g, prev, uc); err != nil {
 		return nil, err
 	}
@@ -173,6 +251,9 @@ func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream, r *disco
 		Protocol:              wireProtocol(uc.Transport.Protocol),
 		TLS:                   uc.Transport.TLS != nil,
 	}}
+	if uc.Retries != nil {
+		up.Transport.Settings.TryTimeout = uc.Retries.PerTryTimeout.D()
+	}
 	if ct := g.clientTLS[uc.Name]; ct != nil { // a nil *Client in the interface would not be nil
 		up.Transport.TLS = ct
 	}
@@ -182,9 +263,12 @@ func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream, r *disco
 		up.Retry = proxy.RetryPolicy{
 			Attempts:       rc.Attempts,
 			OnConnectError: cond.ConnectError,
-			OnBackendError: cond.ConnectError,
+			OnBackendError: cond.Reset,
 			OnTimeout:      cond.Timeout,
 			IdempotentOnly: rc.Idempotent(),
+		}
+		if b := rc.Backoff; b != nil {
+			up.Retry.Backoff = proxy.Backoff{Base: b.Base.D(), Max: b.Max.D()}
 		}
 		for code := 500; code <= 599; code++ {
 			if cond.Statuses.Contains(code) {

@@ -139,9 +139,17 @@ func (p *pool) rebuild(lookup func(addr string) *member, force bool) (added, lef
 		if old != nil && !old.st.Removed() {
 			m.st, m.tr = old.st, old.tr
 		} else {
-			// New, or gone and back: a backend nothing is known of.
+			// New, or gone and back: a backend nothing is known of. One
+			// that joins an upstream already serving (a reload kept the
+			// upstream, or discovery found it) starts slow (slow_start);
+			// the backends of a new upstream, or of the first
+			// generation, all start at once, with nothing to spare them
+			// from.
 			m.st = upstream.NewState(p.s.clock)
 			m.tr = health.NewTracker(m.st)
+			if lookup != nil || p.live {
+				m.st.StartRamp(m.st.Clock().Now())
+			}
 			added = append(added, m)
 		}
 		next[w.addr] = m
@@ -176,10 +184,10 @@ func (p *pool) install(order []*member) error {
 		if o := m.st.WeightOverride(); o > 0 {
 			w = o
 		}
-		backends[i] = &upstream.Backend{State: m.st, Addr: m.addr, Weight: w, Index: i}
+		backends[i] = &upstream.Backend{State: m.st, Addr: m.addr, Weight: w, Index: i, SlowStart: p.uc.SlowStart.D()}
 		trackers[i] = m.tr
 	}
-	picker, err := balancer.New(p.uc.Strategy, backends, nil)
+	picker, err := balancer.New(p.uc.Strategy, backends, balancer.Options{Fallback: p.uc.HashFallback, BoundedLoad: p.uc.BoundedLoad})
 	if err != nil {
 		return fmt.Errorf("upstream %s: %w", p.uc.Name, err)
 	}

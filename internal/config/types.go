@@ -320,6 +320,25 @@ type Match struct {
 	// PathPrefix matches request paths that start with it; "" means any
 	// path. Starts with "/".
 	PathPrefix string `yaml:"path_prefix"`
+	// Methods lists the request methods that match (exactly: methods are
+	// case-sensitive); nil (or empty) means any method.
+	Methods []string `yaml:"methods"`
+	// Headers are request header fields that must be present, by name
+	// (any case): "*" (present, any value), "~" and a regular expression
+	// (RE2, unanchored: write ^ and $), or the exact value; nil means no
+	// condition.
+	Headers map[string]string `yaml:"headers"`
+	// Query are query parameters that must be present, by name (exact),
+	// their values compared after percent-decoding, as Headers; nil means
+	// no condition.
+	Query map[string]string `yaml:"query"`
+	// ClientCIDRs lists the client addresses that match, as CIDRs or
+	// single addresses (the client address the listener found, through
+	// its trusted_proxies and proxy_protocol); nil means any client.
+	ClientCIDRs []string `yaml:"client_cidrs"`
+	// Not is a match that must fail: a request it matches (all of its
+	// keys) does not match the route. Nil means none.
+	Not *Match `yaml:"not"`
 }
 
 // Respond is a fixed answer, like nginx's `return`.

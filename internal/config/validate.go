@@ -545,6 +545,7 @@ func (v *validator) match(m *Match, p string) {
 	if m.Path != "" && m.PathPrefix != "" {
 		v.addf(p, "path and path_prefix are both set (at most one)")
 	}
+	v.matchConditions(m, p)
 }
 
 func (v *validator) respond(r *Respond, p string) {

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -20,6 +21,15 @@ func newACMEExchange(method, host, path, query string, tls bool) *acmeExchange {
 }
 
 func (e *acmeExchange) Host() []byte  { return e.host }
+func (e *acmeExchange) Request() *httpmsg.Request {
+	if e.req.Method == nil {
+		e.fillRequest(e.Method(), e.host, e.path, e.query)
+		if e.tls {
+			e.req.Scheme = []byte("https")
+		}
+	}
+	return &e.req
+}
 func (e *acmeExchange) Path() []byte  { return e.path }
 func (e *acmeExchange) Query() []byte { return e.query }
 func (e *acmeExchange) TLSVersion() []byte {

@@ -96,7 +96,7 @@ func (f *flow) Begin(ex wire.Exchange) wire.Action {
 			return act
 		}
 	}
-	rt, ok := f.g.Routes.Match(ex.Host(), ex.Path())
+	rt, ok := f.g.Routes.MatchRequest(ex.Request(), ex.ClientAddr())
 	if a := f.g.ACME; a != nil {
 		var r *Route
 		if ok {
@@ -404,7 +404,7 @@ func (p *Pipeline) Refused(ex wire.Exchange, status int, err error) {
 	}
 	rec := Record{Start: time.Now(), Status: status, Err: err}
 	if len(ex.Method()) > 0 {
-		if rt, ok := g.Routes.Match(ex.Host(), ex.Path()); ok {
+		if rt, ok := g.Routes.MatchRequest(ex.Request(), ex.ClientAddr()); ok {
 			rec.Route, rec.Upstream = rt, rt.Upstream
 		}
 	}

@@ -51,11 +51,12 @@ type field struct {
 }
 
 var (
-	fakeHost  = []byte("example.test")
-	fakePath  = []byte("/")
-	fakeProto = []byte("HTTP/1.1")
-	fakeAddr  = netip.MustParseAddr("192.0.2.1")
-	methods   = map[string][]byte{"GET": []byte("GET"), "POST": []byte("POST"), "PUT": []byte("PUT"),
+	fakeHost   = []byte("example.test")
+	fakePath   = []byte("/")
+	fakeProto  = []byte("HTTP/1.1")
+	fakeAddr   = netip.MustParseAddr("192.0.2.1")
+	fakeScheme = []byte("http")
+	methods    = map[string][]byte{"GET": []byte("GET"), "POST": []byte("POST"), "PUT": []byte("PUT"),
 		"TRACE": []byte("TRACE"), "CONNECT": []byte("CONNECT")}
 )
 
@@ -117,7 +118,29 @@ func (e *fakeExchange) Header(name string) []byte {
 	}
 	return nil
 }
-func (e *fakeExchange) Request() *httpmsg.Request   { return &e.req }
+func (e *fakeExchange) Request() *httpmsg.Request {
+	if e.req.Method == nil {
+		e.fillRequest(e.Method(), e.Host(), e.Path(), e.query)
+	}
+	return &e.req
+}
+
+// fillRequest sets the head as an engine's parser would.
+func (e *fakeExchange) fillRequest(method, host, path, query []byte) {
+	r := &e.req
+	r.Method, r.Host, r.Authority, r.Path = method, host, host, path
+	r.Target = path
+	if len(query) > 0 {
+		r.Target = append(append(append([]byte(nil), path...), '?'), query...)
+		r.Path = r.Target[:len(path)]
+	}
+	r.Scheme = fakeScheme
+	if len(r.Header.Fields) == 0 {
+		for _, f := range e.hdr {
+			r.Header.Add([]byte(f.name), f.value)
+		}
+	}
+}
 func (e *fakeExchange) Response() *httpmsg.Response { return nil }
 func (e *fakeExchange) Alloc(n int) []byte {
 	if cap(e.arena) < n {

@@ -138,8 +138,12 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 			return nil, fmt.Errorf("route %s: no action", rc.Name)
 		}
 		rt.Stats = s.routeStats(g, prev, rc.Name, rc.Upstream)
+		cond, err := routeCond(rc.Match)
+		if err != nil {
+			return nil, fmt.Errorf("route %s: match: %w", rc.Name, err)
+		}
 		entries = append(entries, route.Entry[*proxy.Route]{
-			Name: rc.Name, Host: rc.Match.Host, Path: rc.Match.Path, PathPrefix: rc.Match.PathPrefix, Value: rt,
+			Name: rc.Name, Host: rc.Match.Host, Path: rc.Match.Path, PathPrefix: rc.Match.PathPrefix, Cond: cond, Value: rt,
 		})
 		g.graph.RouteList = append(g.graph.RouteList, rt)
 	}

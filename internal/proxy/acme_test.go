@@ -20,7 +20,7 @@ func newACMEExchange(method, host, path, query string, tls bool) *acmeExchange {
 	return &acmeExchange{fakeExchange: fakeExchange{method: method}, host: []byte(host), path: []byte(path), query: []byte(query), tls: tls}
 }
 
-func (e *acmeExchange) Host() []byte  { return e.host }
+func (e *acmeExchange) Host() []byte { return e.host }
 func (e *acmeExchange) Request() *httpmsg.Request {
 	if e.req.Method == nil {
 		e.fillRequest(e.Method(), e.host, e.path, e.query)

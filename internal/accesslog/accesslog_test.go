@@ -50,6 +50,8 @@ func (exchange) Header(string) []byte                       { return nil }
 func (exchange) Request() *httpmsg.Request                  { return &httpmsg.Request{} }
 func (exchange) Response() *httpmsg.Response                { return nil }
 func (exchange) Alloc(n int) []byte                         { return make([]byte, n) }
+func (exchange) Listener() *wire.Listener                   { return nil }
+func (exchange) Waker() func()                              { return func() {} }
 
 // detailed is an exchange with a query, a protocol, a TLS version and
 // headers.

@@ -44,6 +44,9 @@ func SetDefaults(c *Config) {
 		setDefault(m, p+".max_method_bytes", &l.MaxMethodBytes, 32)
 		setDefault(m, p+".output_buffer_bytes", &l.OutputBufferBytes, 65536)
 		setString(&l.Engine, EngineLoop)
+		if len(l.TrustedProxies) > 0 {
+			setString(&l.ClientIPHeader, ClientIPXForwardedFor)
+		}
 		setDefault(m, p+".write_timeout", &l.WriteTimeout, seconds(60))
 		// ReadTimeout defaults to 0, no limit.
 		setListenerTLSDefaults(m, l, p)

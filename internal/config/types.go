@@ -139,7 +139,53 @@ type Listener struct {
 	// H2C accepts cleartext HTTP/2 with prior knowledge on a listener
 	// without TLS, beside HTTP/1.1. Default false.
 	H2C bool `yaml:"h2c"`
+	// TrustedProxies lists the peers (CIDRs or addresses) whose
+	// forwarding field (ClientIPHeader) is believed: a request from one
+	// has the right-most address of that field that is not itself
+	// trusted as its client, and its X-Forwarded-* fields are passed on
+	// (X-Forwarded-For appended to). A request from any other peer has
+	// the peer as its client, and its X-Forwarded-For, X-Forwarded-Proto,
+	// X-Forwarded-Host, Forwarded and X-Real-IP are replaced or dropped,
+	// never passed on. Only they may send a PROXY header. Default none.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	// ClientIPHeader is the field trusted proxies name the client in:
+	// x-forwarded-for, forwarded (RFC 7239's for=) or x-real-ip. Only
+	// with TrustedProxies. Default x-forwarded-for (with TrustedProxies).
+	ClientIPHeader string `yaml:"client_ip_header"`
+	// ProxyProtocol makes connections start with a PROXY protocol header
+	// (from an L4 load balancer), whose source is then the connection's
+	// address: v1 (text) or v2 (binary) requires that version, optional
+	// takes either or none. A connection without a valid header where one
+	// is required, with a header from a peer not in TrustedProxies, or
+	// whose header does not come within ReadHeaderTimeout (10s when that
+	// is 0) is closed and counted. Needs TrustedProxies. "" (the default)
+	// means off.
+	ProxyProtocol string `yaml:"proxy_protocol"`
+	// RedirectHTTPS answers the listener's cleartext requests with 308 to
+	// the same host, path and query over HTTPS (the port of the first TLS
+	// listener, left out when 443), but for routes with https_redirect
+	// false; a trusted proxy's X-Forwarded-Proto: https counts as HTTPS.
+	// Only on a listener without TLS. Default false.
+	RedirectHTTPS bool `yaml:"redirect_https"`
+	// MaxConnectionsPerIP caps the open connections of one client address
+	// (after its PROXY header); more are closed at once and counted. 0
+	// means no cap. Default 0.
+	MaxConnectionsPerIP int `yaml:"max_connections_per_ip"`
 }
+
+// The Listener.ClientIPHeader values.
+const (
+	ClientIPXForwardedFor = "x-forwarded-for"
+	ClientIPForwarded     = "forwarded"
+	ClientIPXRealIP       = "x-real-ip"
+)
+
+// The Listener.ProxyProtocol and Transport.ProxyProtocol values.
+const (
+	ProxyProtocolV1       = "v1"
+	ProxyProtocolV2       = "v2"
+	ProxyProtocolOptional = "optional"
+)
 
 // The Listener.Engine values.
 const (

@@ -168,6 +168,7 @@ func (v *validator) listeners(ls []Listener) {
 			v.addf(p+".engine", "%q is not an engine (%s, %s)", l.Engine, EngineLoop, EnginePortable)
 		}
 		v.listenerTLS(l, p)
+		v.listenerPolicy(ls, i, p)
 	}
 }
 

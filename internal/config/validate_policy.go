@@ -79,3 +79,35 @@ func (v *validator) cidrs(list []string, p string) {
 		}
 	}
 }
+
+// listenerPolicy checks the client policy keys of listener i at p.
+func (v *validator) listenerPolicy(ls []Listener, i int, p string) {
+	l := &ls[i]
+	v.cidrs(l.TrustedProxies, p+".trusted_proxies")
+	switch l.ClientIPHeader {
+	case ClientIPXForwardedFor, ClientIPForwarded, ClientIPXRealIP:
+		if len(l.TrustedProxies) == 0 {
+			v.addf(p+".client_ip_header", "set without trusted_proxies (only trusted proxies' fields are read)")
+		}
+	case "":
+	default:
+		v.addf(p+".client_ip_header", "%q is not a field a client address is read from (%s, %s, %s)",
+			l.ClientIPHeader, ClientIPXForwardedFor, ClientIPForwarded, ClientIPXRealIP)
+	}
+	switch l.ProxyProtocol {
+	case "":
+	case ProxyProtocolV1, ProxyProtocolV2, ProxyProtocolOptional:
+		if len(l.TrustedProxies) == 0 {
+			v.addf(p+".proxy_protocol", "set without trusted_proxies (the load balancers allowed to send the header)")
+		}
+	default:
+		v.addf(p+".proxy_protocol", "%q is not a PROXY protocol mode (%s, %s, %s)", l.ProxyProtocol,
+			ProxyProtocolV1, ProxyProtocolV2, ProxyProtocolOptional)
+	}
+	if l.RedirectHTTPS && l.TLS != nil {
+		v.addf(p+".redirect_https", "set on a TLS listener (it redirects cleartext requests)")
+	}
+	if l.MaxConnectionsPerIP < 0 {
+		v.addf(p+".max_connections_per_ip", "%d is out of range (0 for no cap, or more)", l.MaxConnectionsPerIP)
+	}
+}

@@ -36,6 +36,7 @@ const (
 	lsHandshake               // a TLS handshake runs on its goroutine (ltls.go)
 	lsClosing                 // closed while its handshake runs: closes when it ends
 	lsH2                      // an HTTP/2 connection: its streams are exchanges of their own (lh2.go)
+	lsProxy                   // a new connection waiting for its PROXY protocol header (lclient.go)
 	lsClosed
 )
 
@@ -56,6 +57,7 @@ const (
 	dlH2Linger       // an ended HTTP/2 connection waiting for the client's close
 	dlHello          // a TLS client's ClientHello
 	dlBackoff        // a retry's backoff (lwait.go)
+	dlProxy          // a new connection's PROXY protocol header (lclient.go)
 )
 
 // maxLoopBody is the largest request body the loop reads whole before the
@@ -70,12 +72,21 @@ type lconn struct {
 	opts *Options
 	fd   int
 
-	remote netip.AddrPort
-	fr     fdReader
-	rd     reader
-	fw     fdWriter
-	wr     writer
-	wbuf   []byte
+	// remote is the connection's address: its peer's, or the source its
+	// PROXY header named. client is the current request's client (the
+	// listener's policy: resolveClient), trusted says remote is a
+	// trusted proxy. addrHeld is the address the connection holds a
+	// place for under the listener's max_connections_per_ip (the zero
+	// Addr: none).
+	remote   netip.AddrPort
+	client   netip.Addr
+	trusted  bool
+	addrHeld netip.Addr
+	fr       fdReader
+	rd       reader
+	fw       fdWriter
+	wr       writer
+	wbuf     []byte
 
 	req     request
 	reqBody body
@@ -130,8 +141,10 @@ type lconn struct {
 	// arena is the memory Alloc lends the exchange's pipeline.
 	arena []byte
 	// gen numbers the exchanges on this connection, so that a spill
-	// write finishing late knows whether its exchange is still on.
-	gen uint32
+	// write finishing late knows whether its exchange is still on; waits
+	// numbers its waits (lwait.go), so that a wake-up knows its own.
+	gen   uint32
+	waits uint32
 	// continueFn is c.sendContinue, made once.
 	continueFn func()
 	// TLS: the connection's tls.Conn once handshaken, and the socket it
@@ -254,6 +267,10 @@ func (c *lconn) event(ev uint32) {
 	}
 	if c.state == lsHello {
 		c.readHello()
+		return
+	}
+	if c.state == lsProxy {
+		c.readProxy()
 		return
 	}
 	if c.state == lsHandshake || c.state == lsClosing {
@@ -530,6 +547,9 @@ func (c *lconn) refuse(err error, routed bool) {
 	}
 	if !routed {
 		c.req.Method = nil
+		c.client, c.trusted = c.remote.Addr().Unmap(), false
+	} else {
+		c.resolveClient()
 	}
 	c.req.keepAlive = false
 	c.closeAfter = true
@@ -577,6 +597,7 @@ func (c *lconn) begin() {
 	if c.req.Expect100 && c.bodyPending() {
 		c.reqBody.onFirstRead = c.continueFn
 	}
+	c.resolveClient()
 	c.act(c.flow.Begin(c))
 }
 
@@ -637,6 +658,7 @@ func (c *lconn) startSend() {
 		c.startTunnel()
 		return
 	}
+	c.answerHeader(&r.Header, false)
 	if c.h2s != nil {
 		c.h2startSend()
 		return
@@ -970,7 +992,7 @@ func (c *lconn) crash() {
 			c.l.closeFD(c.fd)
 			c.l.conns.remove(c)
 			c.l.nconns.Add(-1)
-			c.ll.release()
+			c.releaseSlots()
 			c.fd = -1
 			c.state = lsClosed
 		}
@@ -1008,6 +1030,8 @@ func (c *lconn) timeout() {
 		c.h2tick()
 	case dlHello:
 		c.noHello()
+	case dlProxy:
+		c.proxyRefused()
 	case dlBackoff:
 		c.act(c.flow.Resume())
 	default:
@@ -1040,7 +1064,7 @@ func (c *lconn) close() {
 	c.fd = -1
 	c.l.conns.remove(c)
 	c.l.nconns.Add(-1)
-	c.ll.release()
+	c.releaseSlots()
 	if c.rd.buf != nil {
 		c.l.headBufs.put(c.rd.buf)
 		c.rd.buf = nil
@@ -1081,13 +1105,17 @@ func (c *lconn) dropExchange() {
 func (c *lconn) Method() []byte         { return c.req.Method }
 func (c *lconn) Host() []byte           { return c.req.Host }
 func (c *lconn) Path() []byte           { return c.req.Path }
-func (c *lconn) ClientAddr() netip.Addr { return c.remote.Addr() }
-func (c *lconn) HasBody() bool          { return c.req.HasBody() }
-func (c *lconn) BodyStarted() bool      { return c.bodySent }
-func (c *lconn) Upgrade() []byte        { return c.req.Upgrade }
-func (c *lconn) RefuseUpgrade()         { c.req.Upgrade = nil }
-func (c *lconn) BodyLength() int64      { return bodyLength(&c.req) }
-func (c *lconn) BodyRead() int64        { return c.reqBody.read }
+func (c *lconn) ClientAddr() netip.Addr { return c.client }
+
+// Listener returns the listener's policy for the pipeline
+// (wire.Exchange).
+func (c *lconn) Listener() *wire.Listener { return c.opts.Listener }
+func (c *lconn) HasBody() bool            { return c.req.HasBody() }
+func (c *lconn) BodyStarted() bool        { return c.bodySent }
+func (c *lconn) Upgrade() []byte          { return c.req.Upgrade }
+func (c *lconn) RefuseUpgrade()           { c.req.Upgrade = nil }
+func (c *lconn) BodyLength() int64        { return bodyLength(&c.req) }
+func (c *lconn) BodyRead() int64          { return c.reqBody.read }
 
 // Header returns the first value of the request field named name (any
 // case); nil when absent (wire.Exchange, static.Request).
@@ -1172,7 +1200,7 @@ const arenaBlock = 512
 // hop says how the exchange's request is forwarded (ActForward, or an
 // in-process handler's ActServeHTTP).
 func (c *lconn) hop() httpmsg.Hop {
-	return httpmsg.Hop{Client: c.remote.Addr(), TLS: c.opts.TLS != nil, Local: c.local != nil, Backend: c.be.Addr}
+	return httpmsg.Hop{Peer: c.remote.Addr().Unmap(), Trusted: c.trusted, TLS: c.opts.TLS != nil, Local: c.local != nil, Backend: c.be.Addr}
 }
 
 // LimitBody bounds what is read of the request body: past max it fails
@@ -1194,6 +1222,7 @@ func (c *lconn) Respond(status int, header *httpmsg.Header, body []byte) error {
 	if c.respStarted {
 		return errors.New("h1: response already started")
 	}
+	header = c.answerHeader(header, true)
 	if c.h2s != nil {
 		return c.h2respond(status, header, body)
 	}

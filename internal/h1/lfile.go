@@ -22,6 +22,7 @@ import (
 func (c *lconn) serveFile(fs wire.Files) {
 	a := &c.file
 	fs.PlanFile(c.l.id, c, a)
+	c.answerHeader(&a.Header, false)
 	c.respStarted = true
 	c.respStatus = a.Status
 	if c.h2s != nil {

@@ -144,6 +144,9 @@ type LoopListener struct {
 	release  func()
 	stopped  atomic.Bool
 	draining atomic.Bool
+	// perAddr counts open connections by address, for
+	// Options.MaxConnsPerIP.
+	perAddr addrCounts
 }
 
 // Attach serves the listening sockets fds (non-blocking, bound and
@@ -714,6 +717,13 @@ func (l *loop) accept(ll *LoopListener, lfd int) {
 		}
 		l.startConn(c, ll, fd, remote)
 		c.opts = ll.opts.Load()
+		if c.opts.ProxyProtocol != ProxyOff {
+			c.awaitProxy()
+			continue
+		}
+		if !c.admitAddr() {
+			continue
+		}
 		if c.opts.TLS != nil {
 			c.awaitHello(c.opts.TLS)
 			continue
@@ -816,6 +826,9 @@ func (l *loop) closeIfIdle(c *lconn) bool {
 	}
 	if c.state == lsHello {
 		return c.closeHelloIfDue()
+	}
+	if c.state == lsProxy {
+		return c.closeProxyIfDue()
 	}
 	if c.state != lsIdle || len(c.rd.buffered()) != 0 {
 		return false

@@ -509,6 +509,13 @@ func (f *checkedFlow) Buffered(err error) wire.Action {
 	return f.last
 }
 
+func (f *checkedFlow) AnswerHeader(h *httpmsg.Header, shared bool) *httpmsg.Header {
+	if !f.busy {
+		f.fail("AnswerHeader with no request (last action %d)", f.last)
+	}
+	return f.f.AnswerHeader(h, shared)
+}
+
 func (f *checkedFlow) Refused(ex wire.Exchange, status int, err error) {
 	if f.busy {
 		f.fail("Refused during a request (last action %d)", f.last)

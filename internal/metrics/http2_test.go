@@ -7,6 +7,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/helios-lb/helios/internal/acme"
+	"github.com/helios-lb/helios/internal/h1"
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/tlsconf"
@@ -24,6 +25,9 @@ func (fakeSource) Panics() uint64                     { return 0 }
 func (fakeSource) TLSProviders() []*tlsconf.Provider  { return nil }
 func (fakeSource) ACMEManagers() []*acme.Manager      { return nil }
 func (s fakeSource) HTTP2Stats() map[string]*h2.Stats { return s.h2 }
+func (fakeSource) ListenerStats() map[string]*h1.ListenerStats {
+	return nil
+}
 
 // protoExchange is an exchange of which only the protocol and the TLS
 // version are read.

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/helios-lb/helios/internal/acme"
+	"github.com/helios-lb/helios/internal/h1"
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/tlsconf"
@@ -45,6 +46,9 @@ type Source interface {
 	// ACMEManagers returns the ACME managers of the listeners that have
 	// one.
 	ACMEManagers() []*acme.Manager
+	// ListenerStats returns what each listener's client policy refused,
+	// by listener name.
+	ListenerStats() map[string]*h1.ListenerStats
 }
 
 // Metrics holds Helios's collectors.
@@ -63,6 +67,7 @@ type Metrics struct {
 	tls                                                         tlsDescs
 	http2                                                       http2Descs
 	acme                                                        acmeDescs
+	policy                                                      policyDescs
 	protocols                                                   Protocols
 }
 
@@ -216,6 +221,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.protocols.collect(ch, m.protocolDesc)
 	m.collectHTTP2(ch)
 	m.collectACME(ch, time.Now())
+	m.collectPolicy(ch)
 }
 
 func (m *Metrics) collectBackend(ch chan<- prometheus.Metric, upName string, b *upstream.Backend) {

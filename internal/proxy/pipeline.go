@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/helios-lb/helios/internal/httpmsg"
+	"github.com/helios-lb/helios/internal/rules"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -83,46 +84,63 @@ type flow struct {
 	// its fields, reused by the connection's requests.
 	redirect    []byte
 	redirectHdr httpmsg.Header
+	// The edge policy (policy.go): the request's values for templates;
+	// the fields of an answer the route's response rules edited
+	// (answerCopy) and of a 429 (limitHdr), reused by the connection's
+	// requests; the rate limit's key; the check running off the loop.
+	vars       rules.Vars
+	answerCopy httpmsg.Header
+	limitHdr   httpmsg.Header
+	rateKey    [16]byte
+	job        *offLoop
 }
 
 // Begin routes the request.
 func (f *flow) Begin(ex wire.Exchange) wire.Action {
 	p := f.p
-	*f = flow{p: p, g: p.graph.Load(), ex: ex, redirect: f.redirect, redirectHdr: f.redirectHdr}
+	*f = flow{p: p, g: p.graph.Load(), ex: ex, redirect: f.redirect, redirectHdr: f.redirectHdr,
+		answerCopy: f.answerCopy, limitHdr: f.limitHdr}
 	f.rec.Start = time.Now()
 	f.setRequestID(ex)
+	f.setVars(ex)
 	if a := f.g.ACME; a != nil {
 		if act, ok := f.acmeChallenge(a, ex); ok {
 			return act
 		}
 	}
 	rt, ok := f.g.Routes.MatchRequest(ex.Request(), ex.ClientAddr())
-	if a := f.g.ACME; a != nil {
-		var r *Route
-		if ok {
-			r = rt
-		}
-		if act, ok := f.httpsRedirect(a, ex, r); ok {
-			return act
-		}
-	}
+	var r *Route
 	if ok {
-		if rt.refuses(ex.Method()) {
-			f.rec.Route = rt
-			return f.answer(405, notAllowedHeader, bodyNotAllowed)
-		}
-		if up := ex.Upgrade(); up != nil && !rt.upgradeAllowed(up) {
-			// Served as a plain request (issue 9: an h2c upgrade
-			// forwarded past the proxy reached paths other routes
-			// guard).
-			ex.RefuseUpgrade()
-		}
+		r = rt
 	}
-	switch {
-	case !ok:
+	if act, ok := f.httpsRedirect(ex, r); ok {
+		return act
+	}
+	if !ok {
 		return f.answer(404, textHeader, bodyNoRoute)
+	}
+	f.rec.Route = rt
+	if rt.refuses(ex.Method()) {
+		return f.answer(405, notAllowedHeader, bodyNotAllowed)
+	}
+	if up := ex.Upgrade(); up != nil && !rt.upgradeAllowed(up) {
+		// Served as a plain request (issue 9: an h2c upgrade
+		// forwarded past the proxy reached paths other routes
+		// guard).
+		ex.RefuseUpgrade()
+	}
+	if rt.Policy != nil {
+		return f.admit(rt, stageAccess)
+	}
+	return f.serve(rt)
+}
+
+// serve goes on with a request its route admitted: its action.
+func (f *flow) serve(rt *Route) wire.Action {
+	ex := f.ex
+	switch {
 	case rt.Upstream != nil || rt.Split != nil:
-		f.rec.Route = rt
+		f.editRequest(rt)
 		f.dest = rt.Upstream
 		if rt.Split != nil {
 			f.dest = rt.Split.choose(ex).Upstream
@@ -139,14 +157,14 @@ func (f *flow) Begin(ex wire.Exchange) wire.Action {
 		}
 		return f.startForward(f.dest)
 	case rt.Respond != nil:
-		f.rec.Route = rt
 		return f.answer(rt.Respond.Status, &rt.Respond.Header, rt.Respond.Body)
+	case rt.Redirect != nil:
+		return f.redirectTo(rt.Redirect)
 	case rt.Local != nil:
-		f.rec.Route = rt
 		f.last = wire.ActServeHTTP
 		return wire.ActServeHTTP
 	default:
-		f.rec.Route = rt
+		f.editRequest(rt)
 		f.last = wire.ActServeFile
 		return wire.ActServeFile
 	}
@@ -258,8 +276,9 @@ func (f *flow) done(out Outcome) {
 // elsewhere, or answer with an error.
 func (f *flow) Forwarded(status int, err error) wire.Action {
 	if f.waiting {
-		// The client went away during a backoff: no attempt is open.
-		f.waiting, f.next = false, nil
+		// The client went away during a backoff (or a check off the
+		// loop): no attempt is open.
+		f.waiting, f.next, f.job = false, nil, nil
 		f.rec.Err = err
 		return f.fail(err)
 	}
@@ -331,9 +350,15 @@ func (f *flow) retry() wire.Action {
 // Delay returns the backoff to wait for ActWait.
 func (f *flow) Delay() time.Duration { return f.delay }
 
-// Resume picks the next attempt's backend once the backoff is over.
+// Resume goes on after a wait: a check off the loop that ended (or whose
+// wait did), or a retry's backoff, after which it picks the next
+// attempt's backend.
 func (f *flow) Resume() wire.Action {
 	f.waiting = false
+	if j := f.job; j != nil {
+		f.job = nil
+		return f.jobDone(j)
+	}
 	if f.next != nil && !f.next.Usable(f.key) {
 		f.next = nil // it went out of rotation during the wait
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,6 +43,9 @@ type fakeExchange struct {
 	path  []byte
 	query []byte
 	addr  netip.Addr
+	// listener is the listener's policy; nil: none.
+	listener *wire.Listener
+	wakes    atomic.Int32
 }
 
 // field is a request header field.
@@ -117,6 +121,13 @@ func (e *fakeExchange) Header(name string) []byte {
 		}
 	}
 	return nil
+}
+func (e *fakeExchange) Listener() *wire.Listener { return e.listener }
+
+// Waker ends a wait as an engine does, the next time serve asks for
+// Resume; wakes counts the calls.
+func (e *fakeExchange) Waker() func() {
+	return func() { e.wakes.Add(1) }
 }
 func (e *fakeExchange) Request() *httpmsg.Request {
 	if e.req.Method == nil {

@@ -1,10 +1,14 @@
 package server
 
 import (
+	"net"
 	"sort"
 
 	"github.com/helios-lb/helios/internal/config"
+	"github.com/helios-lb/helios/internal/h1"
+	"github.com/helios-lb/helios/internal/realip"
 	"github.com/helios-lb/helios/internal/route"
+	"github.com/helios-lb/helios/internal/wire"
 )
 
 // routeCond compiles a route's match conditions beyond host and path;
@@ -39,5 +43,68 @@ func pairs(m map[string]string) []route.Pair {
 		out = append(out, route.Pair{Name: k, Value: v})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// clientPolicy sets the engine options of the listener lc's client
+// policy: trusted proxies, PROXY protocol, connections per address, and
+// what the pipeline learns of the listener (redirect_https, to port
+// httpsPort).
+func clientPolicy(o *h1.Options, lc config.Listener, stats *h1.ListenerStats, httpsPort int) {
+	if len(lc.TrustedProxies) > 0 {
+		trusted, _ := config.ParsePrefixes(lc.TrustedProxies) // validated
+		src, _ := realip.ParseSource(lc.ClientIPHeader)
+		o.RealIP = realip.New(trusted, src)
+	}
+	switch lc.ProxyProtocol {
+	case config.ProxyProtocolV1:
+		o.ProxyProtocol = h1.ProxyV1
+	case config.ProxyProtocolV2:
+		o.ProxyProtocol = h1.ProxyV2
+	case config.ProxyProtocolOptional:
+		o.ProxyProtocol = h1.ProxyOptional
+	}
+	o.ProxyTimeout = lc.ReadHeaderTimeout.D()
+	o.MaxConnsPerIP = lc.MaxConnectionsPerIP
+	o.Stats = stats
+	o.Listener = &wire.Listener{Name: lc.Name, RedirectHTTPS: lc.RedirectHTTPS, HTTPSPort: httpsPort}
+}
+
+// setHTTPSPorts tells the listeners ls where redirect_https sends their
+// clients: the port the first TLS listener of cfg is bound to (443 when
+// there is none).
+func (s *Server) setHTTPSPorts(cfg *config.Config, ls map[string]*boundListener) {
+	port := 443
+	for _, lc := range cfg.Listeners {
+		if lc.TLS == nil {
+			continue
+		}
+		if bl := ls[lc.Address]; bl != nil {
+			if a, ok := bl.pool.Addr().(*net.TCPAddr); ok {
+				port = a.Port
+			}
+		}
+		break
+	}
+	for _, bl := range ls {
+		if bl.httpsPort == port {
+			continue
+		}
+		bl.httpsPort = port
+		if bl.loop != nil {
+			bl.loop.SetOptions(bl.engineOptions(bl.cfg))
+		}
+	}
+}
+
+// ListenerStats returns the client policy counters of each listener, by
+// name (metrics.Source).
+func (s *Server) ListenerStats() map[string]*h1.ListenerStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]*h1.ListenerStats, len(s.listeners))
+	for _, bl := range s.listeners {
+		out[bl.cfg.Name] = bl.stats
+	}
 	return out
 }

@@ -109,6 +109,12 @@ type boundListener struct {
 	// tls.acme; nil otherwise. A reload that changes the acme block
 	// replaces it.
 	acme *acme.Manager
+	// stats counts what the listener's client policy refused (PROXY
+	// headers, max_connections_per_ip); it lives as long as the listener.
+	stats *h1.ListenerStats
+	// httpsPort is where redirect_https sends the listener's clients
+	// (setHTTPSPorts).
+	httpsPort int
 }
 
 // stop stops accepting and closes the listener's sockets.
@@ -189,6 +195,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		s.listeners[lc.Address] = bl
 	}
 	s.installACME(g, s.listeners)
+	s.setHTTPSPorts(cfg, s.listeners)
 	if cfg.Admin.Enabled() {
 		ln, err := s.adminListener(cfg.Admin.Address)
 		if err != nil {
@@ -243,6 +250,7 @@ func (bl *boundListener) engineOptions(lc config.Listener) h1.Options {
 		o.TLS = bl.tls
 	}
 	o.HTTP2.Stats = bl.h2
+	clientPolicy(&o, lc, bl.stats, bl.httpsPort)
 	return o
 }
 
@@ -281,7 +289,7 @@ func (s *Server) bind(cfg *config.Config, lc config.Listener) (*boundListener, e
 		}
 		return nil, err
 	}
-	return &boundListener{cfg: lc, pool: pool, tls: tp, h2: new(h2.Stats), acme: am}, nil
+	return &boundListener{cfg: lc, pool: pool, tls: tp, h2: new(h2.Stats), acme: am, stats: new(h1.ListenerStats), httpsPort: 443}, nil
 }
 
 // Start begins accepting on every listener. An error (the event loops
@@ -456,6 +464,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 		}
 	}
 	s.listeners = next
+	s.setHTTPSPorts(cfg, next)
 	for _, bl := range fresh {
 		if s.started {
 			s.log.Info("listening", zap.String("listener", bl.cfg.Name), zap.String("address", bl.pool.Addr().String()))

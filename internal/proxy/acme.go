@@ -53,4 +53,3 @@ func (f *flow) acmeChallenge(a ACME, ex wire.Exchange) (wire.Action, bool) {
 	}
 	return 0, false
 }
-

@@ -60,6 +60,7 @@ func SetDefaults(c *Config) {
 		if r.Static != nil {
 			setString(&r.Static.Index, "index.html")
 		}
+		setRoutePolicyDefaults(m, r, p)
 		if r.Forwards() {
 			if absent(m, p+".upgrades", r.Upgrades == nil) {
 				r.Upgrades = append([]string(nil), DefaultUpgrades...)
@@ -111,6 +112,7 @@ func setUpstreamDefaults(m *meta, u *Upstream, p string) {
 	setDefault(m, p+".transport.max_queue_per_backend", &t.MaxQueuePerBackend, 256)
 	setDefault(m, p+".transport.queue_timeout", &t.QueueTimeout, seconds(10))
 	setTransportTLSDefaults(t)
+	// ProxyProtocol defaults to "", none sent.
 
 	if h := u.HealthCheck; h != nil {
 		hp := p + ".health_check"

@@ -377,7 +377,7 @@ logging: {level: loud, format: ${FORMAT}
 		`t.yaml:6: listeners[1].address: missing (` + testHostPort + `)`,
 		`t.yaml:6: listeners[1].name: "web" is already used by listeners[0] (names must be unique)`,
 		`t.yaml:7: listeners[1].adress: unknown key (allowed: name, address, sockets, backlog, max_connections, read_header_timeout, read_timeout, write_timeout, idle_timeout, max_header_bytes, max_header_count, max_method_bytes, underscores_in_headers, output_buffer_bytes, engine, tls, http2, h2c, trusted_proxies, client_ip_header, proxy_protocol, redirect_https, max_connections_per_ip)`,
-		`t.yaml:9: routes[0]: upstream and respond are both set (exactly one of upstream, split, respond, static)`,
+		`t.yaml:9: routes[0]: upstream and respond are both set (exactly one of upstream, split, respond, static, redirect)`,
 		`t.yaml:10: routes[0].upstream: upstream "ap" is not defined (defined: app)`,
 		`t.yaml:11: routes[0].respond.status: 99 is out of range (100-599)`,
 		`t.yaml:14: upstreams[0].strategy: "fastest" is not a strategy (round_robin, weighted_round_robin, least_conn, consistent_hash, ip_hash, random, p2c)`,

@@ -220,6 +220,9 @@ type Route struct {
 	// Static serves files from a directory; nil means the route has
 	// another action.
 	Static *Static `yaml:"static"`
+	// Redirect answers with a redirect; nil means the route has another
+	// action.
+	Redirect *Redirect `yaml:"redirect"`
 	// Upgrades lists the protocols a client may switch to through this
 	// route (the Upgrade header, such as websocket), compared without
 	// case and without a version. A request asking for any other
@@ -251,11 +254,35 @@ type Route struct {
 	// file (in $TMPDIR, unlinked at once), 0 or more. Default 16777216.
 	RequestBufferFileBytes int64 `yaml:"request_buffer_file_bytes"`
 	// HTTPSRedirect redirects (308) the route's cleartext requests for a
-	// host whose certificate a listener gets through ACME to the same URL
-	// over HTTPS; false serves them over cleartext too. Hosts without an
-	// ACME certificate are never redirected by it. nil means the
+	// host whose certificate a listener gets through ACME, and every
+	// cleartext request on a listener with redirect_https, to the same
+	// URL over HTTPS; false serves them over cleartext too. Hosts without
+	// an ACME certificate are never redirected by it. nil means the
 	// default, true; HTTPSRedirects reads it.
 	HTTPSRedirect *bool `yaml:"https_redirect"`
+	// Rewrite changes the path of the requests the route forwards or
+	// serves from files; nil means none.
+	Rewrite *Rewrite `yaml:"rewrite"`
+	// RequestHeaders edit the head of the requests the route forwards;
+	// nil means none.
+	RequestHeaders *HeaderRules `yaml:"request_headers"`
+	// ResponseHeaders edit the head of every answer the route gives:
+	// a backend's, a fixed or static one, a redirect, an error; nil means
+	// none.
+	ResponseHeaders *HeaderRules `yaml:"response_headers"`
+	// Allow lists the client addresses (CIDRs or addresses) the route
+	// serves; others get 403. nil (or empty) means every client.
+	Allow []string `yaml:"allow"`
+	// Deny lists client addresses the route answers 403, whatever Allow
+	// says. nil means none.
+	Deny []string `yaml:"deny"`
+	// BasicAuth asks for HTTP Basic credentials; nil means none.
+	BasicAuth *BasicAuth `yaml:"basic_auth"`
+	// ForwardAuth asks an authentication service about each request; nil
+	// means none.
+	ForwardAuth *ForwardAuth `yaml:"forward_auth"`
+	// RateLimit limits the route's requests; nil means no limit.
+	RateLimit *RateLimit `yaml:"rate_limit"`
 }
 
 // SplitTarget is one upstream of a route's split.
@@ -313,6 +340,7 @@ const (
 	ActionRespond
 	ActionStatic
 	ActionSplit
+	ActionRedirect
 )
 
 // String returns the YAML key of the action ("upstream", "split",
@@ -327,13 +355,15 @@ func (a Action) String() string {
 		return "respond"
 	case ActionStatic:
 		return "static"
+	case ActionRedirect:
+		return "redirect"
 	}
 	return "none"
 }
 
 // Action reports the route's action. On a validated route exactly one of
-// Upstream, Split, Respond and Static is set; if several are set, Action
-// reports the first in that order, and ActionNone if none is.
+// Upstream, Split, Respond, Static and Redirect is set; if several are
+// set, Action reports the first in that order, and ActionNone if none is.
 func (r Route) Action() Action {
 	switch {
 	case r.Upstream != "":
@@ -344,6 +374,8 @@ func (r Route) Action() Action {
 		return ActionRespond
 	case r.Static != nil:
 		return ActionStatic
+	case r.Redirect != nil:
+		return ActionRedirect
 	}
 	return ActionNone
 }
@@ -585,6 +617,12 @@ type Transport struct {
 	// TLS makes connections to the backends use TLS; nil means cleartext
 	// (except with Protocol h2).
 	TLS *TransportTLS `yaml:"tls"`
+	// ProxyProtocol sends a PROXY protocol header (v1 or v2) at the start
+	// of every connection to a backend, naming the client (the address
+	// the listener found) and the address it reached Helios at; a
+	// connection then carries only that client's requests. "" (the
+	// default) sends none.
+	ProxyProtocol string `yaml:"proxy_protocol"`
 }
 
 // HealthCheck configures active health checks: a GET of Path on every

@@ -14,6 +14,8 @@ import (
 	"github.com/helios-lb/helios/internal/health"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/ratelimit"
+	"github.com/helios-lb/helios/internal/rules"
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/static"
 	"github.com/helios-lb/helios/internal/tlsconf"
@@ -55,6 +57,11 @@ type generation struct {
 	routeStats map[string]*proxy.RouteStats // by route name + upstream
 	upStats    map[string]*proxy.UpstreamStats
 	statics    []*static.Handler
+	// limiters are the routes' rate limiters, by route name, kept across
+	// generations for a route of the same name; forwardAuths are the
+	// routes' authentication services' clients.
+	limiters     map[string]*ratelimit.Local
+	forwardAuths []*proxy.ForwardAuth
 }
 
 // build turns a validated configuration into a generation. Backends that
@@ -71,6 +78,7 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 		carried:    make(map[string]*discovery.Watcher),
 		routeStats: make(map[string]*proxy.RouteStats),
 		upStats:    make(map[string]*proxy.UpstreamStats),
+		limiters:   make(map[string]*ratelimit.Local),
 	}
 	defer func() {
 		if err != nil {
@@ -134,10 +142,17 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 			}
 			g.statics = append(g.statics, h)
 			rt.Files = h
+		case config.ActionRedirect:
+			if rt.Redirect, err = rules.CompileRedirect(rc.Redirect.To, rc.Redirect.Status); err != nil {
+				return nil, fmt.Errorf("route %s: redirect: %w", rc.Name, err)
+			}
 		default:
 			return nil, fmt.Errorf("route %s: no action", rc.Name)
 		}
 		rt.Stats = s.routeStats(g, prev, rc.Name, rc.Upstream)
+		if rt.Policy, err = g.buildPolicy(prev, rc); err != nil {
+			return nil, fmt.Errorf("route %s: %w", rc.Name, err)
+		}
 		cond, err := routeCond(rc.Match)
 		if err != nil {
 			return nil, fmt.Errorf("route %s: match: %w", rc.Name, err)
@@ -399,6 +414,9 @@ func (g *generation) close() {
 	}
 	for _, h := range g.statics {
 		h.Close()
+	}
+	for _, fa := range g.forwardAuths {
+		fa.CloseIdle()
 	}
 }
 

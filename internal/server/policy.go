@@ -1,13 +1,18 @@
 package server
 
 import (
+	"fmt"
 	"net"
 	"sort"
 
+	"github.com/helios-lb/helios/internal/auth"
 	"github.com/helios-lb/helios/internal/config"
 	"github.com/helios-lb/helios/internal/h1"
+	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/ratelimit"
 	"github.com/helios-lb/helios/internal/realip"
 	"github.com/helios-lb/helios/internal/route"
+	"github.com/helios-lb/helios/internal/rules"
 	"github.com/helios-lb/helios/internal/wire"
 )
 
@@ -107,4 +112,76 @@ func (s *Server) ListenerStats() map[string]*h1.ListenerStats {
 		out[bl.cfg.Name] = bl.stats
 	}
 	return out
+}
+
+// buildPolicy compiles route rc's edge policy; nil when it has none. A
+// route's rate limiter is kept from prev when prev had a route of the
+// same name: a reload does not hand every client a fresh allowance.
+func (g *generation) buildPolicy(prev *generation, rc config.Route) (*proxy.Policy, error) {
+	var p proxy.Policy
+	var err error
+	if p.Allow, err = config.ParsePrefixes(rc.Allow); err != nil {
+		return nil, fmt.Errorf("allow: %w", err)
+	}
+	if p.Deny, err = config.ParsePrefixes(rc.Deny); err != nil {
+		return nil, fmt.Errorf("deny: %w", err)
+	}
+	if rl := rc.RateLimit; rl != nil {
+		l := prev.keptLimiter(rc.Name)
+		if l == nil {
+			l = ratelimit.New(0)
+		}
+		g.limiters[rc.Name] = l
+		kind, name, _ := config.ParseRateKey(rl.Key)
+		key := proxy.RateKeyClientIP
+		switch kind {
+		case config.RateKeyRoute:
+			key = proxy.RateKeyRoute
+		case "header":
+			key = proxy.RateKeyHeader
+		}
+		p.RateLimit = proxy.NewRateLimit(l, ratelimit.Limit{Requests: rl.Requests, Per: rl.Per.D(), Burst: rl.Burst}, key, name)
+	}
+	if b := rc.BasicAuth; b != nil {
+		users, err := auth.LoadUsers(b.UsersFile)
+		if err != nil {
+			return nil, fmt.Errorf("basic_auth: %w", err)
+		}
+		p.BasicAuth = proxy.NewBasicAuth(users, b.Realm)
+	}
+	if f := rc.ForwardAuth; f != nil {
+		p.ForwardAuth = proxy.NewForwardAuth(f.Address, f.CopyHeaders, f.Timeout.D())
+		g.forwardAuths = append(g.forwardAuths, p.ForwardAuth)
+	}
+	if rw := rc.Rewrite; rw != nil {
+		if p.Rewrite, err = rules.CompileRewrite(rules.RewriteConfig{
+			StripPrefix: rw.StripPrefix, AddPrefix: rw.AddPrefix, Regex: rw.Regex, Replacement: rw.Replacement, KeepQuery: rw.KeepQuery,
+		}); err != nil {
+			return nil, fmt.Errorf("rewrite: %w", err)
+		}
+	}
+	if h := rc.RequestHeaders; h != nil {
+		if p.RequestHeaders, err = rules.CompileHeaderRules(h.Set, h.Add, h.Remove); err != nil {
+			return nil, fmt.Errorf("request_headers: %w", err)
+		}
+	}
+	if h := rc.ResponseHeaders; h != nil {
+		if p.ResponseHeaders, err = rules.CompileHeaderRules(h.Set, h.Add, h.Remove); err != nil {
+			return nil, fmt.Errorf("response_headers: %w", err)
+		}
+	}
+	if p.Allow == nil && p.Deny == nil && p.RateLimit == nil && p.BasicAuth == nil && p.ForwardAuth == nil &&
+		p.Rewrite == nil && p.RequestHeaders.Empty() && p.ResponseHeaders.Empty() {
+		return nil, nil
+	}
+	return &p, nil
+}
+
+// keptLimiter returns the generation's rate limiter of the named route;
+// nil when there is no generation or it had none.
+func (g *generation) keptLimiter(route string) *ratelimit.Local {
+	if g == nil {
+		return nil
+	}
+	return g.limiters[route]
 }

@@ -126,9 +126,10 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 		protocolDesc: prometheus.NewDesc("helios_requests_by_protocol_total",
 			"Requests by the protocol the client spoke (HTTP/1.0, HTTP/1.1, HTTP/2.0) and its connection's TLS version (none, 1.2, 1.3).",
 			[]string{"protocol", "tls"}, nil),
-		tls:   newTLSDescs(),
-		http2: newHTTP2Descs(),
-		acme:  newACMEDescs(),
+		tls:    newTLSDescs(),
+		http2:  newHTTP2Descs(),
+		acme:   newACMEDescs(),
+		policy: newPolicyDescs(),
 	}
 	m.noRoute.Duration = m.duration.WithLabelValues(noRouteLabel, "")
 	for _, c := range []prometheus.Collector{

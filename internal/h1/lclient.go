@@ -150,6 +150,11 @@ func (c *lconn) proxyDone() {
 		c.l.headBufs.put(c.rd.buf)
 		c.rd.reset(nil, nil)
 		c.rd.buf = nil
+		// The handshake reads the socket itself; the first read on the
+		// loop after it must not trust what the header's read found
+		// (the portable poller waits for a read that finds the socket
+		// empty before it watches it again).
+		c.fr.drained = false
 		c.readHello()
 		return
 	}

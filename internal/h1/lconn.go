@@ -270,6 +270,10 @@ func (c *lconn) event(ev uint32) {
 		return
 	}
 	if c.state == lsProxy {
+		if ev&evRdHup != 0 {
+			c.fr.rdhup = true
+		}
+		c.fr.drained = false
 		c.readProxy()
 		return
 	}

@@ -113,7 +113,7 @@ func (c *lconn) readProxy() {
 			}
 			c.rd.discard(n)
 			if !h.Local {
-				c.remote = h.Source
+				c.remote, c.dest = h.Source, h.Destination
 			}
 			c.proxyDone()
 			return

@@ -185,3 +185,15 @@ func (g *generation) keptLimiter(route string) *ratelimit.Local {
 	}
 	return g.limiters[route]
 }
+
+// proxyVersion returns a transport.proxy_protocol as the engine's
+// setting (0: none).
+func proxyVersion(s string) uint8 {
+	switch s {
+	case config.ProxyProtocolV1:
+		return wire.ProxyV1
+	case config.ProxyProtocolV2:
+		return wire.ProxyV2
+	}
+	return 0
+}

@@ -47,7 +47,7 @@ type fakeExchange struct {
 	listener *wire.Listener
 	// names are hdr's names as bytes, for the head (made once).
 	names [][]byte
-	wakes    atomic.Int32
+	wakes atomic.Int32
 }
 
 // field is a request header field.
@@ -161,6 +161,7 @@ func (e *fakeExchange) fillRequest(method, host, path, query []byte) {
 	}
 }
 func (e *fakeExchange) Response() *httpmsg.Response { return nil }
+
 // Alloc lends n bytes of the exchange's arena, as an engine does: from
 // its block, or a new one when it has no room.
 func (e *fakeExchange) Alloc(n int) []byte {

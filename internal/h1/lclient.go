@@ -171,17 +171,6 @@ func (c *lconn) proxyRefused() {
 	c.close()
 }
 
-// closeProxyIfDue closes, for a drain, a connection that has waited
-// freshGrace for its PROXY header in vain; it reports whether c is
-// closed.
-func (c *lconn) closeProxyIfDue() bool {
-	c.readProxy() // it may have come since the last event
-	if c.state == lsProxy && c.l.now-c.fresh >= int64(freshGrace) {
-		c.close()
-	}
-	return c.state == lsClosed
-}
-
 // admitAddr takes a place for the connection's address under
 // Options.MaxConnsPerIP, or closes the connection (counted) when its
 // address has no place left; it reports whether the connection goes on.

@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
-
 	"github.com/helios-lb/helios/internal/auth"
+	"github.com/helios-lb/helios/internal/auth/authtest"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/ratelimit"
 	"github.com/helios-lb/helios/internal/route"
@@ -166,19 +163,10 @@ func TestAccessLists(t *testing.T) {
 	}
 }
 
-// writeUsers writes an htpasswd file with user:pass (bcrypt, lowest
-// cost) and loads it.
-func writeUsers(t testing.TB, user, pass string) *auth.Users {
+// loadUsers loads users given as "name:password" (authtest.File).
+func loadUsers(t testing.TB, users ...string) *auth.Users {
 	t.Helper()
-	h, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := filepath.Join(t.TempDir(), "users")
-	if err := os.WriteFile(f, []byte(user+":"+string(h)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	u, err := auth.LoadUsers(f)
+	u, err := auth.LoadUsers(authtest.File(t, users...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +183,7 @@ func basicAuthz(user, pass string) []byte {
 // exchange's Waker; Resume then lets the request go on (or answers 401),
 // and the result is cached; a client gone during the wait is closed.
 func TestBasicAuthWaitsOffTheLoop(t *testing.T) {
-	users := writeUsers(t, "ann", "secret")
+	users := loadUsers(t, "ann:secret")
 	p := policyPipeline(t, &Policy{BasicAuth: NewBasicAuth(users, "r")}, nil)
 	for _, tt := range []struct {
 		name  string
@@ -284,7 +272,7 @@ func TestResponseRulesCopyASharedHead(t *testing.T) {
 // response header rules with variables): the steady path allocates
 // nothing.
 func TestPolicyAllocatesNothing(t *testing.T) {
-	users := writeUsers(t, "ann", "secret")
+	users := loadUsers(t, "ann:secret")
 	authz := basicAuthz("ann", "secret")
 	users.Verify(authz)
 	reqRules, _ := rules.CompileHeaderRules(map[string]string{"X-Client": "{client_ip}", "X-Path": "{path}"}, map[string]string{"X-Req": "{request_id}"}, []string{"X-Secret"})

@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/net/http2"
 
+	"github.com/helios-lb/helios/internal/auth/authtest"
 	"github.com/helios-lb/helios/internal/config"
 	"github.com/helios-lb/helios/internal/proxyproto"
 )
@@ -259,8 +259,8 @@ func TestHeaderRulesOnEveryAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	eachEngine(t, func(t *testing.T, engine string) {
-		bs := startBackends(t, 1)
-		dead := deadAddr(t)
+		bs := startBackends(t, 2)
+		bs[1].stop() // a backend that is down: Helios's 502
 		_, clients := policyServer(t, engine, "", `
 routes:
   - name: api
@@ -282,7 +282,7 @@ routes:
   - {name: app, upstream: app}
 upstreams:
   - {name: app, backends: [{address: "{{B1}}"}]}
-  - {name: dead, backends: [{address: "`+dead+`"}], retries: {attempts: 0}}
+  - {name: dead, backends: [{address: "{{B2}}"}], retries: {attempts: 0}}
 `, bs, Options{})
 		for _, c := range clients {
 			t.Run(c.name, func(t *testing.T) {
@@ -327,18 +327,6 @@ upstreams:
 			})
 		}
 	})
-}
-
-// deadAddr returns a loopback address nothing listens on.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
 }
 
 // TestAccessListsAndHTTPSRedirect checks allow and deny (403) and a
@@ -423,60 +411,10 @@ routes:
 		if got := s.Pipeline().Graph().RouteList[0].Stats.RateLimited.Load(); got != uint64(len(clients)) {
 			t.Errorf("helios_rate_limited_total: got %d, want %d", got, len(clients))
 		}
-		if got := metricValue(t, s, "helios_rate_limited_total", map[string]string{"route": "api"}); got != float64(len(clients)) {
+		if got, _ := metric(t, s, "helios_rate_limited_total", map[string]string{"route": "api"}); got != float64(len(clients)) {
 			t.Errorf("helios_rate_limited_total{route=api}: got %v, want %d", got, len(clients))
 		}
 	})
-}
-
-// metricValue returns the value of the series name with labels from s's
-// registry (-1 when there is none).
-func metricValue(t *testing.T, s *Server, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := s.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
-					continue series
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				return m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return -1
-}
-
-// writeUsers writes an htpasswd file of bcrypt hashes (at the lowest
-// cost, for speed) for the users name:password.
-func writeUsers(t *testing.T, users ...string) string {
-	t.Helper()
-	var b strings.Builder
-	for _, u := range users {
-		name, pass, _ := strings.Cut(u, ":")
-		h, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.MinCost)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.WriteString(name + ":" + string(h) + "\n")
-	}
-	f := filepath.Join(t.TempDir(), "users")
-	if err := os.WriteFile(f, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return f
 }
 
 // TestBasicAuth asks for credentials on /admin, over every protocol on
@@ -484,7 +422,7 @@ func writeUsers(t *testing.T, users ...string) string {
 // password after its bcrypt ran off the loop), right ones reach the
 // backend (the first after bcrypt, the next from the cache).
 func TestBasicAuth(t *testing.T) {
-	users := writeUsers(t, "ann:secret", "bob:hunter2")
+	users := authtest.File(t, "ann:secret", "bob:hunter2")
 	eachEngine(t, func(t *testing.T, engine string) {
 		bs := startBackends(t, 1)
 		_, clients := policyServer(t, engine, "", `
@@ -686,17 +624,8 @@ func refusedConns(s *Server, listener, reason string) uint64 {
 // connection closed without an answer within 5s.
 func closedUnanswered(t *testing.T, addr string, what []byte) bool {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if len(what) > 0 {
-		c.Write(what)
-	}
-	b, err := io.ReadAll(c)
-	return len(b) == 0 && err == nil
+	out, err := rawExchangeErr(t, addr, string(what))
+	return out == "" && err == nil
 }
 
 // TestProxyProtocolListener takes PROXY headers, over every protocol on
@@ -747,7 +676,7 @@ func TestProxyProtocolListener(t *testing.T) {
 					}
 					waitFor(t, 5*time.Second, tt.name+" counted", func() bool { return refusedConns(s, "plain", "proxy_protocol") == before+1 })
 				}
-				if got := metricValue(t, s, "helios_connections_refused_total", map[string]string{"listener": "plain", "reason": "proxy_protocol"}); got != 4 {
+				if got, _ := metric(t, s, "helios_connections_refused_total", map[string]string{"listener": "plain", "reason": "proxy_protocol"}); got != 4 {
 					t.Errorf("helios_connections_refused_total{listener=plain,reason=proxy_protocol}: got %v, want 4", got)
 				}
 			})

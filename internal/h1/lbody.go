@@ -310,6 +310,10 @@ type spillJob struct {
 	gen  uint32
 	data *[]byte
 	n    int
+	// out, when set, makes it a write of a buffered answer to out's
+	// file, f (nil: none yet; lresp.go).
+	out *respSpool
+	f   *os.File
 }
 
 // spill hands p to the spill goroutine; the loop reads no more of the
@@ -352,6 +356,10 @@ func (e *Engine) spillLoop() {
 		case <-e.ctx.Done():
 			return
 		case j := <-e.spills:
+			if j.out != nil {
+				e.spillAnswer(j)
+				continue
+			}
 			_, err := j.c.bb.Write((*j.data)[:j.n])
 			e.spillBufs.Put(j.data)
 			l := j.c.l

@@ -121,6 +121,12 @@ type lconn struct {
 	// bodyDeadline bounds the wait for request body bytes (unix
 	// nanoseconds; 0: none).
 	bodyDeadline int64
+	// rs holds the answer for a client that reads it more slowly than
+	// its backend sends it (response buffering, lresp.go); nil while it
+	// streams. spooled, spoolFull: the answer has been counted as
+	// buffered, as stopped by a cap.
+	rs                 *respSpool
+	spooled, spoolFull bool
 	// flowDone: the exchange's flow has been finished.
 	flowDone bool
 	// gen numbers the exchanges on this connection, so that a spill
@@ -541,6 +547,7 @@ func (c *lconn) begin() {
 	c.inClosed, c.outClosed, c.inShut, c.outShut = false, false, false, false
 	c.bodyBuf = notBuffered
 	c.bodyDeadline = 0
+	c.spooled, c.spoolFull = false, false
 	switch {
 	case c.req.chunked:
 		c.reqBody.reset(&c.rd, bodyChunked, 0)
@@ -635,41 +642,30 @@ func (c *lconn) startSend() {
 // pump moves response body from the backend to the client until one of
 // them has to wait.
 func (c *lconn) pump() {
+	if c.rs != nil && c.spoolPump() {
+		return // a buffered answer (lresp.go)
+	}
 	if c.h2s != nil {
 		c.h2pump()
 		return
 	}
 	u := c.up
-	w := &c.wr
 	for {
 		if len(c.fw.pending) > c.opts.outputLimit() {
+			if c.startSpool() {
+				return
+			}
 			c.setDeadline(dlWrite, c.opts.WriteTimeout)
 			return // writable() resumes
 		}
 		p, err := c.l.bodyPiece(&u.body, c.opts.outputLimit()-len(c.fw.pending))
-		if len(p) > 0 {
-			c.respBytes += int64(len(p))
-			if c.chunkOut {
-				w.writeHex(int64(len(p)))
-				w.WriteString("\r\n")
-			}
-			w.Write(p)
-			if c.chunkOut {
-				w.WriteString("\r\n")
-			}
-			if w.err != nil {
-				c.sendDone(fmt.Errorf("%w: %w", wire.ErrClientGone, w.err))
-				return
-			}
+		if len(p) > 0 && !c.writePiece(p) {
+			return
 		}
 		switch {
 		case err == nil:
 		case err == io.EOF:
-			if c.chunkOut {
-				w.WriteString("0\r\n")
-				w.Write(u.body.trailer)
-				w.WriteString("\r\n")
-			}
+			c.endChunks(u.body.trailer)
 			c.sendDone(nil)
 			return
 		case err == errWouldBlock:
@@ -689,24 +685,61 @@ func (c *lconn) pump() {
 	}
 }
 
+// writePiece writes a piece of the answer's body to the client (a chunk
+// when the answer goes out chunked); false when the client is gone (the
+// exchange has ended).
+func (c *lconn) writePiece(p []byte) bool {
+	c.respBytes += int64(len(p))
+	w := &c.wr
+	if c.chunkOut {
+		w.writeHex(int64(len(p)))
+		w.WriteString("\r\n")
+	}
+	w.Write(p)
+	if c.chunkOut {
+		w.WriteString("\r\n")
+	}
+	if w.err != nil {
+		c.sendDone(fmt.Errorf("%w: %w", wire.ErrClientGone, w.err))
+		return false
+	}
+	return true
+}
+
+// endChunks ends an answer that goes out chunked, with its trailer.
+func (c *lconn) endChunks(trailer []byte) {
+	if c.chunkOut {
+		w := &c.wr
+		w.WriteString("0\r\n")
+		w.Write(trailer)
+		w.WriteString("\r\n")
+	}
+}
+
 // sendDone ends an answer streamed from a backend.
 func (c *lconn) sendDone(err error) {
-	u := c.up
-	c.up = nil
 	if err == nil && c.wr.err != nil {
 		err = fmt.Errorf("%w: %w", wire.ErrClientGone, c.wr.err)
 	}
-	if u != nil {
-		// A backend connection whose request body did not all go out
-		// (it answered early) cannot carry another request.
-		u.release(err == nil && u.resp.keepAlive && u.body.done && !c.streaming && !u.busy())
-		c.releaseUpWriterOf(u)
-	}
+	c.letGoUp(err)
 	if err != nil {
 		c.broken = true
 	}
 	c.flow.Sent(c.respStatus, c.respBytes, err)
 	c.finish()
+}
+
+// letGoUp ends the use of the backend connection once its answer has
+// been read, or given up on (err): back to its pool when it can carry
+// another request, closed otherwise. A backend connection whose request
+// body did not all go out (it answered early) cannot.
+func (c *lconn) letGoUp(err error) {
+	u := c.up
+	c.up = nil
+	if u != nil {
+		u.release(err == nil && u.resp.keepAlive && u.body.done && !c.streaming && !u.busy())
+		c.releaseUpWriterOf(u)
+	}
 }
 
 // finish ends the exchange and goes on to the next request when the
@@ -715,6 +748,7 @@ func (c *lconn) finish() {
 	c.endFlow()
 	c.streaming, c.buffering = false, false
 	c.bodyDeadline = 0
+	c.dropSpool()
 	if !c.spilling {
 		c.bb.Close()
 	}
@@ -1032,6 +1066,7 @@ func (c *lconn) dropExchange() {
 	}
 	c.streaming, c.buffering = false, false
 	c.bodyDeadline = 0
+	c.dropSpool()
 	if !c.spilling {
 		c.bb.Close()
 	}

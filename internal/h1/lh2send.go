@@ -185,6 +185,7 @@ func (c *lconn) h2pump() {
 	for {
 		if !c.h2flushCarry() {
 			c.deadline, c.dkind = 0, dlNone
+			c.startSpool()
 			return // OnWritable resumes
 		}
 		if st.s == nil {
@@ -204,7 +205,11 @@ func (c *lconn) h2pump() {
 					return
 				}
 			}
-			c.h2endBody()
+			tr := u.body.trailer
+			if len(tr) == 0 && u.h2 != nil {
+				tr = u.h2.trailer
+			}
+			c.h2endBody(tr)
 			return
 		}
 		room := st.s.SendWindow()
@@ -213,6 +218,7 @@ func (c *lconn) h2pump() {
 			// stall timeout), not the backend's read timeout.
 			st.s.WaitWritable()
 			c.deadline, c.dkind = 0, dlNone
+			c.startSpool()
 			return
 		}
 		p, err := c.l.bodyPiece(&u.body, room)
@@ -234,17 +240,13 @@ func (c *lconn) h2pump() {
 	}
 }
 
-// h2endBody ends an answer whose body is all written: with the trailers
-// of a chunked answer (gRPC's grpc-status), or an empty DATA frame.
-func (c *lconn) h2endBody() {
+// h2endBody ends an answer whose body is all written: with its trailer
+// lines, tr (a chunked answer's; gRPC's grpc-status), or an empty DATA
+// frame.
+func (c *lconn) h2endBody(tr []byte) {
 	st := c.h2s
-	u := c.up
 	var err error
 	st.calling++
-	tr := u.body.trailer
-	if len(tr) == 0 && u.h2 != nil {
-		tr = u.h2.trailer
-	}
 	if len(tr) > 0 {
 		st.fields = c.l.h2lines(st.fields[:0], tr)
 		err = st.s.WriteTrailers(st.fields)

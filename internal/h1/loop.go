@@ -56,6 +56,9 @@ type Engine struct {
 	// dialControl, when set, is given each backend socket before it
 	// connects (tests shrink buffers with it).
 	dialControl func(fd int)
+	// acceptControl, when set, is given each client socket accepted
+	// (tests shrink its buffers).
+	acceptControl func(fd int)
 	// lookup resolves backend host names, off the loops; ctx ends with
 	// the engine. resolveEvery and resolveRetry say when to look again
 	// (tests shorten them).
@@ -700,6 +703,9 @@ func (l *loop) accept(ll *LoopListener, lfd int) {
 		if l.eng.stopped.Load() || !ll.admit() {
 			netpoll.CloseFD(fd)
 			continue
+		}
+		if l.eng.acceptControl != nil {
+			l.eng.acceptControl(fd)
 		}
 		c := l.allocConn()
 		if err := l.register(fd, c); err != nil {

@@ -669,7 +669,8 @@ func (u *lupconn) event(ev uint32) {
 			// not reused). A read error fails the attempt.
 			c.readUpHead()
 		case upBody:
-			if len(c.fw.pending) <= c.opts.outputLimit() {
+			// A buffered answer is read whatever the client's pace.
+			if c.rs != nil || len(c.fw.pending) <= c.opts.outputLimit() {
 				c.pump()
 			}
 		case upTunnel:

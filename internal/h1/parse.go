@@ -455,6 +455,10 @@ type response struct {
 	untilClose bool
 	keepAlive  bool
 	hasTrailer bool
+	// streams: the answer says it is a stream whose parts must not be
+	// held back (an event stream, gRPC, or X-Accel-Buffering: no), so
+	// response buffering leaves it alone.
+	streams bool
 }
 
 func (r *response) reset() {
@@ -543,6 +547,8 @@ func parseResponse(head []byte, r *response, headRequest bool) error {
 			nConn++
 		case kTrailer:
 			r.hasTrailer = true
+		case kOther:
+			r.streams = r.streams || streamField(name, value)
 		}
 	}
 	var closeTok, keepTok bool
@@ -581,6 +587,21 @@ func parseResponse(head []byte, r *response, headRequest bool) error {
 		r.keepAlive = false
 	}
 	return nil
+}
+
+// streamField reports whether a response field marks the answer as a
+// stream that response buffering must leave alone: a Content-Type of
+// text/event-stream or application/grpc (and its +proto, +json...
+// forms), or X-Accel-Buffering: no (nginx's way for a backend to ask).
+func streamField(name, value []byte) bool {
+	switch len(name) {
+	case len("content-type"):
+		return equalFold(name, "content-type") &&
+			(hasPrefixFold(value, "text/event-stream") || hasPrefixFold(value, "application/grpc"))
+	case len("x-accel-buffering"):
+		return equalFold(name, "x-accel-buffering") && equalFold(value, "no")
+	}
+	return false
 }
 
 // lastCodingChunked reports whether the final transfer coding in a

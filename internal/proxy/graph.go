@@ -59,6 +59,10 @@ type Route struct {
 	// backend is chosen (request buffering), under these limits; nil
 	// streams bodies to the backend as they arrive.
 	Buffer *wire.BufferLimits
+	// ResponseBuffer, when set, lets the engine hold an answer for a
+	// client that reads it more slowly than the backend sends it
+	// (response buffering); nil streams answers with backpressure.
+	ResponseBuffer *wire.ResponseBuffer
 }
 
 // refuses reports whether the route refuses method m: TRACE and CONNECT

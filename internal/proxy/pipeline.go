@@ -140,6 +140,14 @@ func (f *flow) Handler() *wire.Local { return f.rec.Route.Static }
 // BufferLimits returns the route's request buffering limits.
 func (f *flow) BufferLimits() wire.BufferLimits { return *f.rec.Route.Buffer }
 
+// ResponseBuffer returns the route's response buffering (nil: off).
+func (f *flow) ResponseBuffer() *wire.ResponseBuffer {
+	if f.rec.Route == nil {
+		return nil
+	}
+	return f.rec.Route.ResponseBuffer
+}
+
 // Buffered goes on once the request body has been buffered.
 func (f *flow) Buffered(err error) wire.Action {
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/helios-lb/helios/internal/admin"
+	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/clock"
 	"github.com/helios-lb/helios/internal/config"
 	"github.com/helios-lb/helios/internal/h1"
@@ -72,6 +73,9 @@ type Server struct {
 	onReload   func(*config.Config, error)
 	draining   atomic.Bool
 	cur        atomic.Pointer[generation] // the generation being served
+	// respBufs is what response buffering may hold across the process
+	// (every route's answers share it); reloads change its caps.
+	respBufs *bodybuf.Budget
 
 	mu        sync.Mutex                  // serialises Start, Reload and Shutdown
 	engines   map[netpoll.Kind]*h1.Engine // the event loops, by poller, made when a listener needs them
@@ -143,6 +147,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		s.rlimit = listener.SystemRlimit()
 	}
 	s.acceptErrs = s.newAcceptErrors()
+	s.respBufs = bodybuf.NewBudget(cfg.ResponseBuffers.MemoryBytes, cfg.ResponseBuffers.FileBytes)
 	s.fds = s.planDescriptors(cfg)
 	if s.registry == nil {
 		s.registry = prometheus.NewRegistry()
@@ -380,6 +385,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 
 	// Commit: swap the graph, hand health over, then adjust listeners.
 	commitTLS()
+	s.respBufs.SetCaps(cfg.ResponseBuffers.MemoryBytes, cfg.ResponseBuffers.FileBytes)
 	s.pipeline.Swap(g.graph)
 	s.cur.Store(g)
 	s.gen = g

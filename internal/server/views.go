@@ -8,12 +8,17 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/helios-lb/helios/internal/admin"
+	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/config"
 	"github.com/helios-lb/helios/internal/proxy"
 )
 
 // Graph returns the routing graph being served (metrics.Source).
 func (s *Server) Graph() *proxy.Graph { return s.pipeline.Graph() }
+
+// ResponseBuffers returns what response buffering holds and has done
+// across the process (metrics.Source).
+func (s *Server) ResponseBuffers() bodybuf.BudgetStats { return s.respBufs.Stats() }
 
 // BreakerState returns backend i's breaker state of the named upstream:
 // 0 closed, 1 half-open, 2 open, -1 none (metrics.Source).

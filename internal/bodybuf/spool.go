@@ -138,7 +138,7 @@ type Spool struct {
 	memR int
 	f    *os.File
 	// fileR..fileW is the part of the file still to read; writing
-	// counts bytes handed to AppendFile that have not ended.
+	// counts bytes on their way to it (BeginFile) that have not ended.
 	fileR, fileW int64
 	writing      int
 	tail         []byte
@@ -212,10 +212,11 @@ func (s *Spool) PutMem(p []byte) int {
 	return n
 }
 
-// BeginFile marks n bytes as handed to AppendFile and returns the file to
-// give it (nil: AppendFile makes one). One write at a time.
+// BeginFile marks n more bytes as on their way to the file (gathered by
+// the owner, then handed to AppendFile) and returns the file to give it
+// (nil: AppendFile makes one). One write at a time.
 func (s *Spool) BeginFile(n int) *os.File {
-	s.writing = n
+	s.writing += n
 	return s.f
 }
 
@@ -241,7 +242,7 @@ func AppendFile(f *os.File, dir string, p []byte) (*os.File, int, error) {
 // which returned f, n and err. What was not written stays in memory, in
 // the tail, and nothing more goes to the file.
 func (s *Spool) EndFile(f *os.File, p []byte, n int, err error) {
-	s.writing = 0
+	s.writing -= len(p)
 	if f != nil {
 		s.f = f
 	}

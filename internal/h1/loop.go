@@ -72,6 +72,9 @@ type Engine struct {
 	// spillBufs holds their buffers (*[]byte, spillSize).
 	spills    chan spillJob
 	spillBufs sync.Pool
+	// spoolBufs holds the buffers answers are gathered in for their
+	// files (*[]byte, empty, spoolChunk of room; lresp.go).
+	spoolBufs sync.Pool
 	// locals are the in-process backends serving handlers (local.go).
 	localMu sync.Mutex
 	locals  map[*wire.Local]*localServer
@@ -103,6 +106,7 @@ func NewEngine(s wire.Stepper, o EngineOptions) (*Engine, error) {
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.spills = make(chan spillJob, 1024)
 	e.spillBufs.New = func() any { b := make([]byte, spillSize); return &b }
+	e.spoolBufs.New = func() any { b := make([]byte, 0, spoolChunk); return &b }
 	for i := 0; i < n; i++ {
 		l, err := newLoop(e, i)
 		if err != nil {

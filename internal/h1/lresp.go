@@ -54,6 +54,14 @@ type respSpool struct {
 	// pumping guards spoolPump against re-entry (an HTTP/2 stream's
 	// OnWritable from within its own write).
 	pumping bool
+	// stage gathers what goes to the file while the backend has more
+	// to give (one write for all of it, handed to the spill goroutine
+	// when the backend has nothing more now, or the stage is full), f is
+	// the file to append it to; inflight: a write is under way, and the
+	// backend is not read until it is done.
+	stage    *[]byte
+	f        *os.File
+	inflight bool
 	// abandoned: its exchange ended while a file write was under way;
 	// the write's end closes it.
 	abandoned bool
@@ -118,12 +126,12 @@ func (c *lconn) spoolPump() bool {
 		if out == outEnded {
 			return true
 		}
-		if out == outEmpty && c.up != nil && !rs.Writing() {
+		if out == outEmpty && c.up != nil && !rs.inflight {
 			// The client has caught up with the backend.
 			c.dropSpool()
 			return false
 		}
-		if c.up == nil || rs.Writing() || !c.spoolIn() {
+		if c.up == nil || rs.inflight || !c.spoolIn() {
 			c.spoolWait(out)
 			return true
 		}
@@ -147,7 +155,7 @@ func (c *lconn) spoolWait(out int) {
 		if c.dkind != dlWrite {
 			c.setDeadline(dlWrite, c.opts.WriteTimeout)
 		}
-	case c.up != nil && !c.rs.Writing():
+	case c.up != nil && !c.rs.inflight:
 		c.setDeadline(dlUpBody, c.tr.Settings.ReadTimeout)
 	default:
 		c.deadline, c.dkind = 0, dlNone
@@ -230,7 +238,8 @@ func (c *lconn) spoolEnd() {
 func (c *lconn) spoolIn() bool {
 	rs := c.rs
 	took := false
-	for u := c.up; u != nil && !rs.Writing(); {
+	defer c.spoolFlush()
+	for u := c.up; u != nil && !rs.inflight; {
 		if u.body.done {
 			c.spoolDone(nil)
 			return true
@@ -242,21 +251,21 @@ func (c *lconn) spoolIn() bool {
 		if u.body.kind == bodyFixed {
 			need = min(need, u.body.remaining)
 		}
-		if int64(rs.MemRoom())+rs.FileRoom() < need {
-			rs.Grow(max(need, spoolGrow))
-			if int64(rs.MemRoom())+rs.FileRoom() < need {
-				if !rs.full {
-					rs.full = true
-					rs.budget.CountFull()
-				}
-				return took
+		if !c.spoolRoom(need) {
+			if rs.stage != nil {
+				return took // the stage goes to the file first
 			}
+			if !rs.full {
+				rs.full = true
+				rs.budget.CountFull()
+			}
+			return took
 		}
 		p, err := c.l.bodyPiece(&u.body, spillSize)
 		if len(p) > 0 {
 			took = true
 			if n := rs.PutMem(p); n < len(p) {
-				c.spoolToFile(p[n:])
+				c.spoolStage(p[n:])
 			}
 		}
 		switch {
@@ -274,6 +283,63 @@ func (c *lconn) spoolIn() bool {
 	return took
 }
 
+// spoolChunk is the most one write to a spool's file takes: what the
+// backend has sent while the last write was under way, gathered in one.
+const spoolChunk = 128 << 10
+
+// spoolRoom reports whether the spool takes a piece of need bytes now:
+// in memory, or in its stage for the file (reserving more of the budget
+// for an answer of unknown length when it must).
+func (c *lconn) spoolRoom(need int64) bool {
+	rs := c.rs
+	room := func() int64 {
+		file := rs.FileRoom()
+		if rs.stage != nil {
+			file = min(file, int64(cap(*rs.stage)-len(*rs.stage)))
+		}
+		return int64(rs.MemRoom()) + file
+	}
+	if room() >= need {
+		return true
+	}
+	if rs.stage != nil && int64(cap(*rs.stage)-len(*rs.stage)) < need {
+		return false // the stage is full
+	}
+	rs.Grow(max(need, spoolGrow))
+	return room() >= need
+}
+
+// spoolStage adds p, which memory could not take, to what goes to the
+// file next.
+func (c *lconn) spoolStage(p []byte) {
+	rs := c.rs
+	if rs.stage == nil {
+		rs.stage = c.l.eng.spoolBufs.Get().(*[]byte)
+	}
+	*rs.stage = append(*rs.stage, p...)
+	rs.f = rs.BeginFile(len(p))
+}
+
+// spoolFlush hands what the stage gathered to the spill goroutine; the
+// spool takes nothing more from the backend until it is written
+// (spoolWritten).
+func (c *lconn) spoolFlush() {
+	rs := c.rs
+	if rs == nil || rs.stage == nil || rs.inflight {
+		return
+	}
+	rs.inflight = true
+	j := spillJob{c: c, data: rs.stage, n: len(*rs.stage), out: rs, f: rs.f}
+	rs.stage = nil
+	select {
+	case c.l.eng.spills <- j:
+	default:
+		// The spill goroutine is behind: the loop does not wait for
+		// it; its sweeps hand the write over when there is room.
+		c.l.spillLater = append(c.l.spillLater, j)
+	}
+}
+
 // spoolDone records that the backend's answer has ended (err: how it
 // failed) and lets the backend connection go: back to its pool when it
 // can carry another request.
@@ -284,29 +350,6 @@ func (c *lconn) spoolDone(err error) {
 		rs.trailer = append(rs.trailer[:0], c.up.body.trailer...)
 	}
 	c.letGoUp(err)
-}
-
-// spoolToFile hands p, which memory could not take, to the spill
-// goroutine; the spool takes nothing more from the backend until it is
-// written (spooled).
-func (c *lconn) spoolToFile(p []byte) {
-	e := c.l.eng
-	data := e.spillBufs.Get().(*[]byte)
-	if len(p) > len(*data) {
-		e.spillBufs.Put(data)
-		b := make([]byte, len(p))
-		data = &b
-	}
-	n := copy(*data, p)
-	j := spillJob{c: c, data: data, n: n, out: c.rs}
-	j.f = c.rs.BeginFile(n)
-	select {
-	case e.spills <- j:
-	default:
-		// The spill goroutine is behind: the loop does not wait for
-		// it; its sweeps hand the write over when there is room.
-		c.l.spillLater = append(c.l.spillLater, j)
-	}
 }
 
 // spillAnswer writes a piece of a buffered answer to its spool's file,
@@ -321,10 +364,10 @@ func (e *Engine) spillAnswer(j spillJob) {
 // spoolWritten goes on once a write of a buffered answer is done.
 func (c *lconn) spoolWritten(j spillJob, f *os.File, n int, err error) {
 	rs := j.out
+	rs.inflight = false
 	rs.EndFile(f, (*j.data)[:j.n], n, err)
-	if len(*j.data) == spillSize {
-		c.l.eng.spillBufs.Put(j.data)
-	}
+	*j.data = (*j.data)[:0]
+	c.l.eng.spoolBufs.Put(j.data)
 	if err != nil {
 		c.l.logf("response buffering: the answer goes on with backpressure", err)
 	}
@@ -346,9 +389,14 @@ func (c *lconn) dropSpool() {
 		return
 	}
 	c.rs = nil
-	if rs.Writing() {
+	if rs.inflight {
 		rs.abandoned = true
 		return
+	}
+	if rs.stage != nil {
+		*rs.stage = (*rs.stage)[:0]
+		c.l.eng.spoolBufs.Put(rs.stage)
+		rs.stage = nil
 	}
 	rs.Close()
 }

@@ -146,5 +146,3 @@ admin: {address: "off"}
 		}
 	})
 }
-
-

@@ -47,10 +47,8 @@ type respSpool struct {
 	done    bool
 	err     error
 	trailer []byte
-	// budget counts what the spool did; full: a cap or the disk
-	// stopped it (counted once).
+	// budget counts what the spool did.
 	budget *bodybuf.Budget
-	full   bool
 	// pumping guards spoolPump against re-entry (an HTTP/2 stream's
 	// OnWritable from within its own write).
 	pumping bool
@@ -255,8 +253,8 @@ func (c *lconn) spoolIn() bool {
 			if rs.stage != nil {
 				return took // the stage goes to the file first
 			}
-			if !rs.full {
-				rs.full = true
+			if !c.spoolFull {
+				c.spoolFull = true
 				rs.budget.CountFull()
 			}
 			return took
@@ -356,8 +354,10 @@ func (c *lconn) spoolDone(err error) {
 // on the spill goroutine, and hands the result back to the loop.
 func (e *Engine) spillAnswer(j spillJob) {
 	f, n, err := bodybuf.AppendFile(j.f, "", (*j.data)[:j.n])
-	if !j.c.l.post(func() { j.c.spoolWritten(j, f, n, err) }) && f != nil && f != j.f {
-		f.Close() // the loop has stopped; a file made for this write is not the spool's yet
+	if !j.c.l.post(func() { j.c.spoolWritten(j, f, n, err) }) && f != nil {
+		// The loop has stopped: it leaves a spool alone while a write
+		// is under way, and will never see this one end.
+		f.Close()
 	}
 }
 

@@ -157,6 +157,9 @@ func parseRequestLimits(head []byte, r *request, lim limits) error {
 	if len(r.method) > maxMethod {
 		return &statusError{501, "method not implemented"}
 	}
+	if misspelledMethod(r.method) {
+		return badRequest("method names are case-sensitive")
+	}
 	line = line[sp1+1:]
 	sp2 := bytes.LastIndexByte(line, ' ')
 	if sp2 <= 0 {
@@ -353,6 +356,34 @@ func (r *request) splitTarget() error {
 
 func hasPrefixFold(b []byte, prefix string) bool {
 	return len(b) >= len(prefix) && equalFold(b[:len(prefix)], prefix)
+}
+
+// standardMethods are the methods of RFC 9110 §9 and PATCH (RFC 5789).
+var standardMethods = [...]string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
+
+// misspelledMethod reports whether m is a standard method spelled in
+// another case ("get", "Post"). Method names are case-sensitive (RFC 9110
+// §9.1), so such a token is another, extension, method to Helios, which
+// compares them exactly (TRACE and CONNECT are refused unless a route
+// allows them, only idempotent methods are retried, HEAD answers have no
+// body); a backend that folds case would take it for the standard one,
+// and no client sends one but to probe that gap. Such a request gets 400,
+// as nginx answers any lower-case method; other tokens (PROPFIND, PURGE,
+// helloGET) are extension methods and are forwarded.
+func misspelledMethod(m []byte) bool {
+	lower := false
+	for _, c := range m {
+		lower = lower || 'a' <= c && c <= 'z'
+	}
+	if !lower {
+		return false // the usual case: no standard method is misspelled in capitals
+	}
+	for _, s := range standardMethods {
+		if len(m) == len(s) && bytes.EqualFold(m, []byte(s)) {
+			return true
+		}
+	}
+	return false
 }
 
 // parseContentLength accepts 1 to 18 decimal digits, nothing else (no

@@ -447,6 +447,9 @@ type loop struct {
 	readBufs  bufList
 	headBufs  bufList
 	writeBufs bufList
+	// fieldBufs are request heads' field arrays, held, like a head's
+	// read buffer, only while a connection has a request in hand.
+	fieldBufs fieldList
 	freeConns []*lconn
 	// HTTP/2: connections' read buffers and their output buffers, stream
 	// state kept for reuse, and header field names seen (h2name).
@@ -894,6 +897,32 @@ func (f *bufList) get() []byte {
 func (f *bufList) put(b []byte) {
 	if len(b) == f.size && len(f.bufs) < 4096 {
 		f.bufs = append(f.bufs, b)
+	}
+}
+
+// fieldList is a loop's free list of header field arrays.
+type fieldList struct{ lists [][]field }
+
+// fieldsCap is the room a field array starts with: a browser's request
+// head has about a dozen fields.
+const fieldsCap = 16
+
+func (f *fieldList) get() []field {
+	if n := len(f.lists); n > 0 {
+		h := f.lists[n-1]
+		f.lists = f.lists[:n-1]
+		return h
+	}
+	return make([]field, 0, fieldsCap)
+}
+
+// put keeps h for reuse, emptied (its fields point into buffers that
+// go on to other connections), unless it has grown large (a head of
+// hundreds of fields) or the list is long enough.
+func (f *fieldList) put(h []field) {
+	if cap(h) <= 4*fieldsCap && len(f.lists) < 4096 {
+		clear(h[:cap(h)])
+		f.lists = append(f.lists, h[:0])
 	}
 }
 

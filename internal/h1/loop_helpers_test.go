@@ -299,6 +299,9 @@ func (l *loop) invariantErrors() []string {
 	exchange := func(c *lconn, who string) {
 		own(c.rd.buf, who+" read buffer")
 		own(c.wbuf, who+" write buffer")
+		if c.rs != nil && c.state != lsSend {
+			errs = append(errs, fmt.Sprintf("%s: holds a buffered answer in state %d", who, c.state))
+		}
 		if u := c.up; u != nil {
 			own(u.rd.buf, who+" backend read buffer")
 			if u.client != c {

@@ -208,6 +208,10 @@ func (s *Spool) FileRoom() int64 {
 // that was.
 func (s *Spool) PutMem(p []byte) int {
 	n := min(len(p), s.MemRoom())
+	if n > 0 && cap(s.mem) < s.memRes {
+		// Once, the room reserved: not a copy per doubling.
+		s.mem = append(make([]byte, 0, s.memRes), s.mem...)
+	}
 	s.mem = append(s.mem, p[:n]...)
 	return n
 }

@@ -130,6 +130,15 @@ func (c *lconn) spoolPump() bool {
 			return false
 		}
 		if c.up == nil || rs.inflight || !c.spoolIn() {
+			if c.h2s == nil {
+				// Send what there is while the spool waits.
+				c.ensureNoDelay()
+				c.flushOut()
+				if c.broken {
+					c.sendDone(nil) // the writer's error: the client is gone
+					return true
+				}
+			}
 			c.spoolWait(out)
 			return true
 		}

@@ -85,8 +85,10 @@ func (c *lconn) startSpool() bool {
 	if u.body.kind == bodyFixed {
 		want = u.body.remaining
 	}
-	rs := &respSpool{budget: rb.Budget}
-	if !rs.Start(rb.Memory, rb.File, rb.Budget, want) {
+	// Asked again at each of the backend's events while the answer does
+	// not fit: nothing is allocated until it does.
+	var sp bodybuf.Spool
+	if !sp.Start(rb.Memory, rb.File, rb.Budget, want) {
 		if !c.spoolFull {
 			c.spoolFull = true
 			rb.Budget.CountFull()
@@ -97,7 +99,7 @@ func (c *lconn) startSpool() bool {
 		c.spooled = true
 		rb.Budget.CountBuffered()
 	}
-	c.rs = rs
+	c.rs = &respSpool{Spool: sp, budget: rb.Budget}
 	return c.spoolPump()
 }
 

@@ -215,9 +215,16 @@ func TestKubernetesManifests(t *testing.T) {
 	bin := buildHelios(t, dir)
 	os.WriteFile(filepath.Join(dir, "helios.yaml"), []byte(cfg), 0o644)
 	cmd := exec.Command(bin, "validate", "--config", filepath.Join(dir, "helios.yaml"))
-	cmd.Env = append(os.Environ(), "HELIOS_ADMIN_TOKEN="+secret.StringData["token"])
+	cmd.Env = append(os.Environ(), "HELIOS_ADMIN_TOKEN=0123456789abcdef0123456789abcdef")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("helios validate on the ConfigMap's config: %v\n%s", err, out)
+	}
+	// The Secret's token is a placeholder, which Helios refuses, saying
+	// how to make one (issue 18 item 5).
+	cmd = exec.Command(bin, "validate", "--config", filepath.Join(dir, "helios.yaml"))
+	cmd.Env = append(os.Environ(), "HELIOS_ADMIN_TOKEN="+secret.StringData["token"])
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "openssl rand -hex 32") {
+		t.Errorf("helios validate with the Secret's placeholder token: got %v\n%s\nwant a refusal saying how to make a token", err, out)
 	}
 
 	// The token comes from the Secret.

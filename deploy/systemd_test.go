@@ -128,10 +128,20 @@ func TestSystemdConfigValidates(t *testing.T) {
 			vars = append(vars, line)
 		}
 	}
+	// systemd sets LOGS_DIRECTORY for LogsDirectory=, and creates it.
+	vars = append(vars, "LOGS_DIRECTORY="+t.TempDir())
+	// The env file's token is a placeholder, which Helios refuses, saying
+	// how to make one (issue 18 item 5); the recipe replaces it.
+	cmd := exec.Command(bin, "validate", "--config", filepath.Join(etc, "helios.yaml"))
+	cmd.Dir, cmd.Env = "/", append(os.Environ(), vars...)
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "openssl rand -hex 32") {
+		t.Errorf("validate with the shipped placeholder token: got %v\n%s\nwant a refusal saying how to make a token", err, out)
+	}
+	vars = append(vars, "HELIOS_ADMIN_TOKEN=0123456789abcdef0123456789abcdef")
 	run(t, "/", vars, bin, "validate", "--config", filepath.Join(etc, "helios.yaml"))
 	// Without the certificate the error names the file.
 	os.RemoveAll(filepath.Join(etc, "tls"))
-	cmd := exec.Command(bin, "validate", "--config", filepath.Join(etc, "helios.yaml"))
+	cmd = exec.Command(bin, "validate", "--config", filepath.Join(etc, "helios.yaml"))
 	cmd.Dir, cmd.Env = "/", append(os.Environ(), vars...)
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "tls/helios.pem") {
 		t.Errorf("validate without the certificate: got %v\n%s\nwant an error naming tls/helios.pem", err, out)

@@ -15,7 +15,7 @@ NAME=helios-systemd-$$
 [ -x bin/helios ] || { echo "bin/helios missing: run make build first" >&2; exit 1; }
 if ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
 	if [ ! -x "$ROOTFS/lib/systemd/systemd" ]; then
-		debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,curl,ca-certificates,procps,iproute2,logrotate \
+		debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,curl,ca-certificates,openssl,procps,iproute2,logrotate \
 			bookworm "$ROOTFS" http://deb.debian.org/debian
 	fi
 	tar -C "$ROOTFS" -c . | docker import -c 'CMD ["/lib/systemd/systemd"]' - "$IMAGE" >/dev/null
@@ -34,7 +34,8 @@ docker exec -w /src "$NAME" bash -euo pipefail -c '
 # The README recipe (after make build on the host).
 install -m 0755 bin/helios /usr/local/bin/helios
 install -d /etc/helios && install -m 0644 deploy/systemd/helios.yaml /etc/helios/
-install -m 0600 deploy/systemd/helios.env /etc/helios/helios.env   # set the admin token
+install -m 0600 deploy/systemd/helios.env /etc/helios/helios.env
+sed -i "s/^HELIOS_ADMIN_TOKEN=.*/HELIOS_ADMIN_TOKEN=$(openssl rand -hex 32)/" /etc/helios/helios.env   # the admin token
 groupadd --system helios-tls && install -d -m 0750 -g helios-tls /etc/helios/tls
 helios cert selfsigned --out /etc/helios/tls --host "$(hostname)"   # or copy your own pair
 chgrp helios-tls /etc/helios/tls/* && chmod 0640 /etc/helios/tls/helios.key

@@ -26,7 +26,8 @@ func configPath(flag string) (string, error) {
 }
 
 // loadConfig loads and validates the config at path. When it is invalid,
-// every problem is printed to w, one per line, and the error says how many.
+// every problem and warning is printed to w, one per line, and the error
+// says how many problems there are.
 func loadConfig(path string, w io.Writer) (*config.Config, error) {
 	cfg, err := config.Load(path, nil)
 	if err == nil {
@@ -37,7 +38,7 @@ func loadConfig(path string, w io.Writer) (*config.Config, error) {
 		for _, p := range ps {
 			fmt.Fprintln(w, p.String())
 		}
-		return nil, fmt.Errorf("%s: %d problem(s)", path, len(ps))
+		return nil, fmt.Errorf("%s: %d problem(s)", path, len(ps.Errors()))
 	}
 	return nil, err
 }

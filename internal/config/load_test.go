@@ -19,7 +19,8 @@ func ptr[T any](v T) *T { return &v }
 func TestLoadFull(t *testing.T) {
 	root := t.TempDir()
 	tlsDir := writeTestTLS(t)
-	cfg, err := Load("testdata/full.yaml", envFrom(map[string]string{"STATIC_ROOT": root, "TLS_DIR": tlsDir}))
+	logDir := t.TempDir()
+	cfg, err := Load("testdata/full.yaml", envFrom(map[string]string{"STATIC_ROOT": root, "TLS_DIR": tlsDir, "LOG_DIR": logDir}))
 	if err != nil {
 		t.Fatalf("Load: got %v, want no error", err)
 	}
@@ -97,8 +98,8 @@ func TestLoadFull(t *testing.T) {
 				IdempotentOnly: ptr(false), BudgetRatio: 0.1,
 			},
 		}},
-		Admin:   Admin{Address: "127.0.0.1:9999", Token: "changeme", Pprof: true},
-		Logging: Logging{Level: "debug", Format: "console", AccessLog: "/var/log/helios/access.log"},
+		Admin:   Admin{Address: "127.0.0.1:9999", Token: "changeme-changeme-changeme", Pprof: true},
+		Logging: Logging{Level: "debug", Format: "console", AccessLog: logDir + "/access.log"},
 	}
 	cfg.meta = nil // compared through the values it produced
 	if !reflect.DeepEqual(cfg, want) {

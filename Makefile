@@ -10,9 +10,11 @@ LDFLAGS := -s -w -X github.com/helios-lb/helios/internal/cli.Version=$(VERSION) 
 
 all: build
 
-## build: the static helios binary in bin/
+## build: the static helios binary in bin/, and the demo's self-signed certificate in
+## .cache/demo-tls (configs/helios.yaml's TLS listener serves it; remade when 60 days old)
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/helios
+	@scripts/demo-tls.sh $(BIN) .cache/demo-tls
 
 ## image: the container image helios:latest (FROM scratch, from bin/helios: no registry needed)
 image: build

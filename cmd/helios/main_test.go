@@ -300,7 +300,8 @@ func TestShippedConfigsValidate(t *testing.T) {
 			cmd.Dir = "/" // static roots are relative to the config file, as under systemd
 			// The examples take the admin token from the environment, as
 			// a deployment would; an unset one is an error (issue 9).
-			cmd.Env = append(os.Environ(), "HELIOS_ADMIN_TOKEN=example-token-example-token", "HELIOS_DEMO_TLS_DIR="+tlsDir)
+			// weighted.yaml logs to $LOGS_DIRECTORY, which systemd sets.
+			cmd.Env = append(os.Environ(), "HELIOS_ADMIN_TOKEN=example-token-example-token", "HELIOS_DEMO_TLS_DIR="+tlsDir, "LOGS_DIRECTORY="+t.TempDir())
 			out, err := cmd.CombinedOutput()
 			if err != nil || strings.TrimSpace(string(out)) != "ok" {
 				t.Errorf("got %q (%v), want ok", out, err)

@@ -6,14 +6,28 @@ import (
 	"io"
 	"os"
 
+	"github.com/spf13/cobra"
+
 	"github.com/helios-lb/helios/internal/config"
 )
 
 // defaultConfigPaths are tried in order when --config is not given.
 var defaultConfigPaths = []string{"./helios.yaml", "/etc/helios/helios.yaml"}
 
-// configPath returns the explicit path, or the first default that exists.
-func configPath(flag string) (string, error) {
+// configArgs are the arguments of a command that takes the config file
+// as --config FILE or as its one argument (helios validate FILE, as
+// nginx -t and caddy users type it).
+var configArgs = cobra.MaximumNArgs(1)
+
+// configPath returns the config file named by --config (flag) or by the
+// command's argument, or else the first default that exists.
+func configPath(flag string, args []string) (string, error) {
+	if len(args) > 0 {
+		if flag != "" && flag != args[0] {
+			return "", fmt.Errorf("two config files: --config %s and %s (give one)", flag, args[0])
+		}
+		return args[0], nil
+	}
 	if flag != "" {
 		return flag, nil
 	}

@@ -9,7 +9,7 @@ import (
 func newValidateCmd() *cobra.Command {
 	var file string
 	cmd := &cobra.Command{
-		Use:   "validate",
+		Use:   "validate [FILE]",
 		Short: "Check a config file and print every problem in it",
 		Long: `Validate reads the config file, checks every key and prints "ok", or one line per
 problem in the form FILE:LINE: key.path: what is wrong (what is allowed).
@@ -18,9 +18,9 @@ that expires within 14 days, backends whose certificates go unverified)
 are printed as FILE:LINE: key.path: WARNING: ... before "ok".
 The exit status is 0 when the file is valid (warnings or not) and 1
 otherwise.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			path, err := configPath(file)
+		Args: configArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := configPath(file, args)
 			if err != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
 				return exitError{1}

@@ -10,6 +10,7 @@ type fakeSource struct{}
 
 func (fakeSource) Ready() (bool, string)     { return true, "" }
 func (fakeSource) Upstreams() []Upstream     { return nil }
+func (fakeSource) Listeners() []Listener     { return nil }
 func (fakeSource) Reload() ([]string, error) { return nil, nil }
 
 // TestBearerSchemeIsCaseInsensitive guards issue 9 item 8: the scheme of

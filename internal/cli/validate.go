@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/helios-lb/helios/internal/server"
 )
 
 func newValidateCmd() *cobra.Command {
@@ -13,9 +15,14 @@ func newValidateCmd() *cobra.Command {
 		Short: "Check a config file and print every problem in it",
 		Long: `Validate reads the config file, checks every key and prints "ok", or one line per
 problem in the form FILE:LINE: key.path: what is wrong (what is allowed).
-Certificate and key files are read and checked. Warnings (a certificate
-that expires within 14 days, backends whose certificates go unverified)
-are printed as FILE:LINE: key.path: WARNING: ... before "ok".
+What serve would refuse at start, validate refuses: certificate and key
+files are read and checked, the access log's directory must exist and be
+writable. Warnings (a certificate that expires within 14 days, backends
+whose certificates go unverified) are printed as FILE:LINE: key.path:
+WARNING: ..., beside the problems or before "ok". A valid file also gets
+one "memory:" line per listener: what its client connections may hold in
+memory, per connection and at max_connections (README, "Memory per
+connection").
 The exit status is 0 when the file is valid (warnings or not) and 1
 otherwise.`,
 		Args: configArgs,
@@ -30,10 +37,19 @@ otherwise.`,
 				fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
 				return exitError{1}
 			}
+			out := cmd.OutOrStdout()
 			for _, w := range cfg.Warnings {
-				fmt.Fprintln(cmd.OutOrStdout(), w.String())
+				fmt.Fprintln(out, w.String())
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "ok")
+			// What max_connections commits the machine to (issue 18
+			// item 7: serve logged it at every start, where it read
+			// like an alarm).
+			for _, lc := range cfg.Listeners {
+				m := server.ListenerMemory(lc, lc.MaxConnections)
+				fmt.Fprintf(out, "memory: listener %s (%s): up to %d KiB per client connection, %d KiB streaming to a slow reader; %d MiB and %d MiB at max_connections %d\n",
+					lc.Name, lc.Address, m.WorstKiB, m.SlowReaderKiB, m.WorstTotalMiB, m.SlowReadersTotalMiB, m.Connections)
+			}
+			fmt.Fprintln(out, "ok")
 			return nil
 		},
 	}

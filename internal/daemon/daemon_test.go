@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -303,5 +304,48 @@ func TestWatchdogPingsWhileServing(t *testing.T) {
 	}
 	if pings < 3 {
 		t.Errorf("got %d watchdog pings in 2s with WATCHDOG_USEC=200ms, want at least 3", pings)
+	}
+}
+
+// lockedBuffer is a strings.Builder the daemon's logger writes while the
+// test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestStartLine guards issue 18 item 7: the log opened with a descriptor
+// warning and one "memory per client connection" line per listener, and
+// said what was served where only in a field. Now the first line says it,
+// as Caddy's "Caddy proxying http://:8080 -> 127.0.0.1:9001" does.
+func TestStartLine(t *testing.T) {
+	logs := &lockedBuffer{}
+	in := start(t, "", Options{Stderr: logs})
+	<-in.ready
+	var first struct {
+		Level, Msg string
+		PID        int `json:"pid"`
+	}
+	line, _, _ := strings.Cut(logs.String(), "\n")
+	if err := json.Unmarshal([]byte(line), &first); err != nil {
+		t.Fatalf("first log line %q: %v", line, err)
+	}
+	backend := in.configFormat[strings.Index(in.configFormat, `backends: [{address: "`)+len(`backends: [{address: "`):]
+	backend = backend[:strings.IndexByte(backend, '"')]
+	want := "Helios proxying http://" + in.web + " -> " + backend + "; admin on http://" + in.admin
+	if first.Level != "info" || first.Msg != want || first.PID != os.Getpid() {
+		t.Errorf("first log line: got %s, want level info, msg %q and the pid", line, want)
 	}
 }

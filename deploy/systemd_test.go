@@ -8,10 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/helios-lb/helios/internal/systemd/systemdtest"
 )
 
 // unitWithBinary copies a unit from deploy/systemd to dir with
@@ -199,5 +202,76 @@ func TestLogrotateSnippet(t *testing.T) {
 	out, err := exec.Command(lr, "--debug", "--state", state, filepath.Join(repoRoot(t), "deploy/logrotate/helios")).CombinedOutput()
 	if err != nil || strings.Contains(strings.ToLower(string(out)), "error") {
 		t.Errorf("logrotate --debug: %v\n%s", err, out)
+	}
+}
+
+// TestSystemdReloadValidatesFirst guards issue 18 item 10: systemctl
+// reload with a broken config said only "Job for helios.service failed";
+// the FILE:LINE was in the journal. The unit's first ExecReload= runs
+// helios validate on the config ExecStart= serves (so a broken file never
+// reaches the running process), and validate, run by systemd with
+// NotifyAccess=all, sets STATUS= to the first problem, which systemctl
+// status shows.
+func TestSystemdReloadValidatesFirst(t *testing.T) {
+	unit, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy/systemd/helios.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var start, reloads []string
+	notifyAll := false
+	for _, line := range strings.Split(string(unit), "\n") {
+		key, value, _ := strings.Cut(line, "=")
+		switch key {
+		case "ExecStart":
+			start = strings.Fields(value)
+		case "ExecReload":
+			reloads = append(reloads, value)
+		case "NotifyAccess":
+			notifyAll = value == "all"
+		}
+	}
+	configOf := func(args []string) string {
+		if i := slices.Index(args, "--config"); i >= 0 && i+1 < len(args) {
+			return args[i+1]
+		}
+		return ""
+	}
+	if len(reloads) < 2 || len(start) == 0 {
+		t.Fatalf("got ExecStart=%q and ExecReload=%q, want ExecStart= and two ExecReload= lines", start, reloads)
+	}
+	first := strings.Fields(reloads[0])
+	if len(first) < 2 || first[0] != start[0] || first[1] != "validate" || configOf(first) == "" || configOf(first) != configOf(start) {
+		t.Errorf("the first ExecReload= is %q; want helios validate on ExecStart='s config %q", reloads[0], configOf(start))
+	}
+	if !notifyAll {
+		t.Errorf("NotifyAccess=all is missing: systemd would ignore the STATUS= helios validate sends from ExecReload=")
+	}
+
+	dir := t.TempDir()
+	bin := buildHelios(t, dir)
+	cfg := filepath.Join(dir, "helios.yaml")
+	os.WriteFile(cfg, []byte("listeners: [{name: web, address: \":80\"}]\nroutes: [{name: r, respond: {status: 999}}]\n"), 0o644)
+	m := systemdtest.NewManager(t)
+	args := slices.Clone(first[1:])
+	args[slices.Index(args, "--config")+1] = cfg
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+m.Path)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("ExecReload='s validate on a broken config: exit 0\n%s", out)
+	}
+	want := "STATUS=configuration refused by helios validate; a running Helios keeps its configuration: " + cfg + ":2: routes[0].respond.status: 999 is out of range (100-599)"
+	if got, _ := m.Read(5 * time.Second); got != want {
+		t.Errorf("sd_notify: got %q, want %q", got, want)
+	}
+	// A good config sends nothing: the running process reports the reload.
+	os.WriteFile(cfg, []byte("listeners: [{name: web, address: \":80\"}]\nroutes: [{name: r, respond: {}}]\n"), 0o644)
+	cmd = exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+m.Path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("validate on a good config: %v\n%s", err, out)
+	}
+	if got, ok := m.Read(300 * time.Millisecond); ok {
+		t.Errorf("validate on a good config sent %q, want nothing", got)
 	}
 }

@@ -52,7 +52,18 @@ func loadConfig(path string, w io.Writer) (*config.Config, error) {
 		for _, p := range ps {
 			fmt.Fprintln(w, p.String())
 		}
-		return nil, fmt.Errorf("%s: %d problem(s)", path, len(ps.Errors()))
+		return nil, invalidError{path, ps.Errors()}
 	}
 	return nil, err
+}
+
+// invalidError is loadConfig's error for a config with problems, which it
+// has printed.
+type invalidError struct {
+	path     string
+	problems config.Problems // the errors, warnings left out
+}
+
+func (e invalidError) Error() string {
+	return fmt.Sprintf("%s: %d problem(s)", e.path, len(e.problems))
 }

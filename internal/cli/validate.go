@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/helios-lb/helios/internal/server"
+	"github.com/helios-lb/helios/internal/systemd"
 )
 
 func newValidateCmd() *cobra.Command {
@@ -24,7 +27,12 @@ one "memory:" line per listener: what its client connections may hold in
 memory, per connection and at max_connections (README, "Memory per
 connection").
 The exit status is 0 when the file is valid (warnings or not) and 1
-otherwise.`,
+otherwise.
+
+Run by systemd (NOTIFY_SOCKET set: the shipped unit's ExecReload= and
+ExecStartPre=, with NotifyAccess=all), a refusal also sets the service's
+status line to the first problem, so that systemctl status shows why
+systemctl reload failed while the running configuration keeps serving.`,
 		Args: configArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := configPath(file, args)
@@ -35,6 +43,7 @@ otherwise.`,
 			cfg, err := loadConfig(path, cmd.OutOrStdout())
 			if err != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
+				notifyRefused(err)
 				return exitError{1}
 			}
 			out := cmd.OutOrStdout()
@@ -55,4 +64,25 @@ otherwise.`,
 	}
 	cmd.Flags().StringVarP(&file, "config", "c", "", "config file (default ./helios.yaml, then /etc/helios/helios.yaml)")
 	return cmd
+}
+
+// notifyRefused tells systemd, when validate runs as one of a unit's
+// commands, why the config was refused: STATUS= with the first problem,
+// which systemctl status shows (issue 18 item 10: systemctl reload said
+// only "Job for helios.service failed", the FILE:LINE was in the journal).
+// Outside systemd it does nothing.
+func notifyRefused(err error) {
+	n, nerr := systemd.NewNotifier(os.Getenv("NOTIFY_SOCKET"))
+	if nerr != nil || !n.Enabled() {
+		return
+	}
+	why := err.Error()
+	var ie invalidError
+	if errors.As(err, &ie) && len(ie.problems) > 0 {
+		why = ie.problems[0].String()
+		if more := len(ie.problems) - 1; more > 0 {
+			why += fmt.Sprintf(" (and %d more: helios validate lists them)", more)
+		}
+	}
+	n.Status("configuration refused by helios validate; a running Helios keeps its configuration: " + why)
 }

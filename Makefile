@@ -62,7 +62,9 @@ vet:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-## bench: the full `helios bench` suite against every installed peer (about 42 minutes on 2 CPUs, `bin/helios bench --plan` says; report in bench/results/DATE-HOST/)
+## bench: the full `helios bench` suite against every installed peer (about an hour on 2 CPUs with
+## all three; `bin/helios bench --plan` prints the runs and the estimate for this machine; report
+## in bench/results/DATE-HOST/)
 bench: build
 	$(BIN) bench $(BENCHFLAGS)
 

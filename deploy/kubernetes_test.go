@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -298,5 +299,27 @@ func TestKubernetesManifests(t *testing.T) {
 	if !match(pdb.Spec.Selector.MatchLabels) || (pdb.Spec.MaxUnavailable == nil && pdb.Spec.MinAvailable == nil) {
 		t.Errorf("PodDisruptionBudget: selector %v, maxUnavailable %v, minAvailable %v; want the pod's labels and a bound",
 			pdb.Spec.Selector.MatchLabels, pdb.Spec.MaxUnavailable, pdb.Spec.MinAvailable)
+	}
+}
+
+// TestKubernetesVersionAgrees guards issue 18 item 11: the README said
+// Kubernetes 1.29+ while the manifests need 1.30 (the app's preStop sleep
+// action). Every place that names the minimum names the same one.
+func TestKubernetesVersionAgrees(t *testing.T) {
+	re := regexp.MustCompile(`Kubernetes (1\.\d+)(\+| or later)`)
+	for _, f := range []string{"README.md", "deploy/kubernetes/README.md", "deploy/kubernetes/deployment.yaml"} {
+		b, err := os.ReadFile(filepath.Join(repoRoot(t), f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms := re.FindAllStringSubmatch(string(b), -1)
+		if len(ms) == 0 {
+			t.Errorf("%s names no minimum Kubernetes version", f)
+		}
+		for _, m := range ms {
+			if m[1] != "1.30" {
+				t.Errorf("%s: %q, want 1.30 (preStop.sleep)", f, m[0])
+			}
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -273,5 +274,89 @@ func TestSystemdReloadValidatesFirst(t *testing.T) {
 	}
 	if got, ok := m.Read(300 * time.Millisecond); ok {
 		t.Errorf("validate on a good config sent %q, want nothing", got)
+	}
+}
+
+// TestLogrotatePostrotateWithoutSystemd guards issue 18 item 11: the
+// snippet's postrotate only worked under systemd and failed silently
+// elsewhere (systemctl ... >/dev/null 2>&1 || true), so Helios went on
+// writing to the rotated file. Here its script runs as on a machine
+// without systemd, against a helios serve with --pid-file: the log is
+// reopened, and without a PID file the script says what to do.
+func TestLogrotatePostrotateWithoutSystemd(t *testing.T) {
+	snippet, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy/logrotate/helios"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)\n\s*postrotate\n(.*?)\n\s*endscript`).FindSubmatch(snippet)
+	if m == nil {
+		t.Fatal("no postrotate script in deploy/logrotate/helios")
+	}
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "helios.pid")
+	script := strings.NewReplacer("/run/systemd/system", filepath.Join(dir, "no-systemd"), "/run/helios/helios.pid", pidFile).Replace(string(m[1]))
+	postrotate := func() (string, error) {
+		out, err := exec.Command("sh", "-c", script).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := postrotate(); err != nil || !strings.Contains(out, "--pid-file") {
+		t.Errorf("without Helios: got %v %q, want exit 0 and a note on how to make the script find it", err, out)
+	}
+
+	bin := buildHelios(t, dir)
+	web := freePort(t)
+	cfg := filepath.Join(dir, "helios.yaml")
+	os.WriteFile(cfg, []byte(`listeners: [{name: web, address: "127.0.0.1:`+web+`"}]
+routes: [{name: ping, respond: {status: 200, body: ok}}]
+admin: {address: "off"}
+logging: {access_log: access.log}
+`), 0o644)
+	srv := exec.Command(bin, "serve", "--config", cfg, "--pid-file", pidFile)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	get := func(path string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			resp, err := http.Get("http://127.0.0.1:" + web + path)
+			if err == nil {
+				resp.Body.Close()
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("GET %s: %v", path, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	get("/before")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(pidFile); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no PID file")
+		}
+	}
+	log := filepath.Join(dir, "access.log")
+	time.Sleep(1500 * time.Millisecond) // the log writer flushes every second
+	if err := os.Rename(log, log+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := postrotate(); err != nil {
+		t.Fatalf("postrotate: %v\n%s", err, out)
+	}
+	get("/after")
+	var reopened []byte
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if reopened, _ = os.ReadFile(log); strings.Contains(string(reopened), `"/after"`) {
+			break
+		}
+	}
+	if !strings.Contains(string(reopened), `"/after"`) {
+		rotated, _ := os.ReadFile(log + ".1")
+		t.Errorf("after postrotate: access.log holds %q (rotated file %q); want the request after the rotation in a new access.log", reopened, rotated)
 	}
 }

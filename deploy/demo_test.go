@@ -1,48 +1,43 @@
 package deploy
 
 import (
-	"bytes"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// syncBuffer is a bytes.Buffer a process writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+// demoOutput is where the demo writes: a file, which takes its writes
+// safely while the test reads it.
+type demoOutput struct{ f *os.File }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+func (o demoOutput) String() string {
+	b, _ := os.ReadFile(o.f.Name())
+	return string(b)
 }
 
 // startDemo runs scripts/demo.sh with bin from the repository's top, in a
 // process group of its own as a terminal would run it, with its
 // certificate in a temporary directory.
-func startDemo(t *testing.T, bin string) (*exec.Cmd, *syncBuffer) {
+func startDemo(t *testing.T, bin string) (*exec.Cmd, demoOutput) {
 	t.Helper()
 	cmd := exec.Command("scripts/demo.sh", bin, "configs/helios.yaml")
 	cmd.Dir = repoRoot(t)
 	cmd.Env = append(os.Environ(), "HELIOS_DEMO_TLS_DIR="+t.TempDir())
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
+	f, err := os.Create(filepath.Join(t.TempDir(), "demo.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	out := demoOutput{f}
+	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -57,7 +52,7 @@ func startDemo(t *testing.T, bin string) (*exec.Cmd, *syncBuffer) {
 }
 
 // waitExit waits up to d for cmd to exit and returns its wait error.
-func waitExit(t *testing.T, cmd *exec.Cmd, d time.Duration, out *syncBuffer) error {
+func waitExit(t *testing.T, cmd *exec.Cmd, d time.Duration, out demoOutput) error {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 )
@@ -23,20 +22,10 @@ On a config with problems it prints them, as validate does, on stderr and
 exits 1.`,
 		Args: configArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := configPath(file, args)
-			if err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
-				return exitError{1}
-			}
 			// Paths in the output are absolute, so that it means the
 			// same wherever it is saved.
-			abs, err := filepath.Abs(path)
+			cfg, err := loadNamed(cmd, file, args, cmd.ErrOrStderr(), true)
 			if err != nil {
-				return err
-			}
-			cfg, err := loadConfig(abs, cmd.ErrOrStderr())
-			if err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
 				return exitError{1}
 			}
 			out, err := cfg.YAML()
@@ -44,7 +33,7 @@ exits 1.`,
 				return err
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "# %s as helios serve runs it: defaults filled in, the environment expanded.\n", path)
+			fmt.Fprintf(w, "# %s as helios serve runs it: defaults filled in, the environment expanded.\n", cfg.File)
 			_, err = w.Write(out)
 			return err
 		},

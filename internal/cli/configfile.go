@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -37,6 +38,27 @@ func configPath(flag string, args []string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no config file: pass --config FILE, or create %s or %s", defaultConfigPaths[0], defaultConfigPaths[1])
+}
+
+// loadNamed loads the config named by --config (flag) or the command's
+// argument, as validate and config do: problems go to w, and what went
+// wrong to stderr; the error is for the caller to act on (exit status 1).
+// absolute loads the file by its absolute path, so that the paths in the
+// config come out absolute.
+func loadNamed(cmd *cobra.Command, flag string, args []string, w io.Writer, absolute bool) (*config.Config, error) {
+	path, err := configPath(flag, args)
+	if err == nil && absolute {
+		path, err = filepath.Abs(path)
+	}
+	var cfg *config.Config
+	if err == nil {
+		cfg, err = loadConfig(path, w)
+	}
+	if err != nil {
+		fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
+		return nil, err
+	}
+	return cfg, nil
 }
 
 // loadConfig loads and validates the config at path. When it is invalid,

@@ -35,14 +35,8 @@ status line to the first problem, so that systemctl status shows why
 systemctl reload failed while the running configuration keeps serving.`,
 		Args: configArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := configPath(file, args)
+			cfg, err := loadNamed(cmd, file, args, cmd.OutOrStdout(), false)
 			if err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
-				return exitError{1}
-			}
-			cfg, err := loadConfig(path, cmd.OutOrStdout())
-			if err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
 				notifyRefused(err)
 				return exitError{1}
 			}

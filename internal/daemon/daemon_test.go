@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -307,38 +306,25 @@ func TestWatchdogPingsWhileServing(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a strings.Builder the daemon's logger writes while the
-// test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestStartLine guards issue 18 item 7: the log opened with a descriptor
 // warning and one "memory per client connection" line per listener, and
 // said what was served where only in a field. Now the first line says it,
 // as Caddy's "Caddy proxying http://:8080 -> 127.0.0.1:9001" does.
 func TestStartLine(t *testing.T) {
-	logs := &lockedBuffer{}
+	// A file takes the daemon's writes safely while the test reads it.
+	logs, err := os.Create(filepath.Join(t.TempDir(), "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
 	in := start(t, "", Options{Stderr: logs})
 	<-in.ready
 	var first struct {
 		Level, Msg string
 		PID        int `json:"pid"`
 	}
-	line, _, _ := strings.Cut(logs.String(), "\n")
+	b, _ := os.ReadFile(logs.Name())
+	line, _, _ := strings.Cut(string(b), "\n")
 	if err := json.Unmarshal([]byte(line), &first); err != nil {
 		t.Fatalf("first log line %q: %v", line, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -273,9 +274,12 @@ func runReadmeSession(t *testing.T, root string, blocks []readmeBlock) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", script)
 	cmd.Dir = root
-	// A new user's shell: no HELIOS_ variables, no CI.
+	// A new user's shell: no HELIOS_ variables, and not inside the make
+	// that may be running these tests (its MAKEFLAGS would reach make
+	// run).
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HELIOS_") {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "HELIOS_") && !slices.Contains([]string{"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"}, name) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}

@@ -2,7 +2,9 @@
 # Runs the README's systemd recipe in a throwaway systemd container and
 # checks the unit there: start (READY=1), ports 80 and 443 (TLS) as the
 # dynamic user, the admin token, reload with a renewed certificate,
-# watchdog pings, a SIGUSR2 upgrade under requests, socket activation. Needs root, debootstrap and Docker; the Debian root file
+# a broken config refused by systemctl reload (its first problem in
+# systemctl status), watchdog pings, a SIGUSR2 upgrade under requests,
+# socket activation. Needs root, debootstrap and Docker; the Debian root file
 # system (about 270 MB, from deb.debian.org) is kept in $ROOTFS between runs.
 #
 #   make build && sudo scripts/systemd-sandbox.sh
@@ -78,6 +80,21 @@ check "main pid moved" "$([ "$new" != "$old" ] && echo yes)" yes
 check "still active" "$(systemctl show helios -p ActiveState --value)" active
 systemctl reload helios
 check "new process reloads" "$(systemctl show helios -p StatusText --value | cut -d" " -f1-2)" "serving on"
+
+# A broken config: the validate in ExecReload= refuses it, systemctl status
+# shows its first problem, and the running configuration keeps serving.
+cp /etc/helios/helios.yaml /tmp/good.yaml
+sed -i "s/interval: 2s/interval: 2x/" /etc/helios/helios.yaml
+check "broken config reload" "$(systemctl reload helios 2>/dev/null && echo reloaded || echo refused)" refused
+check "status names the problem" "$(systemctl show helios -p StatusText --value | grep -c "/etc/helios/helios.yaml:[0-9]*: upstreams\[0\].health_check.interval")" 1
+check "still serving" "$(curl -s localhost:80/ping)" "{\"ok\":true}"
+cp /tmp/good.yaml /etc/helios/helios.yaml
+systemctl reload helios
+check "fixed config reloads" "$(systemctl show helios -p StatusText --value | cut -d" " -f1-2)" "serving on"
+# The start line says what is served where; the access log is the
+# service user alone (UMask=0077), as the README says.
+check "start line" "$(journalctl -u helios --no-pager | grep -c "Helios serving http://\[::\]:80, https://\[::\]:443")" 2
+check "access log mode" "$(stat -c %a /var/log/helios/access.log)" 600
 
 # Socket activation.
 systemctl stop helios || true

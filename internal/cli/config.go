@@ -24,9 +24,9 @@ exits 1.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// Paths in the output are absolute, so that it means the
 			// same wherever it is saved.
-			cfg, err := loadNamed(cmd, file, args, cmd.ErrOrStderr(), true)
+			cfg, err := commandConfig(cmd, file, args, cmd.ErrOrStderr(), true)
 			if err != nil {
-				return exitError{1}
+				return err
 			}
 			out, err := cfg.YAML()
 			if err != nil {

@@ -40,25 +40,26 @@ func configPath(flag string, args []string) (string, error) {
 	return "", fmt.Errorf("no config file: pass --config FILE, or create %s or %s", defaultConfigPaths[0], defaultConfigPaths[1])
 }
 
-// loadNamed loads the config named by --config (flag) or the command's
-// argument, as validate and config do: problems go to w, and what went
-// wrong to stderr; the error is for the caller to act on (exit status 1).
+// commandConfig finds and loads the config file a command names, by
+// --config (file) or as its argument (args; nil for commands that take
+// none), with problems printed to w. On failure it says why on the
+// command's stderr and returns an error that is exitError{1} to Main and,
+// to errors.As, the reason (an invalidError for a config with problems).
 // absolute loads the file by its absolute path, so that the paths in the
 // config come out absolute.
-func loadNamed(cmd *cobra.Command, flag string, args []string, w io.Writer, absolute bool) (*config.Config, error) {
-	path, err := configPath(flag, args)
+func commandConfig(cmd *cobra.Command, file string, args []string, w io.Writer, absolute bool) (*config.Config, error) {
+	path, err := configPath(file, args)
 	if err == nil && absolute {
 		path, err = filepath.Abs(path)
 	}
-	var cfg *config.Config
 	if err == nil {
-		cfg, err = loadConfig(path, w)
+		var cfg *config.Config
+		if cfg, err = loadConfig(path, w); err == nil {
+			return cfg, nil
+		}
 	}
-	if err != nil {
-		fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
-		return nil, err
-	}
-	return cfg, nil
+	fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
+	return nil, errors.Join(exitError{1}, err)
 }
 
 // loadConfig loads and validates the config at path. When it is invalid,

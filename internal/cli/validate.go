@@ -35,10 +35,10 @@ status line to the first problem, so that systemctl status shows why
 systemctl reload failed while the running configuration keeps serving.`,
 		Args: configArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := loadNamed(cmd, file, args, cmd.OutOrStdout(), false)
+			cfg, err := commandConfig(cmd, file, args, cmd.OutOrStdout(), false)
 			if err != nil {
 				notifyRefused(err)
-				return exitError{1}
+				return err
 			}
 			out := cmd.OutOrStdout()
 			for _, w := range cfg.Warnings {

@@ -47,6 +47,7 @@ func SetDefaults(c *Config) {
 		setDefault(m, p+".write_timeout", &l.WriteTimeout, seconds(60))
 		// ReadTimeout defaults to 0, no limit.
 		setListenerTLSDefaults(m, l, p)
+		setACMEDefaults(c, i, p+".tls.acme")
 	}
 	for i := range c.Routes {
 		r, p := &c.Routes[i], indexPath("routes", i)

@@ -38,7 +38,7 @@ func TestLoadFull(t *testing.T) {
 						{CertFile: tlsDir + "/b.pem", KeyFile: tlsDir + "/b.key"},
 					},
 					MinVersion: "1.3", ClientCAFile: tlsDir + "/ca.pem", HandshakeTimeout: dur(5 * time.Second),
-					MaxHandshakes: 100, SessionTickets: ptr(false),
+					ClientHelloTimeout: dur(2 * time.Second), MaxHandshakes: 100, SessionTickets: ptr(false),
 				},
 				HTTP2: ptr(false),
 			},

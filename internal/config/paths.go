@@ -22,6 +22,9 @@ func (c *Config) resolvePaths(dir string) {
 			for j := range t.Certificates {
 				resolveAll(dir, &t.Certificates[j].CertFile, &t.Certificates[j].KeyFile)
 			}
+			if a := t.ACME; a != nil {
+				resolveAll(dir, &a.Storage, &a.CARoot)
+			}
 		}
 	}
 	for i := range c.Upstreams {

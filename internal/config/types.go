@@ -196,6 +196,12 @@ type Route struct {
 	// RequestBufferFileBytes is how much more it keeps in a temporary
 	// file (in $TMPDIR, unlinked at once), 0 or more. Default 16777216.
 	RequestBufferFileBytes int64 `yaml:"request_buffer_file_bytes"`
+	// HTTPSRedirect redirects (308) the route's cleartext requests for a
+	// host whose certificate a listener gets through ACME to the same URL
+	// over HTTPS; false serves them over cleartext too. Hosts without an
+	// ACME certificate are never redirected by it. nil means the
+	// default, true; HTTPSRedirects reads it.
+	HTTPSRedirect *bool `yaml:"https_redirect"`
 }
 
 // The Route.RequestBuffering values.

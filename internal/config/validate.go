@@ -46,6 +46,7 @@ func (c *Config) validate() (problems, warnings Problems) {
 	v.listeners(c.Listeners)
 	upstreams := v.upstreams(c.Upstreams)
 	v.routes(c.Routes, upstreams)
+	v.acme(c)
 	v.admin(&c.Admin)
 	v.logging(&c.Logging)
 	return v.problems, v.warnings

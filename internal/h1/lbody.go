@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/wire"
 )
 
@@ -24,7 +25,7 @@ import (
 // not wait for before the request begins.
 func (c *lconn) streamingBody() bool {
 	r := &c.req
-	return r.chunked || r.contentLength > maxLoopBody || r.expect100 && r.contentLength > 0
+	return r.chunked || r.ContentLength > maxLoopBody || r.Expect100 && r.ContentLength > 0
 }
 
 // bodyPending reports whether some of the request body is still to be
@@ -76,7 +77,7 @@ func (c *lconn) pumpReq() {
 	if u == nil || !c.streaming {
 		return
 	}
-	chunked := c.req.chunked
+	chunked := c.req.ContentLength < 0
 	for {
 		if u.busy() && (u.fileLeft() || len(u.fw.pending) > c.opts.outputLimit()) {
 			return
@@ -114,7 +115,7 @@ func (c *lconn) pumpReq() {
 		case err == io.EOF:
 			if chunked {
 				u.w.WriteString("0\r\n")
-				u.w.Write(c.reqBody.trailer)
+				httpmsg.TrailerFields(&u.w, &c.reqTrailer().hdr)
 				u.w.WriteString("\r\n")
 			}
 			c.streaming = false
@@ -391,7 +392,7 @@ func (c *lconn) spilled(gen uint32, err error) {
 // goes when the file part has).
 func (c *lconn) sendBuffered() {
 	u := c.up
-	if c.req.chunked && c.bodyBuf == bufferedPrefix {
+	if c.req.ContentLength < 0 && c.bodyBuf == bufferedPrefix {
 		u.w.writeHex(c.bb.Len())
 		u.w.WriteString("\r\n")
 		c.prefixCRLF = true

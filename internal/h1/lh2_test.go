@@ -1015,7 +1015,7 @@ func addFileRoute(t *testing.T, p *loopProxy, files map[string][]byte) *static.H
 	t.Helper()
 	h := fileHandler(t, files)
 	tab, err := route.New([]route.Entry[*proxy.Route]{
-		{Name: "files", PathPrefix: "/files/", Value: &proxy.Route{Name: "files", Static: &wire.Local{Name: "files", Handler: h}}},
+		{Name: "files", PathPrefix: "/files/", Value: &proxy.Route{Name: "files", Files: h}},
 		{Name: "fixed", PathPrefix: "/fixed/", Value: &proxy.Route{Name: "fixed", Respond: &fixedRoute}},
 		{Name: "big", Path: "/big-fixed", Value: &proxy.Route{Name: "big", Respond: &bigFixed}},
 		{Name: "up", Value: &proxy.Route{Name: "up", Upstream: p.up}},

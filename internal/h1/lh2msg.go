@@ -6,57 +6,45 @@ import (
 	"github.com/helios-lb/helios/internal/h2"
 )
 
-// h1msg is one direction of an HTTP/2 stream rendered as an HTTP/1.1
-// message, for the machine that reads HTTP/1.1: a client's request
-// (lh2.go) or a backend's answer (lh2up.go). The side that knows the head
-// writes it into in; the body follows as it arrives, in chunks when no
-// length was declared (chunked), the trailers, if any, in the last one.
-type h1msg struct {
-	// in holds the rendered bytes, from inR on.
+// streamBuf is what one direction of an HTTP/2 stream has received and
+// its exchange has not read yet: a client's request body (lh2.go) or a
+// backend's answer body (lh2up.go), as plain data, no framing. The body
+// decoder (body, kind bodyStream or bodyFixed) reads it as it reads a
+// socket; its end is the stream's END_STREAM, and trailers, if any, are
+// kept aside as a chunked body's decoder keeps its own.
+type streamBuf struct {
+	// in holds the data received, from inR on.
 	in  []byte
 	inR int
-	// ended: the sender's side is over (all of the message is in in);
-	// chunked: the body is rendered in chunks.
-	ended, chunked bool
+	// ended: the sender's side is over (all of the data is in in).
+	ended bool
+	// trailer is the stream's trailer section, if it had one.
+	trailer trailerSection
 }
 
 // data takes body bytes; end: the body is complete.
-func (m *h1msg) data(p []byte, end bool) {
+func (m *streamBuf) data(p []byte, end bool) {
 	if len(p) > 0 {
-		if m.chunked {
-			m.in = appendHex(m.in, int64(len(p)))
-			m.in = append(m.in, "\r\n"...)
-			m.in = append(m.in, p...)
-			m.in = append(m.in, "\r\n"...)
-		} else {
-			m.in = append(m.in, p...)
-		}
+		m.in = append(m.in, p...)
 	}
 	if end {
 		m.ended = true
-		if m.chunked {
-			m.in = append(m.in, "0\r\n\r\n"...)
-		}
 	}
 }
 
-// trailers ends the body with fields, in its last chunk; it reports false
-// when the body is not chunked, and HTTP/1.1 has nowhere to carry them
-// (the caller keeps them aside, or drops them).
-func (m *h1msg) trailers(fields []h2.Field) bool {
+// trailers ends the body with fields.
+func (m *streamBuf) trailers(fields []h2.Field) {
 	m.ended = true
-	if !m.chunked {
-		return false
+	m.trailer.reset()
+	for _, f := range fields {
+		m.trailer.addString(f.Name, f.Value)
 	}
-	m.in = append(m.in, "0\r\n"...)
-	m.in = appendFields(m.in, fields)
-	m.in = append(m.in, "\r\n"...)
-	return true
+	m.trailer.done()
 }
 
-// read copies out what has been rendered: errWouldBlock when nothing is
-// there yet, io.EOF once the message is all read.
-func (m *h1msg) read(p []byte) (int, error) {
+// read copies out what has been received: errWouldBlock when nothing is
+// there yet, io.EOF once all is read.
+func (m *streamBuf) read(p []byte) (int, error) {
 	if m.inR == len(m.in) {
 		m.in, m.inR = m.in[:0], 0
 		if m.ended {
@@ -72,22 +60,15 @@ func (m *h1msg) read(p []byte) (int, error) {
 	return n, nil
 }
 
-// reset empties the message for reuse, keeping a small buffer.
-func (m *h1msg) reset() {
+// unread reports whether received data is left to read.
+func (m *streamBuf) unread() bool { return m.inR < len(m.in) }
+
+// reset empties the buffer for reuse, keeping small buffers.
+func (m *streamBuf) reset() {
 	m.in, m.inR = m.in[:0], 0
 	if cap(m.in) > maxIdlePending {
 		m.in = nil
 	}
-	m.ended, m.chunked = false, false
-}
-
-// appendFields appends fields as "name: value\r\n" lines.
-func appendFields(b []byte, fields []h2.Field) []byte {
-	for _, f := range fields {
-		b = append(b, f.Name...)
-		b = append(b, ": "...)
-		b = append(b, f.Value...)
-		b = append(b, "\r\n"...)
-	}
-	return b
+	m.trailer.reset()
+	m.ended = false
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/helios-lb/helios/internal/h2"
@@ -504,7 +506,8 @@ func (c *lconn) sendRequest() {
 	if c.bodyBuf == bufferedWhole {
 		bodyLen = c.bb.Len()
 	}
-	writeRequestHead(&u.w, &c.req, c.remote.Addr(), c.opts.TLS != nil, c.be.Addr, bodyLen, c.local != nil)
+	hop := c.hop()
+	writeRequestHead(&u.w, &c.l.fwd, &c.req, &hop, bodyLen)
 	switch {
 	case c.bodyBuf != notBuffered:
 		c.sendBuffered()
@@ -681,7 +684,17 @@ func (u *lupconn) event(ev uint32) {
 // readUpHead reads the backend's response head.
 func (c *lconn) readUpHead() {
 	u := c.up
-	head := equalFold(c.req.method, "head")
+	if st := u.h2; st != nil {
+		// An HTTP/2 backend's head came whole (OnResponse).
+		switch {
+		case st.gotHead:
+			c.gotHead()
+		case st.err != nil:
+			c.upFailed(st.err, true)
+		}
+		return
+	}
+	head := httpmsg.EqualFold(c.req.Method, "head")
 	for {
 		b := u.rd.buffered()
 		if end, _ := findHeadEnd(b, 0); end > 0 {
@@ -692,11 +705,11 @@ func (c *lconn) readUpHead() {
 				c.upFailed(fmt.Errorf("%w: %w", wire.ErrBackend, err), true)
 				return
 			}
-			if u.resp.status < 200 && u.resp.status != 101 {
+			if u.resp.Status < 200 && u.resp.Status != 101 {
 				u.rd.pin = 0 // interim answers are not relayed, nor kept
 				continue
 			}
-			if u.resp.status == 101 && !c.req.upgrade {
+			if u.resp.Status == 101 && c.req.Upgrade == nil {
 				// Switching to a protocol nobody asked for (or the route
 				// refused) would open a tunnel past routing.
 				c.upFailed(fmt.Errorf("%w: 101 Switching Protocols to a request without Upgrade", wire.ErrBackend), true)
@@ -742,13 +755,14 @@ func (c *lconn) gotHead() {
 	switch {
 	case u.resp.chunked:
 		u.body.reset(&u.rd, bodyChunked, 0)
-	case u.resp.untilClose:
+	case u.resp.ContentLength < 0:
+		// Until the connection closes, or the stream ends.
 		u.body.reset(&u.rd, bodyUntilClose, 0)
 	default:
-		u.body.reset(&u.rd, bodyFixed, max(u.resp.contentLength, 0))
+		u.body.reset(&u.rd, bodyFixed, max(u.resp.ContentLength, 0))
 	}
 	c.deadline, c.dkind = 0, dlNone
-	c.forwarded(u.resp.status, nil)
+	c.forwarded(u.resp.Status, nil)
 }
 
 // upFailed handles an attempt that failed before a response head. A
@@ -764,7 +778,7 @@ func (c *lconn) upFailed(err error, sent bool) {
 		u.close()
 	}
 	stale := used && c.tries == 0 && isStale(err) && !c.bodySent &&
-		(!wrote || idempotent(c.req.method))
+		(!wrote || idempotent(c.req.Method))
 	// An HTTP/2 backend that refused the stream, or whose GOAWAY left it
 	// unprocessed, did nothing with it: it goes again, transparently,
 	// on another stream (RFC 9113 §8.7), a few times at most.

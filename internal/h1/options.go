@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/helios-lb/helios/internal/h2"
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/wire"
 )
 
@@ -98,7 +99,7 @@ const (
 	writeBufSize             = 4 << 10
 )
 
-var textPlain = []byte("Content-Type: text/plain; charset=utf-8\r\n")
+var textPlain = httpmsg.HeaderOf("Content-Type", "text/plain; charset=utf-8")
 
 // wrapClientErr marks a failed write to the client as the client's doing.
 func wrapClientErr(err error) error {

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/helios-lb/helios/internal/acme"
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/tlsconf"
@@ -21,6 +22,7 @@ func (fakeSource) OpenConnections() map[string]int64  { return nil }
 func (fakeSource) AcceptErrors() map[string]uint64    { return nil }
 func (fakeSource) Panics() uint64                     { return 0 }
 func (fakeSource) TLSProviders() []*tlsconf.Provider  { return nil }
+func (fakeSource) ACMEManagers() []*acme.Manager      { return nil }
 func (s fakeSource) HTTP2Stats() map[string]*h2.Stats { return s.h2 }
 
 // protoExchange is an exchange of which only the protocol and the TLS

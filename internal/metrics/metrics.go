@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/helios-lb/helios/internal/acme"
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/tlsconf"
@@ -40,6 +41,9 @@ type Source interface {
 	TLSProviders() []*tlsconf.Provider
 	// HTTP2Stats returns the HTTP/2 counters of each listener, by name.
 	HTTP2Stats() map[string]*h2.Stats
+	// ACMEManagers returns the ACME managers of the listeners that have
+	// one.
+	ACMEManagers() []*acme.Manager
 }
 
 // Metrics holds Helios's collectors.
@@ -55,6 +59,7 @@ type Metrics struct {
 	protocolDesc                                                *prometheus.Desc
 	tls                                                         tlsDescs
 	http2                                                       http2Descs
+	acme                                                        acmeDescs
 	protocols                                                   Protocols
 }
 
@@ -107,6 +112,7 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 			[]string{"protocol", "tls"}, nil),
 		tls:   newTLSDescs(),
 		http2: newHTTP2Descs(),
+		acme:  newACMEDescs(),
 	}
 	m.noRoute.Duration = m.duration.WithLabelValues(noRouteLabel, "")
 	for _, c := range []prometheus.Collector{
@@ -183,6 +189,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.collectTLS(ch, time.Now())
 	m.protocols.collect(ch, m.protocolDesc)
 	m.collectHTTP2(ch)
+	m.collectACME(ch, time.Now())
 }
 
 func (m *Metrics) collectBackend(ch chan<- prometheus.Metric, upName string, b *upstream.Backend) {

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
@@ -29,6 +30,10 @@ type Graph struct {
 	Upstreams []*Upstream
 	// Recorder receives one Record per request; nil records nothing.
 	Recorder Recorder
+	// ACME answers HTTP-01 challenges and says which hosts are
+	// redirected to HTTPS; nil when no listener gets certificates
+	// through ACME.
+	ACME ACME
 }
 
 // Route is a compiled route with exactly one action set.
@@ -39,9 +44,13 @@ type Route struct {
 	Upstream *Upstream
 	// Respond answers with a fixed response; nil when another action is set.
 	Respond *Fixed
-	// Static answers from files (served as an in-process handler); nil
-	// when another action is set.
-	Static *wire.Local
+	// Files answers from files, sent by the engine itself
+	// (ActServeFile); nil when another action is set.
+	Files wire.Files
+	// Local answers with an in-process net/http handler, which the
+	// engine forwards to as to a backend (ActServeHTTP); nil when
+	// another action is set.
+	Local *wire.Local
 	// Index is the route's position in the configuration.
 	Index int
 	// Stats counts the route's requests; nil counts nothing. It is kept
@@ -59,6 +68,10 @@ type Route struct {
 	// backend is chosen (request buffering), under these limits; nil
 	// streams bodies to the backend as they arrive.
 	Buffer *wire.BufferLimits
+	// NoHTTPSRedirect serves the route's cleartext requests for hosts
+	// whose certificates come from ACME, which are otherwise redirected
+	// to HTTPS (Graph.ACME).
+	NoHTTPSRedirect bool
 }
 
 // refuses reports whether the route refuses method m: TRACE and CONNECT
@@ -140,8 +153,9 @@ type UpstreamStats struct {
 // Fixed is a pre-rendered response.
 type Fixed struct {
 	Status int
-	// Header holds "Name: value\r\n" lines.
-	Header []byte
+	// Header holds its fields (but Date and framing, which the engine
+	// adds).
+	Header httpmsg.Header
 	Body   []byte
 }
 

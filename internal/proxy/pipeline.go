@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -17,7 +18,7 @@ const StatusClientClosed = 499
 // Short bodies of the answers Helios makes itself. Never a 500 for a
 // proxy error: the status says whose fault it was.
 var (
-	textHeader   = []byte("Content-Type: text/plain; charset=utf-8\r\n")
+	textHeader   = httpmsg.HeaderOf("Content-Type", "text/plain; charset=utf-8")
 	bodyNoRoute  = []byte("404 Not Found: no route matches this request\n")
 	bodyNoBacked = []byte("503 Service Unavailable: no backend is available\n")
 	bodyBadGW    = []byte("502 Bad Gateway: the backend could not be reached or failed\n")
@@ -27,7 +28,7 @@ var (
 	bodyTooLarge = []byte("413 Content Too Large: the request body is larger than this route accepts\n")
 	bodyBusy     = []byte("503 Service Unavailable: the backend is at its connection limit\n")
 	// RFC 9110 §15.5.6: a 405 lists the methods that are allowed.
-	notAllowedHeader = []byte("Allow: GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH\r\nContent-Type: text/plain; charset=utf-8\r\n")
+	notAllowedHeader = httpmsg.HeaderOf("Allow", "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH", "Content-Type", "text/plain; charset=utf-8")
 	bodyNotAllowed   = []byte("405 Method Not Allowed: this route does not accept the method\n")
 )
 
@@ -64,17 +65,39 @@ type flow struct {
 	// reports on.
 	last wire.Action
 	// The answer for ActRespond.
-	ansStatus       int
-	ansHeader, ansB []byte
+	ansStatus int
+	ansHeader *httpmsg.Header
+	ansB      []byte
+	// local is the in-process handler of an ActServeHTTP that is not a
+	// route's (the ACME challenge solver); nil otherwise.
+	local *wire.Local
+	// redirect holds the Location of an https redirect and redirectHdr
+	// its fields, reused by the connection's requests.
+	redirect    []byte
+	redirectHdr httpmsg.Header
 }
 
 // Begin routes the request.
 func (f *flow) Begin(ex wire.Exchange) wire.Action {
 	p := f.p
-	*f = flow{p: p, g: p.graph.Load(), ex: ex}
+	*f = flow{p: p, g: p.graph.Load(), ex: ex, redirect: f.redirect, redirectHdr: f.redirectHdr}
 	f.rec.Start = time.Now()
 	f.setRequestID(ex)
+	if a := f.g.ACME; a != nil {
+		if act, ok := f.acmeChallenge(a, ex); ok {
+			return act
+		}
+	}
 	rt, ok := f.g.Routes.Match(ex.Host(), ex.Path())
+	if a := f.g.ACME; a != nil {
+		var r *Route
+		if ok {
+			r = rt
+		}
+		if act, ok := f.httpsRedirect(a, ex, r); ok {
+			return act
+		}
+	}
 	if ok {
 		if rt.refuses(ex.Method()) {
 			f.rec.Route = rt
@@ -105,11 +128,15 @@ func (f *flow) Begin(ex wire.Exchange) wire.Action {
 		return f.startForward(rt.Upstream)
 	case rt.Respond != nil:
 		f.rec.Route = rt
-		return f.answer(rt.Respond.Status, rt.Respond.Header, rt.Respond.Body)
-	default:
+		return f.answer(rt.Respond.Status, &rt.Respond.Header, rt.Respond.Body)
+	case rt.Local != nil:
 		f.rec.Route = rt
 		f.last = wire.ActServeHTTP
 		return wire.ActServeHTTP
+	default:
+		f.rec.Route = rt
+		f.last = wire.ActServeFile
+		return wire.ActServeFile
 	}
 }
 
@@ -125,17 +152,25 @@ func isGRPC(ex wire.Exchange) bool {
 
 var grpcType = []byte("application/grpc")
 
-func (f *flow) answer(status int, header, body []byte) wire.Action {
+func (f *flow) answer(status int, header *httpmsg.Header, body []byte) wire.Action {
 	f.ansStatus, f.ansHeader, f.ansB = status, header, body
 	f.last = wire.ActRespond
 	return wire.ActRespond
 }
 
 // Answer returns the answer for ActRespond.
-func (f *flow) Answer() (int, []byte, []byte) { return f.ansStatus, f.ansHeader, f.ansB }
+func (f *flow) Answer() (int, *httpmsg.Header, []byte) { return f.ansStatus, f.ansHeader, f.ansB }
 
 // Handler returns the route's in-process handler for ActServeHTTP.
-func (f *flow) Handler() *wire.Local { return f.rec.Route.Static }
+func (f *flow) Handler() *wire.Local {
+	if f.local != nil {
+		return f.local
+	}
+	return f.rec.Route.Local
+}
+
+// Files returns the route's file planner for ActServeFile.
+func (f *flow) Files() wire.Files { return f.rec.Route.Files }
 
 // BufferLimits returns the route's request buffering limits.
 func (f *flow) BufferLimits() wire.BufferLimits { return *f.rec.Route.Buffer }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
@@ -32,8 +33,9 @@ type fakeExchange struct {
 	limit     int64
 	buffered  *wire.BufferLimits
 	bufferErr error
-	// forwarded is what the engine would send as X-Request-Id.
-	forwarded []byte
+	// req is the head the pipeline may edit; arena backs Alloc.
+	req   httpmsg.Request
+	arena []byte
 }
 
 var (
@@ -71,21 +73,32 @@ func (e *fakeExchange) BufferBody(lim wire.BufferLimits) error {
 	e.buffered = &lim
 	return e.bufferErr
 }
-func (e *fakeExchange) Respond(status int, header []byte, body []byte) error {
-	e.status, e.respHeader, e.respBody = status, string(header), string(body)
+func (e *fakeExchange) Respond(status int, header *httpmsg.Header, body []byte) error {
+	e.status, e.respBody = status, string(body)
+	e.respHeader = ""
+	if header != nil {
+		for _, f := range header.Fields {
+			e.respHeader += string(f.Name) + ": " + string(f.Value) + "\r\n"
+		}
+	}
 	return nil
 }
-func (e *fakeExchange) Query() []byte        { return nil }
-func (e *fakeExchange) Proto() []byte        { return fakeProto }
-func (e *fakeExchange) TLSVersion() []byte   { return nil }
-func (e *fakeExchange) Header(string) []byte { return nil }
-func (e *fakeExchange) ForwardRequestID(n int) []byte {
-	if cap(e.forwarded) < n {
-		e.forwarded = make([]byte, n)
+func (e *fakeExchange) Query() []byte               { return nil }
+func (e *fakeExchange) Proto() []byte               { return fakeProto }
+func (e *fakeExchange) TLSVersion() []byte          { return nil }
+func (e *fakeExchange) Header(string) []byte        { return nil }
+func (e *fakeExchange) Request() *httpmsg.Request   { return &e.req }
+func (e *fakeExchange) Response() *httpmsg.Response { return nil }
+func (e *fakeExchange) Alloc(n int) []byte {
+	if cap(e.arena) < n {
+		e.arena = make([]byte, n)
 	}
-	e.forwarded = e.forwarded[:n]
-	return e.forwarded
+	return e.arena[:n]
 }
+
+// begin makes the exchange ready for its next request, as an engine's
+// is: a head of its own.
+func (e *fakeExchange) begin() { e.req.Reset() }
 
 // fakeTransport answers each backend from a script: an error or a status.
 type fakeTransport struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/helios-lb/helios/internal/balancer"
 	"github.com/helios-lb/helios/internal/config"
 	"github.com/helios-lb/helios/internal/health"
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/static"
@@ -93,7 +94,7 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 	}
 	entries := make([]route.Entry[*proxy.Route], 0, len(cfg.Routes))
 	for i, rc := range cfg.Routes {
-		rt := &proxy.Route{Name: rc.Name, Index: i}
+		rt := &proxy.Route{Name: rc.Name, Index: i, NoHTTPSRedirect: !rc.HTTPSRedirects()}
 		for _, u := range rc.Upgrades {
 			rt.Upgrades = append(rt.Upgrades, []byte(strings.ToLower(u)))
 		}
@@ -127,7 +128,7 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 				return nil, fmt.Errorf("route %s: %w", rc.Name, err)
 			}
 			g.statics = append(g.statics, h)
-			rt.Static = &wire.Local{Name: rc.Name, Handler: h}
+			rt.Files = h
 		default:
 			return nil, fmt.Errorf("route %s: no action", rc.Name)
 		}
@@ -327,15 +328,12 @@ func renderFixed(r *config.Respond) *proxy.Fixed {
 		}
 	}
 	sort.Strings(names)
-	var hdr []byte
+	var hdr httpmsg.Header
 	for _, k := range names {
-		hdr = append(hdr, k...)
-		hdr = append(hdr, ": "...)
-		hdr = append(hdr, r.Headers[k]...)
-		hdr = append(hdr, "\r\n"...)
+		hdr.Add([]byte(k), []byte(r.Headers[k]))
 	}
 	if !hasType && r.Body != "" {
-		hdr = append(hdr, "Content-Type: text/plain; charset=utf-8\r\n"...)
+		hdr.Add([]byte("Content-Type"), []byte("text/plain; charset=utf-8"))
 	}
 	status := r.Status
 	if status == 0 {

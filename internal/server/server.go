@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/helios-lb/helios/internal/acme"
 	"github.com/helios-lb/helios/internal/admin"
 	"github.com/helios-lb/helios/internal/clock"
 	"github.com/helios-lb/helios/internal/config"
@@ -53,6 +54,10 @@ type Options struct {
 	// admin API): the configuration now served, or the error. Nil:
 	// nobody is told.
 	OnReload func(cfg *config.Config, err error)
+	// ACME is what the listeners' ACME managers take from outside the
+	// config (how often they check for renewals). Zero: the defaults;
+	// the log is Logger's.
+	ACME acme.Env
 }
 
 // Server is a running Helios: listeners, pipeline, upstreams.
@@ -72,6 +77,8 @@ type Server struct {
 	onReload   func(*config.Config, error)
 	draining   atomic.Bool
 	cur        atomic.Pointer[generation] // the generation being served
+	acmeEnv    acme.Env
+	acmeSolver *acme.Solver // answers HTTP-01 from shared storage, for the process's life
 
 	mu        sync.Mutex                  // serialises Start, Reload and Shutdown
 	engines   map[netpoll.Kind]*h1.Engine // the event loops, by poller, made when a listener needs them
@@ -97,6 +104,10 @@ type boundListener struct {
 	// limits tripped, streams refused...), for /metrics; it lives as long
 	// as the listener.
 	h2 *h2.Stats
+	// acme gets and renews the certificates of a listener with
+	// tls.acme; nil otherwise. A reload that changes the acme block
+	// replaces it.
+	acme *acme.Manager
 }
 
 // stop stops accepting and closes the listener's sockets.
@@ -107,6 +118,9 @@ func (bl *boundListener) stop() {
 	bl.pool.Close()
 	if bl.tls != nil {
 		bl.tls.Close()
+	}
+	if bl.acme != nil {
+		bl.acme.Stop()
 	}
 }
 
@@ -132,6 +146,8 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		sockets:    o.Sockets,
 		onReload:   o.OnReload,
 		listeners:  make(map[string]*boundListener),
+		acmeEnv:    o.ACME,
+		acmeSolver: acme.NewSolver(),
 	}
 	if s.log == nil {
 		s.log = zap.NewNop()
@@ -171,6 +187,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		}
 		s.listeners[lc.Address] = bl
 	}
+	s.installACME(g, s.listeners)
 	if cfg.Admin.Enabled() {
 		ln, err := s.adminListener(cfg.Admin.Address)
 		if err != nil {
@@ -229,10 +246,21 @@ func (bl *boundListener) engineOptions(lc config.Listener) h1.Options {
 }
 
 func (s *Server) bind(cfg *config.Config, lc config.Listener) (*boundListener, error) {
-	var tp *tlsconf.Provider
+	var (
+		tp *tlsconf.Provider
+		am *acme.Manager
+	)
 	if lc.TLS != nil {
 		var err error
-		if tp, err = s.newTLSProvider(cfg, lc); err != nil {
+		if lc.TLS.ACME != nil {
+			if am, err = s.newACME(cfg, lc); err != nil {
+				return nil, err
+			}
+		}
+		if tp, err = s.newTLSProvider(cfg, lc, am); err != nil {
+			if am != nil {
+				am.Stop()
+			}
 			return nil, err
 		}
 	}
@@ -247,9 +275,12 @@ func (s *Server) bind(cfg *config.Config, lc config.Listener) (*boundListener, e
 		if tp != nil {
 			tp.Close()
 		}
+		if am != nil {
+			am.Stop()
+		}
 		return nil, err
 	}
-	return &boundListener{cfg: lc, pool: pool, tls: tp, h2: new(h2.Stats)}, nil
+	return &boundListener{cfg: lc, pool: pool, tls: tp, h2: new(h2.Stats), acme: am}, nil
 }
 
 // Start begins accepting on every listener. An error (the event loops
@@ -268,6 +299,13 @@ func (s *Server) Start() error {
 				}
 			}
 			return fmt.Errorf("listener %s: %w", bl.cfg.Name, err)
+		}
+	}
+	for _, bl := range s.listeners {
+		if bl.acme != nil {
+			if err := s.startACME(bl, s.listeners); err != nil {
+				return err
+			}
 		}
 	}
 	s.started = true
@@ -334,7 +372,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 	// Load the certificates of the listeners that stay before anything
 	// starts: a bad one refuses the reload.
-	commitTLS, err := s.prepareTLS(cfg)
+	tlsr, err := s.prepareTLS(cfg)
 	if err != nil {
 		g.close()
 		return err
@@ -363,6 +401,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 			for _, f := range fresh {
 				f.stop()
 			}
+			tlsr.abort()
 			g.close()
 			s.fds = oldFDs
 			return err
@@ -371,7 +410,18 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 
 	// Commit: swap the graph, hand health over, then adjust listeners.
-	commitTLS()
+	startACME := tlsr.commit()
+	next := make(map[string]*boundListener, len(keep)+len(fresh))
+	for a, bl := range keep {
+		next[a] = bl
+	}
+	for a, bl := range fresh {
+		next[a] = bl
+		if bl.acme != nil {
+			startACME = append(startACME, bl)
+		}
+	}
+	s.installACME(g, next)
 	s.pipeline.Swap(g.graph)
 	s.cur.Store(g)
 	s.gen = g
@@ -394,14 +444,17 @@ func (s *Server) Reload(cfg *config.Config) error {
 			s.updateListener(bl, lc)
 		}
 	}
-	s.listeners = make(map[string]*boundListener, len(keep)+len(fresh))
-	for a, bl := range keep {
-		s.listeners[a] = bl
-	}
-	for a, bl := range fresh {
-		s.listeners[a] = bl
+	s.listeners = next
+	for _, bl := range fresh {
 		if s.started {
 			s.log.Info("listening", zap.String("listener", bl.cfg.Name), zap.String("address", bl.pool.Addr().String()))
+		}
+	}
+	if s.started {
+		for _, bl := range startACME {
+			if err := s.startACME(bl, next); err != nil {
+				s.log.Error("ACME could not start; the listener serves what it has", zap.String("listener", bl.cfg.Name), zap.Error(err))
+			}
 		}
 	}
 	// Retired listeners stop accepting now and drain in the background;

@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/upstream"
 )
 
@@ -102,8 +103,8 @@ type Exchange interface {
 	// with ErrBodyTooLarge. 0 is no bound.
 	LimitBody(max int64)
 	// Respond sends a complete response with a fixed body. header holds
-	// pre-rendered "Name: value\r\n" lines (may be nil).
-	Respond(status int, header []byte, body []byte) error
+	// its fields (nil: none); the engine adds Date and the framing.
+	Respond(status int, header *httpmsg.Header, body []byte) error
 	// Query returns the query of the request target, without the "?";
 	// empty when there is none.
 	Query() []byte
@@ -116,14 +117,24 @@ type Exchange interface {
 	// Header returns the value of the first request header field named
 	// name (compared case-insensitively), or nil when there is none.
 	Header(name string) []byte
-	// ForwardRequestID returns n bytes owned by the exchange, valid until
-	// it ends, for the pipeline to fill with a request id of visible
-	// ASCII; the engine then forwards the request with "X-Request-Id:
-	// <those bytes>" (on every attempt) in place of any the client sent.
-	// The exchange lends the storage rather than taking a value: a slice
+	// Request returns the request head, whatever protocol carried it.
+	// The pipeline may edit it before the request is forwarded (its
+	// fields, Target and Path, Authority and Host): every attempt goes
+	// with the head as edited, by the forwarding rules every request
+	// goes by. Values it sets must live until the exchange ends: memory
+	// from Alloc, or memory the pipeline keeps.
+	Request() *httpmsg.Request
+	// Response returns the head of the backend's answer once Forwarded
+	// has reported it (nil before, and for answers Helios makes itself).
+	// The pipeline may edit its fields and status in Forwarded, before
+	// it asks for ActSend.
+	Response() *httpmsg.Response
+	// Alloc returns n bytes owned by the exchange, valid until it ends,
+	// for values the pipeline puts in a head. The exchange lends the
+	// storage rather than take a value: a slice made by the pipeline and
 	// handed through an interface method escapes to the heap, an
 	// allocation per request.
-	ForwardRequestID(n int) []byte
+	Alloc(n int) []byte
 }
 
 // Transport says how to reach one upstream's backends. Engines keep
@@ -238,6 +249,9 @@ const (
 	// ActBuffer: read the request body under Flow.BufferLimits, then
 	// report with Buffered.
 	ActBuffer
+	// ActServeFile: answer with what Flow.Files plans (the engine sends
+	// the file itself), then call Sent.
+	ActServeFile
 )
 
 // Flow is one request's way through the pipeline, for engines that cannot
@@ -248,10 +262,12 @@ type Flow interface {
 	// Begin routes the request on ex and returns the first action.
 	Begin(ex Exchange) Action
 	// Answer returns the answer to send for ActRespond: status, header
-	// lines ("Name: value\r\n") and body.
-	Answer() (status int, header, body []byte)
+	// fields (nil: none) and body.
+	Answer() (status int, header *httpmsg.Header, body []byte)
 	// Handler returns the handler for ActServeHTTP.
 	Handler() *Local
+	// Files returns the planner for ActServeFile.
+	Files() Files
 	// Target returns where to forward for ActForward.
 	Target() (*Transport, *upstream.Backend)
 	// BufferLimits returns how to buffer the body for ActBuffer.

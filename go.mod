@@ -3,7 +3,9 @@ module github.com/helios-lb/helios
 go 1.26.0
 
 require (
+	github.com/andybalholm/brotli v1.3.0
 	github.com/caddyserver/certmagic v0.25.6
+	github.com/klauspost/compress v1.20.4
 	github.com/mholt/acmez/v3 v3.1.7
 	github.com/miekg/dns v1.1.73
 	github.com/prometheus/client_golang v1.25.0

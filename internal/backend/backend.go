@@ -294,6 +294,8 @@ func (f *flow) Buffered(err error) wire.Action {
 	f.ex = nil
 	return wire.ActRespond
 }
+func (f *flow) Delay() time.Duration              { return 0 }
+func (f *flow) Resume() wire.Action               { return wire.ActClose } // never asked: it does not wait
 func (f *flow) Sent(int, int64, error)            {}
 func (f *flow) Finish()                           {}
 func (f *flow) Refused(wire.Exchange, int, error) {}

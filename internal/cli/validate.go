@@ -21,11 +21,11 @@ problem in the form FILE:LINE: key.path: what is wrong (what is allowed).
 What serve would refuse at start, validate refuses: certificate and key
 files are read and checked, the access log's directory must exist and be
 writable. Warnings (a certificate that expires within 14 days, backends
-whose certificates go unverified) are printed as FILE:LINE: key.path:
-WARNING: ..., beside the problems or before "ok". A valid file also gets
-one "memory:" line per listener: what its client connections may hold in
-memory, per connection and at max_connections (README, "Memory per
-connection").
+whose certificates go unverified, a backends file that cannot be read or
+has a problem) are printed as FILE:LINE: key.path: WARNING: ..., beside
+the problems or before "ok". A valid file also gets one "memory:" line per
+listener: what its client connections may hold in memory, per connection
+and at max_connections (README, "Memory per connection").
 The exit status is 0 when the file is valid (warnings or not) and 1
 otherwise.
 

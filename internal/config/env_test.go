@@ -124,9 +124,9 @@ func TestUnsetVariableIsNamed(t *testing.T) {
 			want: `t.yaml:6: upstreams[0].backends[0].address: missing (` + testHostPort + `) (from ${BACKEND}, which is not set)`,
 		},
 		{
-			name: "unquoted and unset: the key's own line",
+			name: "unquoted and unset: the key is null, and the item has no address",
 			yaml: head + "upstreams:\n  - name: app\n    backends:\n      - weight: 2\n        address: ${BACKEND}\n",
-			want: `t.yaml:7: upstreams[0].backends[0].address: missing (` + testHostPort + `) (from ${BACKEND}, which is not set)`,
+			want: `t.yaml:6: upstreams[0].backends[0]: no address, dns or srv (exactly one: address host:port, dns NAME with a port, or srv NAME) (from ${BACKEND}, which is not set)`,
 		},
 		{
 			name: "set but empty",

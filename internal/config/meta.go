@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -75,7 +76,20 @@ func (m *meta) noteEnv(ps Problems) {
 		if l, ok := m.keyLine(p.Path); ok {
 			line = l
 		}
-		note := unsetNote(m.env[line])
+		// And the keys under it left null by a reference ("no address"
+		// about a list item whose address: ${BACKEND} was unset).
+		refs := m.env[line]
+		var lines []int
+		for path, l := range m.nulls {
+			if parent, _ := parentPath(path); parent == p.Path && l != line {
+				lines = append(lines, l)
+			}
+		}
+		slices.Sort(lines)
+		for _, l := range lines {
+			refs = append(refs, m.env[l]...)
+		}
+		note := unsetNote(refs)
 		if note == "" || strings.Contains(p.Msg, "${") {
 			continue
 		}

@@ -55,6 +55,7 @@ const (
 	dlH2Tick         // an HTTP/2 connection's next tick
 	dlH2Linger       // an ended HTTP/2 connection waiting for the client's close
 	dlHello          // a TLS client's ClientHello
+	dlBackoff        // a retry's backoff (lwait.go)
 )
 
 // maxLoopBody is the largest request body the loop reads whole before the
@@ -169,6 +170,9 @@ type lconn struct {
 	chunkOut         bool
 	// resolving: the attempt waits for this pool's host name lookup.
 	resolving *lpool
+	// tryDeadline ends the current attempt (the transport's TryTimeout,
+	// lwait.go); 0: none.
+	tryDeadline int64
 }
 
 // allocConn returns a connection from the free list, or a new one.
@@ -227,11 +231,11 @@ func (l *loop) freeConn(c *lconn) {
 
 func (c *lconn) setDeadline(kind uint8, d time.Duration) {
 	c.dkind = kind
-	if d <= 0 {
-		c.deadline = 0
-		return
+	c.deadline = 0
+	if d > 0 {
+		c.deadline = c.l.now + int64(d)
 	}
-	c.deadline = c.l.now + int64(d)
+	c.boundTry()
 }
 
 // event handles readiness of the client socket.
@@ -550,6 +554,7 @@ func (c *lconn) begin() {
 	c.bodySent = false
 	c.replay = false
 	c.tries = 0
+	c.tryDeadline = 0
 	c.deadline, c.dkind = 0, dlNone
 	c.gen++
 	c.arena = c.arena[:0]
@@ -595,7 +600,11 @@ func (c *lconn) act(a wire.Action) {
 		c.tries = 0
 		c.local = nil
 		c.flushOut() // earlier pipelined answers go before we wait
+		c.startTry()
 		c.attempt()
+	case wire.ActWait:
+		c.flushOut()
+		c.wait()
 	case wire.ActSend:
 		c.startSend()
 	case wire.ActBuffer:
@@ -999,6 +1008,8 @@ func (c *lconn) timeout() {
 		c.h2tick()
 	case dlHello:
 		c.noHello()
+	case dlBackoff:
+		c.act(c.flow.Resume())
 	default:
 		c.deadline = 0
 	}

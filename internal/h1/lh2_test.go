@@ -1245,15 +1245,6 @@ func testLoopH2ClientResets(t *testing.T, k netpoll.Kind) {
 func TestLoopH2BackendFailures(t *testing.T) { run(t, testLoopH2BackendFailures) }
 
 func testLoopH2BackendFailures(t *testing.T, k netpoll.Kind) {
-	deadAddr := func(t *testing.T) string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		return addr
-	}
 	answering := func(t *testing.T, resp string) string {
 		return startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
 			if readReqHead(br) != "" {

@@ -780,8 +780,11 @@ func (l *loop) sweep() {
 			i-- // it closed, and the last took its place
 		}
 	}
-	for _, p := range l.pools {
+	for k, p := range l.pools {
 		p.reap(now)
+		if p.retired && p.unused() {
+			delete(l.pools, k)
+		}
 	}
 }
 

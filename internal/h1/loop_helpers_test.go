@@ -115,7 +115,7 @@ func startLoopProxy(t testing.TB, k netpoll.Kind, cfg loopConfig) *loopProxy {
 	for i, a := range cfg.backends {
 		backends = append(backends, &upstream.Backend{State: upstream.NewState(nil), Addr: a, Weight: 1, Index: i})
 	}
-	picker, err := balancer.New(balancer.RoundRobin, backends, nil)
+	picker, err := balancer.New(balancer.RoundRobin, backends, balancer.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,10 +524,25 @@ func (f *checkedFlow) Target() (*wire.Transport, *upstream.Backend) {
 }
 
 func (f *checkedFlow) Forwarded(status int, err error) wire.Action {
-	if !f.busy || f.last != wire.ActForward && f.last != wire.ActServeHTTP {
+	if !f.busy || f.last != wire.ActForward && f.last != wire.ActServeHTTP && f.last != wire.ActWait {
 		f.fail("Forwarded(%d, %v) after action %d (busy %v)", status, err, f.last, f.busy)
 	}
 	f.last = f.f.Forwarded(status, err)
+	return f.last
+}
+
+func (f *checkedFlow) Delay() time.Duration {
+	if !f.busy || f.last != wire.ActWait {
+		f.fail("Delay after action %d (busy %v)", f.last, f.busy)
+	}
+	return f.f.Delay()
+}
+
+func (f *checkedFlow) Resume() wire.Action {
+	if !f.busy || f.last != wire.ActWait {
+		f.fail("Resume after action %d (busy %v)", f.last, f.busy)
+	}
+	f.last = f.f.Resume()
 	return f.last
 }
 

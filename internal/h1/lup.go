@@ -32,9 +32,13 @@ type lpool struct {
 	idle  []*lupconn
 	opts  wire.TransportSettings
 	local *localServer // an in-process backend (nil: a network one)
-	// lastUsed is when an attempt last took the pool (sweeps drop pools
-	// left unused).
+	// lastUsed is when an attempt last took the pool.
 	lastUsed int64
+	// retired: the backend left its upstream (Engine.RetireBackend);
+	// connections close as their exchanges end, and the sweep drops the
+	// pool once nothing uses it. An attempt that takes the pool again
+	// (the backend came back) clears it.
+	retired bool
 	// The connection cap (wire.TransportSettings.MaxConnsPerBackend),
 	// shared out among the loops (shareOf; each gets one at least, so a
 	// cap below the number of loops is exceeded, as nginx's max_conns is
@@ -98,6 +102,7 @@ func (l *loop) pool(t *wire.Transport, addr string, local *localServer) *lpool {
 		l.pools[k] = p
 	}
 	p.lastUsed = l.now
+	p.retired = false
 	return p
 }
 
@@ -255,7 +260,7 @@ func (p *lpool) get() *lupconn {
 
 // put keeps a connection for reuse, or closes it when the pool is full.
 func (p *lpool) put(u *lupconn) {
-	if len(p.idle) >= p.opts.MaxIdlePerBackend || p.l.eng.stopped.Load() {
+	if len(p.idle) >= p.opts.MaxIdlePerBackend || p.l.eng.stopped.Load() || p.retired {
 		u.close()
 		return
 	}
@@ -308,6 +313,43 @@ func (p *lpool) closeIdle() {
 	}
 	clear(p.idle)
 	p.idle = p.idle[:0]
+}
+
+// RetireBackend drains the connections every loop keeps to backend addr
+// of the transport named name, for a backend that left its upstream (a
+// reload, DNS or file discovery took it out) or that an operator drains:
+// idle connections, HTTP/2 ones without a stream included, close now;
+// busy ones close when their exchange ends instead of going back to the
+// pool. An attempt that uses the backend again keeps its connections
+// again. It returns at once; the loops do the work.
+func (e *Engine) RetireBackend(name, addr string) {
+	for _, l := range e.loops {
+		l.post(func() {
+			for k, p := range l.pools {
+				if k.name == name && k.addr == addr {
+					p.retire()
+				}
+			}
+		})
+	}
+}
+
+// retire closes the pool's idle connections and marks it retired.
+func (p *lpool) retire() {
+	p.retired = true
+	p.closeIdle()
+	for i := 0; i < len(p.h2); i++ {
+		if hu := p.h2[i]; !hu.connecting && !hu.closed && hu.conn.ActiveStreams() == 0 {
+			hu.close(nil) // takes hu out of p.h2
+			i--
+		}
+	}
+}
+
+// unused reports whether nothing refers to the pool any more: no
+// connection, nobody queued or waiting for its address.
+func (p *lpool) unused() bool {
+	return p.open == 0 && len(p.idle) == 0 && len(p.h2) == 0 && len(p.queue) == 0 && len(p.waiters) == 0 && !p.resolving
 }
 
 type upState uint8

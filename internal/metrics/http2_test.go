@@ -17,7 +17,7 @@ import (
 type fakeSource struct{ h2 map[string]*h2.Stats }
 
 func (fakeSource) Graph() *proxy.Graph                { return &proxy.Graph{} }
-func (fakeSource) BreakerState(string, int) int       { return -1 }
+func (fakeSource) BreakerState(string, string) int    { return -1 }
 func (fakeSource) OpenConnections() map[string]int64  { return nil }
 func (fakeSource) AcceptErrors() map[string]uint64    { return nil }
 func (fakeSource) Panics() uint64                     { return 0 }

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"errors"
-	"net/netip"
 	"time"
 
 	"github.com/helios-lb/helios/internal/httpmsg"
@@ -48,7 +47,13 @@ type flow struct {
 	g   *Graph
 	ex  wire.Exchange
 	rec Record
-	up  *Upstream
+	// dest is the upstream the route forwards to (for a split, the
+	// variant chosen); up is set once forwarding starts.
+	dest *Upstream
+	up   *Upstream
+	// m are up's members as the request found them: every attempt picks
+	// among them.
+	m   *Members
 	key upstream.Key
 	// idem: the method is idempotent.
 	idem bool
@@ -57,6 +62,9 @@ type flow struct {
 	ticket func(error)
 	// next: a backend already picked (and checked to exist) for a retry.
 	next *upstream.Backend
+	// waiting: a retry waits its backoff (ActWait) for delay.
+	waiting bool
+	delay   time.Duration
 	// status of the response being sent; failed: it counts as a backend
 	// failure.
 	status int
@@ -113,8 +121,12 @@ func (f *flow) Begin(ex wire.Exchange) wire.Action {
 	switch {
 	case !ok:
 		return f.answer(404, textHeader, bodyNoRoute)
-	case rt.Upstream != nil:
+	case rt.Upstream != nil || rt.Split != nil:
 		f.rec.Route = rt
+		f.dest = rt.Upstream
+		if rt.Split != nil {
+			f.dest = rt.Split.choose(ex).Upstream
+		}
 		if ex.HasBody() {
 			if rt.MaxBody > 0 && ex.BodyLength() > rt.MaxBody {
 				return f.answer(413, textHeader, bodyTooLarge)
@@ -125,7 +137,7 @@ func (f *flow) Begin(ex wire.Exchange) wire.Action {
 				return wire.ActBuffer
 			}
 		}
-		return f.startForward(rt.Upstream)
+		return f.startForward(f.dest)
 	case rt.Respond != nil:
 		f.rec.Route = rt
 		return f.answer(rt.Respond.Status, &rt.Respond.Header, rt.Respond.Body)
@@ -181,7 +193,7 @@ func (f *flow) Buffered(err error) wire.Action {
 		f.rec.Err = err
 		return f.fail(err)
 	}
-	return f.startForward(f.rec.Route.Upstream)
+	return f.startForward(f.dest)
 }
 
 // Target returns the upstream's transport and the backend to try.
@@ -189,10 +201,9 @@ func (f *flow) Target() (*wire.Transport, *upstream.Backend) { return f.up.Trans
 
 func (f *flow) startForward(up *Upstream) wire.Action {
 	f.up = up
+	f.m = up.Members()
 	f.rec.Upstream = up
-	if up.HashClient {
-		f.key.Hash = hashAddr(f.ex.ClientAddr())
-	}
+	f.key.Hash, f.key.Hashed = up.Key.hash(f.ex)
 	if up.Budget != nil {
 		up.Budget.Earn(f.rec.Start)
 	}
@@ -202,12 +213,12 @@ func (f *flow) startForward(up *Upstream) wire.Action {
 
 // pick chooses and admits the backend of the next attempt.
 func (f *flow) pick() wire.Action {
-	up := f.up
+	up, m := f.up, f.m
 	for {
 		b := f.next
 		f.next = nil
 		if b == nil {
-			b = up.Picker.Pick(f.key)
+			b = m.Picker.Pick(f.key)
 		}
 		if b == nil {
 			// Nothing (left) to try: an earlier attempt's error decides
@@ -215,9 +226,9 @@ func (f *flow) pick() wire.Action {
 			return f.fail(f.rec.Err)
 		}
 		var ticket func(error)
-		if up.Guard != nil {
+		if m.Guard != nil {
 			var ok bool
-			if ticket, ok = up.Guard.Admit(b); !ok {
+			if ticket, ok = m.Guard.Admit(b); !ok {
 				f.key.Exclude.Add(b.Index)
 				continue
 			}
@@ -237,8 +248,8 @@ func (f *flow) pick() wire.Action {
 // done closes the current attempt with its outcome.
 func (f *flow) done(out Outcome) {
 	f.b.End(out == Failure)
-	if f.up.Guard != nil {
-		f.up.Guard.Done(f.b, f.ticket, out)
+	if f.m.Guard != nil {
+		f.m.Guard.Done(f.b, f.ticket, out)
 	}
 	f.ticket = nil
 }
@@ -246,6 +257,12 @@ func (f *flow) done(out Outcome) {
 // Forwarded takes the result of an attempt and decides: send it, retry
 // elsewhere, or answer with an error.
 func (f *flow) Forwarded(status int, err error) wire.Action {
+	if f.waiting {
+		// The client went away during a backoff: no attempt is open.
+		f.waiting, f.next = false, nil
+		f.rec.Err = err
+		return f.fail(err)
+	}
 	up := f.up
 	if up == nil {
 		// An in-process handler (ActServeHTTP): no backend to judge,
@@ -280,7 +297,7 @@ func (f *flow) Forwarded(status int, err error) wire.Action {
 		// only; the budget guards against re-sending work.
 		if f.mayRetry() && up.Retry.retryableErr(err, f.idem) &&
 			(errors.Is(err, wire.ErrConnect) || spend(up)) {
-			return f.pick()
+			return f.retry()
 		}
 		return f.fail(err)
 	}
@@ -289,15 +306,38 @@ func (f *flow) Forwarded(status int, err error) wire.Action {
 	if f.failed && f.mayRetry() && up.Retry.retryableStatus(status, f.idem) {
 		// Only give up this answer for another backend that exists.
 		f.key.Exclude.Add(f.b.Index)
-		if next := up.Picker.Pick(f.key); next != nil && spend(up) {
+		if next := f.m.Picker.Pick(f.key); next != nil && spend(up) {
 			f.done(Failure)
 			f.rec.Err = nil
 			f.next = next
-			return f.pick()
+			return f.retry()
 		}
 	}
 	f.last = wire.ActSend
 	return wire.ActSend
+}
+
+// retry goes on to the next attempt, after the upstream's backoff when
+// it has one.
+func (f *flow) retry() wire.Action {
+	if d := f.up.Retry.Backoff.delay(f.rec.Attempts); d > 0 {
+		f.waiting, f.delay = true, d
+		f.last = wire.ActWait
+		return wire.ActWait
+	}
+	return f.pick()
+}
+
+// Delay returns the backoff to wait for ActWait.
+func (f *flow) Delay() time.Duration { return f.delay }
+
+// Resume picks the next attempt's backend once the backoff is over.
+func (f *flow) Resume() wire.Action {
+	f.waiting = false
+	if f.next != nil && !f.next.Usable(f.key) {
+		f.next = nil // it went out of rotation during the wait
+	}
+	return f.pick()
 }
 
 // Sent records how the answer went.
@@ -436,16 +476,4 @@ func idempotent(m []byte) bool {
 		return true
 	}
 	return false
-}
-
-// hashAddr hashes a client address for consistent strategies (FNV-1a
-// over the 16-byte form, so IPv4 and IPv4-mapped IPv6 agree).
-func hashAddr(a netip.Addr) uint64 {
-	b := a.As16()
-	h := uint64(14695981039346656037)
-	for _, c := range b {
-		h ^= uint64(c)
-		h *= 1099511628211
-	}
-	return h
 }

@@ -81,7 +81,8 @@ type Server struct {
 	acmeSolver *acme.Solver // answers HTTP-01 from shared storage, for the process's life
 
 	mu        sync.Mutex                  // serialises Start, Reload and Shutdown
-	engines   map[netpoll.Kind]*h1.Engine // the event loops, by poller, made when a listener needs them
+	engines   map[netpoll.Kind]*h1.Engine // the event loops, by poller, made when a listener needs them (written under engMu too)
+	engMu     sync.Mutex                  // guards engines for retireBackend, which runs without mu
 	gen       *generation
 	listeners map[string]*boundListener // by address
 	admin     *admin.Server
@@ -427,6 +428,8 @@ func (s *Server) Reload(cfg *config.Config) error {
 	s.gen = g
 	if s.started {
 		g.commit(old)
+	} else {
+		g.adopt(old) // Start commits g
 	}
 	s.applyAdmin(old.cfg.Admin, cfg.Admin)
 	var retired []*boundListener
@@ -476,10 +479,12 @@ func (s *Server) startListener(bl *boundListener) error {
 		}
 		eng.SetErrorLog(func(msg string, err error) { s.log.Warn(msg, zap.Error(err)) })
 		eng.SetAcceptErrorHook(s.acceptErrs.Observe)
+		s.engMu.Lock()
 		if s.engines == nil {
 			s.engines = make(map[netpoll.Kind]*h1.Engine)
 		}
 		s.engines[kind] = eng
+		s.engMu.Unlock()
 	}
 	fds, err := bl.pool.FDs()
 	if err != nil {
@@ -491,6 +496,18 @@ func (s *Server) startListener(bl *boundListener) error {
 	}
 	bl.loop = ll
 	return nil
+}
+
+// retireBackend makes every engine drain its connections to backend addr
+// of upstream name (h1.Engine.RetireBackend): the backend left the
+// upstream, or an operator drains it. It does not wait, and takes no lock
+// that a reload holds, so discovery's goroutines may call it.
+func (s *Server) retireBackend(name, addr string) {
+	s.engMu.Lock()
+	defer s.engMu.Unlock()
+	for _, eng := range s.engines {
+		eng.RetireBackend(name, addr)
+	}
 }
 
 // pollerOf returns the poller a listener's engine setting asks for.

@@ -199,6 +199,13 @@ type TransportSettings struct {
 	// QueueTimeout bounds a request's wait for a connection; then 503.
 	// Zero: the wait is bounded by the queue only.
 	QueueTimeout time.Duration
+	// TryTimeout bounds each attempt from its start (after any request
+	// buffering) to the response head, over the bounds above: an attempt
+	// cut short while connecting fails as their DialTimeout would
+	// (ErrConnect), while queued as QueueTimeout (ErrBackendBusy), and
+	// while waiting for the head as ResponseHeaderTimeout (ErrTimeout).
+	// Zero: no bound but those.
+	TryTimeout time.Duration
 	// Protocol is what is spoken to the backends. Zero: HTTP/1.1.
 	Protocol Protocol
 	// TLS makes the connections TLS, as Transport.TLS says. False:
@@ -252,6 +259,12 @@ const (
 	// ActServeFile: answer with what Flow.Files plans (the engine sends
 	// the file itself), then call Sent.
 	ActServeFile
+	// ActWait: wait Flow.Delay() (a retry's backoff) without blocking,
+	// then call Flow.Resume and act on what it returns. The attempt before
+	// has been reported (Forwarded) and its response dropped; a client
+	// that goes away during the wait is reported with Forwarded, as during
+	// an attempt.
+	ActWait
 )
 
 // Flow is one request's way through the pipeline, for engines that cannot
@@ -280,9 +293,14 @@ type Flow interface {
 	// the response head, or the error (wrapping ErrConnect, ErrTimeout,
 	// ErrBackend, ErrClientGone, ErrClientTimeout, ErrBodyTooLarge or
 	// ErrBadRequest). It
-	// returns ActSend, ActForward (a retry), ActRespond (an error answer)
-	// or ActClose.
+	// returns ActSend, ActForward (a retry), ActWait (a retry after a
+	// backoff), ActRespond (an error answer) or ActClose.
 	Forwarded(status int, err error) Action
+	// Delay returns how long to wait for ActWait.
+	Delay() time.Duration
+	// Resume ends an ActWait and returns what to do next: ActForward,
+	// ActRespond or ActClose.
+	Resume() Action
 	// Sent reports how the answer went: the status sent, the body bytes
 	// written, and the error that cut it short (wrapping ErrClientGone,
 	// ErrBackend or ErrTimeout), if any.

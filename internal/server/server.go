@@ -17,6 +17,7 @@ import (
 
 	"github.com/helios-lb/helios/internal/acme"
 	"github.com/helios-lb/helios/internal/admin"
+	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/clock"
 	"github.com/helios-lb/helios/internal/config"
 	"github.com/helios-lb/helios/internal/h1"
@@ -79,6 +80,9 @@ type Server struct {
 	cur        atomic.Pointer[generation] // the generation being served
 	acmeEnv    acme.Env
 	acmeSolver *acme.Solver // answers HTTP-01 from shared storage, for the process's life
+	// respBufs is what response buffering may hold across the process
+	// (every route's answers share it); reloads change its caps.
+	respBufs *bodybuf.Budget
 
 	mu        sync.Mutex                  // serialises Start, Reload and Shutdown
 	engines   map[netpoll.Kind]*h1.Engine // the event loops, by poller, made when a listener needs them (written under engMu too)
@@ -160,6 +164,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		s.rlimit = listener.SystemRlimit()
 	}
 	s.acceptErrs = s.newAcceptErrors()
+	s.respBufs = bodybuf.NewBudget(cfg.ResponseBuffers.MemoryBytes, cfg.ResponseBuffers.FileBytes)
 	s.fds = s.planDescriptors(cfg)
 	if s.registry == nil {
 		s.registry = prometheus.NewRegistry()
@@ -423,6 +428,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 		}
 	}
 	s.installACME(g, next)
+	s.respBufs.SetCaps(cfg.ResponseBuffers.MemoryBytes, cfg.ResponseBuffers.FileBytes)
 	s.pipeline.Swap(g.graph)
 	s.cur.Store(g)
 	s.gen = g

@@ -166,8 +166,10 @@ type lconn struct {
 	// local is the in-process backend of an ActServeHTTP (nil when
 	// forwarding for the pipeline).
 	local *localServer
-	// queued is the pool whose connection cap this request waits at.
+	// queued is the pool whose connection cap this request waits at;
+	// fdWait: it waits for the descriptor budget instead (lfds.go).
 	queued *lpool
+	fdWait bool
 	// file is the static answer in progress, made on the connection's
 	// first file and kept; fileOff..fileEnd is what is left of its range
 	// (over TLS; without, fw keeps it).
@@ -1052,8 +1054,12 @@ func (c *lconn) timeout() {
 	case dlTunnel:
 		c.endTunnel()
 	case dlQueue:
-		p := c.queued
+		p, fdWait := c.queued, c.fdWait
 		p.unqueue(c)
+		if fdWait {
+			c.forwarded(0, noFDErr(p, c))
+			return
+		}
 		c.forwarded(0, fmt.Errorf("%w: %s: no connection free within %v", wire.ErrBackendBusy, p.addr, c.tr.Settings.QueueTimeout))
 	case dlH2Tick, dlH2Linger:
 		c.h2tick()

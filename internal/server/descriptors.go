@@ -22,7 +22,7 @@ const acceptWarnEvery = 10 * time.Second
 
 // descriptorNeed is what cfg may ask of the descriptor limit.
 func descriptorNeed(cfg *config.Config) listener.DescriptorNeed {
-	n := listener.DescriptorNeed{Reserve: descriptorReserve}
+	n := listener.DescriptorNeed{Reserve: descriptorReserve, BackendsCapped: true}
 	for _, lc := range cfg.Listeners {
 		n.Clients += lc.MaxConnections
 		n.Fixed += lc.Sockets
@@ -36,6 +36,18 @@ func descriptorNeed(cfg *config.Config) listener.DescriptorNeed {
 		n.Reserve += len(uc.Backends)
 		if uc.BackendsFile != "" {
 			n.Reserve++
+		}
+		// What the backend pools can hold: their caps (a backend's cap
+		// holds across the loops), when every upstream has one and
+		// knows its backends; else one per client.
+		capped := uc.Transport.MaxConnsPerBackend > 0 && uc.BackendsFile == ""
+		for _, b := range uc.Backends {
+			capped = capped && b.Kind() == "address"
+		}
+		if capped {
+			n.Backends += len(uc.Backends) * uc.Transport.MaxConnsPerBackend
+		} else {
+			n.BackendsCapped = false
 		}
 	}
 	for _, rc := range cfg.Routes {
@@ -121,3 +133,6 @@ func (s *Server) Panics() uint64 {
 	}
 	return n
 }
+
+// Descriptors returns the process's descriptor budget, for the metrics.
+func (s *Server) Descriptors() listener.DescriptorStats { return s.fdBudget.Stats() }

@@ -72,8 +72,11 @@ type Server struct {
 	configPath string
 	rlimit     listener.Rlimit
 	fds        listener.DescriptorPlan // caps client connections below the descriptor limit
-	acceptErrs *listener.AcceptErrors  // failed accepts, from every engine
-	nofile     atomic.Uint64           // the soft descriptor limit, for the accept warning
+	// fdBudget is the descriptors every listener's clients and every
+	// backend connection share, as the plan sets it.
+	fdBudget   listener.Descriptors
+	acceptErrs *listener.AcceptErrors // failed accepts, from every engine
+	nofile     atomic.Uint64          // the soft descriptor limit, for the accept warning
 	sockets    Sockets
 	onReload   func(*config.Config, error)
 	draining   atomic.Bool
@@ -166,6 +169,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	s.acceptErrs = s.newAcceptErrors()
 	s.respBufs = bodybuf.NewBudget(cfg.ResponseBuffers.MemoryBytes, cfg.ResponseBuffers.FileBytes)
 	s.fds = s.planDescriptors(cfg)
+	s.fds.Budget(&s.fdBudget)
 	if s.registry == nil {
 		s.registry = prometheus.NewRegistry()
 	}
@@ -286,6 +290,7 @@ func (s *Server) bind(cfg *config.Config, lc config.Listener) (*boundListener, e
 		}
 		return nil, err
 	}
+	pool.SetDescriptors(&s.fdBudget)
 	return &boundListener{cfg: lc, pool: pool, tls: tp, h2: new(h2.Stats), acme: am}, nil
 }
 
@@ -416,6 +421,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 
 	// Commit: swap the graph, hand health over, then adjust listeners.
+	s.fds.Budget(&s.fdBudget)
 	startACME := tlsr.commit()
 	next := make(map[string]*boundListener, len(keep)+len(fresh))
 	for a, bl := range keep {
@@ -480,7 +486,7 @@ func (s *Server) startListener(bl *boundListener) error {
 	eng := s.engines[kind]
 	if eng == nil {
 		var err error
-		if eng, err = h1.NewEngine(s.pipeline, h1.EngineOptions{Poller: kind}); err != nil {
+		if eng, err = h1.NewEngine(s.pipeline, h1.EngineOptions{Poller: kind, Descriptors: &s.fdBudget}); err != nil {
 			return err
 		}
 		eng.SetErrorLog(func(msg string, err error) { s.log.Warn(msg, zap.Error(err)) })

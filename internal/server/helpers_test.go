@@ -95,7 +95,7 @@ func yamlConfig(t *testing.T, tmpl string, bs []*testBackend) *config.Config {
 		cfg.Listeners[i].Address = "127.0.0.1:0"
 		// `make test` runs these tests once per engine.
 		if e := os.Getenv("HELIOS_TEST_ENGINE"); e != "" {
-			cfg.Listeners[i].Engine = e
+			cfg.Listeners[i].Poller = e
 		}
 	}
 	if cfg.Admin.Enabled() {

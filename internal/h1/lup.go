@@ -681,7 +681,7 @@ func (u *lupconn) event(ev uint32) {
 			// What this event makes of the stream's answer (its head,
 			// body and end, say) goes out with the rest of the loop's
 			// batch, in one write.
-			u.l.hold(c.h2s.s.Conn())
+			u.l.hold(c.h2s.parent.h2)
 		}
 		if u.h2 != nil && ev&evOut != 0 {
 			c.pumpReqH2()

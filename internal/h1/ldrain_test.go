@@ -1,0 +1,244 @@
+package h1
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/helios-lb/helios/internal/netpoll"
+)
+
+// Drains (a binary upgrade's, SIGTERM's): what is under way when the
+// listener stops is finished, and what the client was told it would get
+// reaches it.
+
+// answerGate answers each request with "slow" once released, and says
+// when each answer is written.
+type answerGate struct {
+	*rawBackend
+	reached chan struct{}
+	written chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func startAnswerGate(t *testing.T, n int) *answerGate {
+	b := &answerGate{reached: make(chan struct{}, n), written: make(chan struct{}, n), release: make(chan struct{})}
+	b.rawBackend = startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
+		for h := readReqHead(br); h != ""; h = readReqHead(br) {
+			b.reached <- struct{}{}
+			<-b.release
+			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nslow")
+			b.written <- struct{}{}
+		}
+	})
+	t.Cleanup(b.open)
+	return b
+}
+
+func (b *answerGate) open() { b.once.Do(func() { close(b.release) }) }
+
+// wait takes n signals from ch, or fails the test.
+func waitN(t *testing.T, what string, ch <-chan struct{}, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		select {
+		case <-ch:
+		case <-time.After(testTimeout):
+			t.Fatalf("%s: %d of %d", what, i, n)
+		}
+	}
+}
+
+// sync makes sure the server has read everything c sent: it takes the
+// server's SETTINGS (acknowledging them), then sends a PING and waits for
+// its answer. Nothing c sent is then left to come in a later batch of
+// the server's events.
+func (c *h2Raw) sync() {
+	c.t.Helper()
+	data := [8]byte{'s', 'y', 'n', 'c'}
+	sawSettings := false
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			c.t.Fatalf("reading a frame: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				c.fr.WriteSettingsAck()
+				sawSettings = true
+				c.fr.WritePing(false, data)
+			}
+		case *http2.PingFrame:
+			if sawSettings && f.IsAck() && f.Data == data {
+				return
+			}
+		case *http2.WindowUpdateFrame:
+		default:
+			c.t.Fatalf("got a %v frame, want SETTINGS and PING", f.Header().Type)
+		}
+	}
+}
+
+// blockLoops holds every loop of p in a posted function until the
+// returned function is called: what happens meanwhile (answers from
+// backends, frames from clients) is handled in one batch of events after.
+func blockLoops(t *testing.T, p *loopProxy) func() {
+	t.Helper()
+	unblock := make(chan struct{})
+	for _, l := range p.eng.loops {
+		blocked := make(chan struct{})
+		if !l.post(func() { close(blocked); <-unblock }) {
+			t.Fatal("loop stopped")
+		}
+		<-blocked
+	}
+	var once sync.Once
+	open := func() { once.Do(func() { close(unblock) }) }
+	t.Cleanup(open)
+	return open
+}
+
+// TestLoopH2DrainAnswersHeldStreams drains (as a binary upgrade or
+// SIGTERM does) while an HTTP/2 connection has streams at a backend, and
+// lets the backend's answers arrive in one batch of the loop's events
+// with what ends the session: the answers are gathered for one write at
+// the end of the batch (loop.hold), and the session ends in the same
+// batch, its last stream answered. The client must get every answer and
+// the final GOAWAY naming the last stream before the connection closes,
+// and no request may be recorded as answered that the client did not
+// get. What ends the session in the batch:
+//   - "PING answer": the client's answer to the drain's PING (the final
+//     GOAWAY goes out then, and no stream is left), on a listener's
+//     drain;
+//   - "tick": the connection's once-a-second tick, after the final
+//     GOAWAY went out earlier, on the engine's drain.
+//
+// (Issue 26: over TLS during binary upgrades the connection was shut
+// after the first GOAWAY, without the final one and the answers, which
+// the access log counted as 200.)
+func TestLoopH2DrainAnswersHeldStreams(t *testing.T) { run(t, testLoopH2DrainAnswersHeldStreams) }
+
+func testLoopH2DrainAnswersHeldStreams(t *testing.T, k netpoll.Kind) {
+	const streams = 10
+	tests := []struct {
+		name string
+		// tick: the client answers the drain's PING at once, and the
+		// loop is held past the connection's tick (1s).
+		tick     bool
+		shutdown func(p *loopProxy, ctx context.Context) error
+	}{
+		{"PING answer", false, func(p *loopProxy, ctx context.Context) error { return p.ll.Shutdown(ctx) }},
+		{"tick", true, func(p *loopProxy, ctx context.Context) error { return p.eng.Shutdown(ctx) }},
+	}
+	for _, tt := range tests {
+		for _, m := range h2Modes {
+			t.Run(tt.name+"/"+m.name, func(t *testing.T) {
+				t.Parallel() // the ticks' cases wait a second each
+				be := startAnswerGate(t, streams)
+				p, tp := startH2Proxy(t, k, loopTo(be.addr), m.tls)
+				c := dialH2Raw(t, p.addr, tp, 0)
+				c.autoPing = false
+				last := uint32(0)
+				for i := 0; i < streams; i++ {
+					last = uint32(2*i + 1)
+					c.request(last, "GET", "/slow", true)
+				}
+				waitN(t, "requests at the backend", be.reached, streams)
+				c.sync()
+				p.ll.Stop()
+				shut := make(chan error, 1)
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+					defer cancel()
+					shut <- tt.shutdown(p, ctx)
+				}()
+				ev := c.mustNext()
+				if ev.typ != http2.FrameGoAway || ev.last != 1<<31-1 {
+					t.Fatalf("got (%v, last %d), want the drain's first GOAWAY", ev.typ, ev.last)
+				}
+				ev = c.mustNext()
+				if ev.typ != http2.FramePing {
+					t.Fatalf("got %v, want the drain's PING", ev.typ)
+				}
+				var final *h2Ev
+				if tt.tick {
+					c.fr.WritePing(true, ev.ping)
+					ev = c.mustNext()
+					if ev.typ != http2.FrameGoAway || ev.last != last {
+						t.Fatalf("got (%v, last %d), want the final GOAWAY naming stream %d", ev.typ, ev.last, last)
+					}
+					final = &ev
+				}
+				unblock := blockLoops(t, p)
+				be.open()
+				waitN(t, "answers written by the backend", be.written, streams)
+				time.Sleep(50 * time.Millisecond) // the portable poller's watchers report them
+				if tt.tick {
+					time.Sleep(time.Second) // the connection's tick is due
+				} else {
+					c.fr.WritePing(true, ev.ping)
+					time.Sleep(50 * time.Millisecond)
+				}
+				unblock()
+
+				bodies := map[uint32]string{}
+				answered := 0
+				for {
+					ev, err := c.next()
+					if err != nil {
+						if !errors.Is(err, io.EOF) {
+							t.Fatalf("reading: got %v, want frames, then the connection closed", err)
+						}
+						break
+					}
+					switch ev.typ {
+					case http2.FrameGoAway:
+						final = &ev
+					case http2.FrameData:
+						bodies[ev.stream] += string(ev.data)
+						if ev.end && bodies[ev.stream] == "slow" {
+							answered++
+						}
+					case http2.FrameRSTStream:
+						t.Errorf("stream %d reset (%v), want its answer", ev.stream, ev.code)
+					}
+				}
+				if final == nil {
+					t.Errorf("connection closed without the final GOAWAY")
+				} else if final.code != http2.ErrCodeNo || final.last != last {
+					t.Errorf("final GOAWAY: got (%v, last %d), want (NO_ERROR, last %d)", final.code, final.last, last)
+				}
+				if answered != streams {
+					t.Errorf("got %d answers before the connection closed, want %d", answered, streams)
+				}
+				sent := 0
+				for i := 0; i < streams; i++ {
+					if r := p.nextRec(t); r.Status == 200 && r.Err == nil {
+						sent++
+					}
+				}
+				if sent > answered {
+					t.Errorf("got %d requests recorded as answered, want at most the %d the client got", sent, answered)
+				}
+				c.nc.Close()
+				select {
+				case err := <-shut:
+					if err != nil {
+						t.Errorf("Shutdown: got %v, want nil", err)
+					}
+				case <-time.After(testTimeout):
+					t.Fatal("Shutdown did not return")
+				}
+			})
+		}
+	}
+}

@@ -2,10 +2,13 @@ package h1
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -239,6 +242,189 @@ func testLoopH2DrainAnswersHeldStreams(t *testing.T, k netpoll.Kind) {
 					t.Fatal("Shutdown did not return")
 				}
 			})
+		}
+	}
+}
+
+// TestLoopWebSocketDrainGoingAway drains with a WebSocket tunnel open
+// until the drain's deadline: the tunnel is closed then, and each side is
+// first sent a close frame with status 1001 going away (RFC 6455 §7.4.1),
+// the client's as a server sends it, the backend's masked as a client
+// sends it, between two of the frames passing its way. A side in the
+// middle of a frame, or past its close frame, gets none (a frame of ours
+// inside one would corrupt it); the tunnel is recorded (101) either way.
+// (Issue 26: a binary upgrade closed WebSockets at its deadline with no
+// close frame.)
+func TestLoopWebSocketDrainGoingAway(t *testing.T) { run(t, testLoopWebSocketDrainGoingAway) }
+
+func testLoopWebSocketDrainGoingAway(t *testing.T, k netpoll.Kind) {
+	const (
+		hi       = "\x81\x02hi"                       // a text frame "hi", from the backend
+		partial  = "\x81\x0ahello"                    // the first half of a 10-byte one
+		yo       = "\x81\x82\x01\x02\x03\x04\x78\x6d" // "yo" masked with 01 02 03 04, from the client
+		bye      = "\x88\x82\x01\x02\x03\x04\x02\xea" // a close frame, status 1000, masked
+		goAway   = "\x88\x02\x03\xe9"                 // a close frame, status 1001
+		deadline = 300 * time.Millisecond
+	)
+	tests := []struct {
+		name        string
+		fromBackend string // what the backend sends behind its 101
+		fromClient  string // what the client sends once upgraded
+		// want: what each side gets before the connection closes; the
+		// backend's close frame is masked with a key of the proxy's, and
+		// toBackendClose says whether it gets one.
+		wantClient     string
+		toBackendClose bool
+		shutdown       func(p *loopProxy, ctx context.Context) error
+	}{
+		{"between frames", hi, yo, hi + goAway, true,
+			func(p *loopProxy, ctx context.Context) error { return p.ll.Shutdown(ctx) }},
+		{"engine", hi, yo, hi + goAway, true,
+			func(p *loopProxy, ctx context.Context) error { return p.eng.Shutdown(ctx) }},
+		{"mid-frame to the client", partial, yo, partial, true,
+			func(p *loopProxy, ctx context.Context) error { return p.ll.Shutdown(ctx) }},
+		{"client closed first", hi, yo + bye, hi + goAway, false,
+			func(p *loopProxy, ctx context.Context) error { return p.ll.Shutdown(ctx) }},
+	}
+	for _, tt := range tests {
+		for _, tlsOn := range []bool{false, true} {
+			name := tt.name + "/plain"
+			if tlsOn {
+				name = tt.name + "/tls"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel() // each waits for its drain's deadline
+				got := make(chan string, 1)
+				be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
+					readReqHead(br)
+					io.WriteString(nc, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"+tt.fromBackend)
+					b, _ := io.ReadAll(br)
+					got <- string(b)
+				})
+				cfg := loopTo(be.addr)
+				var tp *testTLS
+				if tlsOn {
+					tp = newTestTLS(t)
+					cfg.opts.TLS = tp
+				}
+				p := startLoopProxy(t, k, cfg)
+				var c *rawClient
+				if tlsOn {
+					c = dialTLS(t, p.addr, tp)
+				} else {
+					c = dialRaw(t, p.addr)
+				}
+				c.send("GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n" +
+					"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+				if head := c.readHead(); !strings.HasPrefix(head, "HTTP/1.1 101 ") {
+					t.Fatalf("got %q, want a 101", head)
+				}
+				c.send(tt.fromClient)
+				p.ll.Stop()
+				ctx, cancel := context.WithTimeout(context.Background(), deadline)
+				defer cancel()
+				due, _ := ctx.Deadline()
+				shut := make(chan error, 1)
+				go func() { shut <- tt.shutdown(p, ctx) }()
+
+				b, err := io.ReadAll(c.br)
+				if err != nil {
+					t.Errorf("client: got %v, want the connection closed", err)
+				}
+				if string(b) != tt.wantClient {
+					t.Errorf("client got %q, want %q", b, tt.wantClient)
+				}
+				if now := time.Now(); now.Before(due) {
+					t.Errorf("client's tunnel closed %v before the drain's deadline", due.Sub(now))
+				}
+				var toBackend string
+				select {
+				case toBackend = <-got:
+				case <-time.After(testTimeout):
+					t.Fatal("the backend's connection was not closed")
+				}
+				rest, ok := strings.CutPrefix(toBackend, tt.fromClient)
+				switch {
+				case !ok:
+					t.Errorf("backend got %q, want %q first", toBackend, tt.fromClient)
+				case !tt.toBackendClose && rest != "":
+					t.Errorf("backend got %q after the client's close frame, want nothing", rest)
+				case tt.toBackendClose && (len(rest) != 8 || rest[:2] != "\x88\x82" ||
+					rest[6]^rest[2] != 0x03 || rest[7]^rest[3] != 0xe9):
+					t.Errorf("backend got %q after the client's frames, want a masked close frame with status 1001", rest)
+				}
+				if err := <-shut; !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("Shutdown: got %v, want %v", err, context.DeadlineExceeded)
+				}
+				if r := p.nextRec(t); r.Status != 101 {
+					t.Errorf("record: got status %d, want 101", r.Status)
+				}
+			})
+		}
+	}
+}
+
+// TestWSFrames feeds wsFrames WebSocket frames of every header form
+// (7-bit, 16-bit and 64-bit lengths, masked or not) cut at every byte
+// and at random points: it must say it is between frames exactly at the
+// frames' ends, until a close frame has passed.
+func TestWSFrames(t *testing.T) {
+	frame := func(op byte, n int, masked bool) []byte {
+		b := []byte{0x80 | op}
+		m := byte(0)
+		if masked {
+			m = 0x80
+		}
+		switch {
+		case n < 126:
+			b = append(b, m|byte(n))
+		case n < 1<<16:
+			b = append(b, m|126, byte(n>>8), byte(n))
+		default:
+			b = append(b, m|127, 0, 0, 0, 0, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+		}
+		if masked {
+			b = append(b, 1, 2, 3, 4)
+		}
+		return append(b, bytes.Repeat([]byte{'x'}, n)...)
+	}
+	var stream []byte
+	ends := map[int]bool{0: true}
+	for _, f := range [][]byte{
+		frame(1, 0, false), frame(2, 5, true), frame(1, 125, false), frame(2, 126, true),
+		frame(0, 300, false), frame(9, 4, true), frame(2, 70000, false), frame(1, 1, true),
+	} {
+		stream = append(stream, f...)
+		ends[len(stream)] = true
+	}
+	closeAt := len(stream)
+	stream = append(stream, frame(wsOpClose, 2, false)...)
+	stream = append(stream, frame(1, 3, false)...)
+	// Between frames, up to the close frame's start (after it, never).
+	between := func(at int) bool { return ends[at] && at <= closeAt }
+
+	// Every byte on its own.
+	var f wsFrames
+	for i, b := range stream {
+		f.feed([]byte{b})
+		if got, want := f.between(), between(i+1); got != want {
+			t.Fatalf("after %d bytes one at a time: between() = %v, want %v", i+1, got, want)
+		}
+	}
+	// Random cuts.
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 200; round++ {
+		var f wsFrames
+		for at := 0; at < len(stream); {
+			n := min(len(stream)-at, 1+rng.IntN(200))
+			if rng.IntN(10) == 0 {
+				n = min(len(stream)-at, 1+rng.IntN(80000))
+			}
+			f.feed(stream[at : at+n])
+			at += n
+			if got, want := f.between(), between(at); got != want {
+				t.Fatalf("round %d, after %d bytes: between() = %v, want %v", round, at, got, want)
+			}
 		}
 	}
 }

@@ -399,6 +399,11 @@ type lupconn struct {
 	tls                upTLS
 	tfile              *os.File
 	tfileOff, tfileEnd int64
+	// ws follows the frames of a tunnel that carries a WebSocket
+	// (ltunnel.go). It is here rather than on the client's lconn, which
+	// every idle connection pays for (and which a pointer more would
+	// move to a larger allocation class).
+	ws *wsTunnel
 }
 
 // dial starts a non-blocking connect to the pool's backend.

@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"testing"
@@ -112,6 +115,65 @@ admin: {address: "off"}
 		}
 		if answered == 0 {
 			t.Errorf("the old server's access log: got no request answered, want those in flight when it drained")
+		}
+	})
+}
+
+// TestDrainSendsWebSocketsGoingAway shuts a server down with a WebSocket
+// open through it (to the built-in backend's echo), on both engines: the
+// WebSocket works until the drain's deadline, then the client gets a
+// close frame with status 1001 going away, and the connection closes.
+// (Issue 26: WebSockets were cut at the deadline with no close frame.)
+func TestDrainSendsWebSocketsGoingAway(t *testing.T) {
+	eachEngine(t, func(t *testing.T, engine string) {
+		bs := startBackends(t, 1)
+		cfg := yamlConfig(t, `
+listeners: [{name: web, address: "127.0.0.1:1"}]
+routes: [{name: app, match: {path_prefix: /}, upstream: app}]
+upstreams: [{name: app, backends: [{address: "{{B1}}"}]}]
+admin: {address: "off"}
+`, bs)
+		setEngine(cfg, engine)
+		s, err := New(cfg, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		nc, err := net.DialTimeout("tcp", s.Addr("web").String(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		nc.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(nc, "GET /ws HTTP/1.1\r\nHost: x\r\nOrigin: http://x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+			"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+		br := bufio.NewReader(nc)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != 101 {
+			t.Fatalf("upgrade: got (%v, %v), want 101", resp, err)
+		}
+		// "hi", masked with 01 02 03 04, comes back as an unmasked
+		// (binary) frame.
+		io.WriteString(nc, "\x81\x82\x01\x02\x03\x04\x69\x6b")
+		echo := make([]byte, 4)
+		if _, err := io.ReadFull(br, echo); err != nil || string(echo) != "\x82\x02hi" {
+			t.Fatalf("echo: got (%q, %v), want %q", echo, err, "\x82\x02hi")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		shut := make(chan error, 1)
+		go func() { shut <- s.Shutdown(ctx) }()
+		rest, err := io.ReadAll(br)
+		if err != nil {
+			t.Errorf("got %v, want the connection closed", err)
+		}
+		if string(rest) != "\x88\x02\x03\xe9" {
+			t.Errorf("at the drain's deadline: got %q, want a close frame with status 1001", rest)
+		}
+		if err := <-shut; !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Shutdown: got %v, want the drain cut short at its deadline", err)
 		}
 	})
 }

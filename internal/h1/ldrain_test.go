@@ -91,6 +91,46 @@ func (c *h2Raw) sync() {
 	}
 }
 
+// startH2Drain stops p's listener and starts shutdown on a goroutine
+// (bounded by testTimeout), with c, an HTTP/2 connection to p, turned to
+// return PINGs (autoPing off). It reads the drain's first GOAWAY, NO_ERROR
+// naming every stream, and its PING, and returns the PING's data and the
+// channel shutdown's result comes on.
+func startH2Drain(t *testing.T, p *loopProxy, c *h2Raw, shutdown func(p *loopProxy, ctx context.Context) error) ([8]byte, <-chan error) {
+	t.Helper()
+	c.autoPing = false
+	p.ll.Stop()
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		shut <- shutdown(p, ctx)
+	}()
+	ev := c.mustNext()
+	if ev.typ != http2.FrameGoAway || ev.code != http2.ErrCodeNo || ev.last != 1<<31-1 {
+		t.Fatalf("got (%v, %v, last %d), want GOAWAY NO_ERROR naming every stream", ev.typ, ev.code, ev.last)
+	}
+	ev = c.mustNext()
+	if ev.typ != http2.FramePing {
+		t.Fatalf("got %v, want the drain's PING", ev.typ)
+	}
+	return ev.ping, shut
+}
+
+// drainReturned waits for the shutdown startH2Drain started, which must
+// return nil (everything drained).
+func drainReturned(t *testing.T, shut <-chan error) {
+	t.Helper()
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Errorf("Shutdown: got %v, want nil", err)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("Shutdown did not return")
+	}
+}
+
 // blockLoops holds every loop of p in a posted function until the
 // returned function is called: what happens meanwhile (answers from
 // backends, frames from clients) is handled in one batch of events after.
@@ -149,7 +189,6 @@ func testLoopH2DrainAnswersHeldStreams(t *testing.T, k netpoll.Kind) {
 				be := startAnswerGate(t, streams)
 				p, tp := startH2Proxy(t, k, loopTo(be.addr), m.tls)
 				c := dialH2Raw(t, p.addr, tp, 0)
-				c.autoPing = false
 				last := uint32(0)
 				for i := 0; i < streams; i++ {
 					last = uint32(2*i + 1)
@@ -157,25 +196,11 @@ func testLoopH2DrainAnswersHeldStreams(t *testing.T, k netpoll.Kind) {
 				}
 				waitN(t, "requests at the backend", be.reached, streams)
 				c.sync()
-				p.ll.Stop()
-				shut := make(chan error, 1)
-				go func() {
-					ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-					defer cancel()
-					shut <- tt.shutdown(p, ctx)
-				}()
-				ev := c.mustNext()
-				if ev.typ != http2.FrameGoAway || ev.last != 1<<31-1 {
-					t.Fatalf("got (%v, last %d), want the drain's first GOAWAY", ev.typ, ev.last)
-				}
-				ev = c.mustNext()
-				if ev.typ != http2.FramePing {
-					t.Fatalf("got %v, want the drain's PING", ev.typ)
-				}
+				ping, shut := startH2Drain(t, p, c, tt.shutdown)
 				var final *h2Ev
 				if tt.tick {
-					c.fr.WritePing(true, ev.ping)
-					ev = c.mustNext()
+					c.fr.WritePing(true, ping)
+					ev := c.mustNext()
 					if ev.typ != http2.FrameGoAway || ev.last != last {
 						t.Fatalf("got (%v, last %d), want the final GOAWAY naming stream %d", ev.typ, ev.last, last)
 					}
@@ -188,7 +213,7 @@ func testLoopH2DrainAnswersHeldStreams(t *testing.T, k netpoll.Kind) {
 				if tt.tick {
 					time.Sleep(time.Second) // the connection's tick is due
 				} else {
-					c.fr.WritePing(true, ev.ping)
+					c.fr.WritePing(true, ping)
 					time.Sleep(50 * time.Millisecond)
 				}
 				unblock()
@@ -233,14 +258,7 @@ func testLoopH2DrainAnswersHeldStreams(t *testing.T, k netpoll.Kind) {
 					t.Errorf("got %d requests recorded as answered, want at most the %d the client got", sent, answered)
 				}
 				c.nc.Close()
-				select {
-				case err := <-shut:
-					if err != nil {
-						t.Errorf("Shutdown: got %v, want nil", err)
-					}
-				case <-time.After(testTimeout):
-					t.Fatal("Shutdown did not return")
-				}
+				drainReturned(t, shut)
 			})
 		}
 	}

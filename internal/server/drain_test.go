@@ -28,19 +28,7 @@ func TestUpgradeDrainAnswersEveryStream(t *testing.T) {
 		certs := newTestCerts(t)
 		certs.write(t, "site", "site.example", "127.0.0.1")
 		bs := startBackends(t, 1)
-		cfg := h2ServerConfig(t, `
-listeners:
-  - name: web
-    address: "127.0.0.1:1"
-    tls: {cert_file: "{{DIR}}/site.pem", key_file: "{{DIR}}/site.key"}
-  - name: plain
-    address: "127.0.0.2:1"
-    h2c: true
-routes:
-  - {name: app, match: {path_prefix: /}, upstream: app}
-upstreams: [{name: app, backends: [{address: "{{B1}}"}]}]
-admin: {address: "off"}
-`, certs, bs, engine)
+		cfg := h2ServerConfig(t, h2Config, certs, bs, engine)
 		fixedPorts(t, cfg)
 		log := newCountedLog()
 		old, err := New(cfg, Options{Recorder: log})
@@ -127,20 +115,9 @@ admin: {address: "off"}
 func TestDrainSendsWebSocketsGoingAway(t *testing.T) {
 	eachEngine(t, func(t *testing.T, engine string) {
 		bs := startBackends(t, 1)
-		cfg := yamlConfig(t, `
-listeners: [{name: web, address: "127.0.0.1:1"}]
-routes: [{name: app, match: {path_prefix: /}, upstream: app}]
-upstreams: [{name: app, backends: [{address: "{{B1}}"}]}]
-admin: {address: "off"}
-`, bs)
+		cfg := yamlConfig(t, oneBackend, bs)
 		setEngine(cfg, engine)
-		s, err := New(cfg, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Start(); err != nil {
-			t.Fatal(err)
-		}
+		s, _ := startServer(t, cfg, Options{})
 		nc, err := net.DialTimeout("tcp", s.Addr("web").String(), 5*time.Second)
 		if err != nil {
 			t.Fatal(err)

@@ -518,15 +518,29 @@ func (l *loop) releaseHeld() {
 	for i := 0; i < len(l.held); i++ {
 		// Releasing one may make another stream's answer (OnWritable),
 		// holding more: the loop runs to the end of the list as it grows.
-		h := l.held[i]
-		h.conn.Release()
-		h.held = false
-		if h.c.h2 == h {
-			h.c.h2check()
-		}
+		l.release(l.held[i])
 	}
 	clear(l.held)
 	l.held = l.held[:0]
+}
+
+// release writes out what h held, and ends its session if it is over; a
+// panic costs h's connection (if it still has it), not the loop.
+func (l *loop) release(h *h2conn) {
+	defer func() {
+		if r := recover(); r != nil {
+			var t target
+			if h.c.h2 == h {
+				t = h.c
+			}
+			l.recovered(t, nil, r)
+		}
+	}()
+	h.held = false
+	h.conn.Release()
+	if h.c.h2 == h {
+		h.c.h2check()
+	}
 }
 
 // dueConn is a stream whose deadline a sweep found passed, and which of

@@ -135,6 +135,14 @@ upstreams:
 admin: {address: "off"}
 `
 
+// oneBackend is a listener "web" whose every request goes to {{B1}}.
+const oneBackend = `
+listeners: [{name: web, address: "127.0.0.1:1"}]
+routes: [{name: app, match: {path_prefix: /}, upstream: app}]
+upstreams: [{name: app, backends: [{address: "{{B1}}"}]}]
+admin: {address: "off"}
+`
+
 // get fetches url and returns status, body and the X-Backend header.
 func get(t *testing.T, c *http.Client, url string) (int, string, string) {
 	t.Helper()

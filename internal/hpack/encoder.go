@@ -1,0 +1,152 @@
+package hpack
+
+import (
+	"hash/maphash"
+	"math"
+)
+
+// An Encoder encodes the header blocks of one direction of a connection
+// (RFC 7541 §3): it holds that direction's dynamic table. Its methods
+// must not be called concurrently. Once its table has grown to its
+// size, encoding allocates nothing but what dst needs.
+//
+// What it indexes (adds to the dynamic table, so that a field sent
+// again costs one or two bytes): a field not already in a table, unless
+// it is sensitive (sent never-indexed, RFC 7541 §7.1.3), or its name is
+// one whose values are rarely sent twice (:path, age, content-length,
+// etag, if-modified-since, if-none-match, location, set-cookie: the
+// list nghttp2 uses), or its entry would take more than three quarters
+// of the table (it would evict nearly everything for a value that is
+// likely sent once).
+type Encoder struct {
+	t    table
+	seed maphash.Seed
+	// limit is the peer's SETTINGS_HEADER_TABLE_SIZE; the table's
+	// size is the smaller of it and DefaultTableSize.
+	limit uint64
+	// minMax is the smallest table size since the last size update
+	// was sent; pending means one is due (RFC 7541 §4.2).
+	minMax  uint64
+	pending bool
+}
+
+// NewEncoder returns an Encoder whose dynamic table has
+// DefaultTableSize, the size a peer allows until it says otherwise.
+func NewEncoder() *Encoder {
+	e := &Encoder{seed: maphash.MakeSeed(), limit: DefaultTableSize, minMax: math.MaxUint64}
+	e.t.max = DefaultTableSize
+	return e
+}
+
+// SetMaxTableSizeLimit takes the peer's SETTINGS_HEADER_TABLE_SIZE, the
+// largest table its decoder keeps: the encoder's table becomes the
+// smaller of v and DefaultTableSize (a larger table than the default
+// costs memory on every connection for little gain), evicting what no
+// longer fits, and the change is signalled at the start of the next
+// block (RFC 7541 §4.2: the smallest size since the last signal, then
+// the final one).
+func (e *Encoder) SetMaxTableSizeLimit(v uint32) {
+	e.limit = uint64(v)
+	size := min(e.limit, DefaultTableSize)
+	if size == e.t.max {
+		return
+	}
+	e.minMax = min(e.minMax, size)
+	e.pending = true
+	e.t.setMax(size)
+}
+
+// Encode appends the representation of the field name: value to dst
+// and returns the extended slice; the fields of a block are encoded in
+// turn, and the first of a block carries any table size update that is
+// due (so the table limit must not change between the fields of one
+// block). Encode neither retains nor modifies name and value: what the
+// table keeps it copies. A sensitive field is sent as a never-indexed
+// literal (RFC 7541 §6.2.3), even when it is in a table, so that no
+// hop indexes it. Neither name nor value is checked: the caller sends
+// lower-case names and valid values (RFC 9113 §8.2).
+func (e *Encoder) Encode(dst, name, value []byte, sensitive bool) []byte {
+	if e.pending {
+		if e.minMax < e.t.max {
+			dst = appendInt(dst, 0x20, 5, e.minMax)
+		}
+		dst = appendInt(dst, 0x20, 5, e.t.max)
+		e.pending, e.minMax = false, math.MaxUint64
+	}
+	si, exact := staticSearch(name, value)
+	if exact && !sensitive {
+		return appendInt(dst, 0x80, 7, uint64(si))
+	}
+	size := uint64(len(name)) + uint64(len(value)) + entryOverhead
+	indexing := !sensitive && !noIndex[si] && size <= e.t.max*3/4
+	var nameHash, pairHash uint32
+	if indexing || e.t.len() > 0 {
+		nameHash, pairHash = e.hashes(name, value)
+	}
+	di, exact := e.search(name, value, nameHash, pairHash)
+	if exact && !sensitive {
+		return appendInt(dst, 0x80, 7, uint64(staticLen+di))
+	}
+	nameIndex := uint64(si)
+	if si == 0 && di > 0 {
+		nameIndex = uint64(staticLen + di)
+	}
+	switch {
+	case indexing:
+		dst = appendInt(dst, 0x40, 6, nameIndex)
+	case sensitive:
+		dst = appendInt(dst, 0x10, 4, nameIndex)
+	default:
+		dst = appendInt(dst, 0x00, 4, nameIndex)
+	}
+	if nameIndex == 0 {
+		dst = appendString(dst, name)
+	}
+	dst = appendString(dst, value)
+	if indexing {
+		// After the representation: its name index counts the table
+		// as it was (the decoder resolves it before inserting).
+		e.t.add(name, value, nameHash, pairHash)
+	}
+	return dst
+}
+
+// hashes returns the hash of name and that of name and value, which
+// the dynamic table keeps to find entries.
+func (e *Encoder) hashes(name, value []byte) (nameHash, pairHash uint32) {
+	n := maphash.Bytes(e.seed, name)
+	v := maphash.Bytes(e.seed, value)
+	return uint32(n), uint32(n ^ (v*0x9e3779b97f4a7c15 + 1))
+}
+
+// search returns the lowest dynamic index whose entry is name: value
+// (exact) or else whose name is name (0 if none).
+func (e *Encoder) search(name, value []byte, nameHash, pairHash uint32) (i int, exact bool) {
+	for j := 1; j <= e.t.len(); j++ {
+		ent := e.t.at(j)
+		if ent.pairHash == pairHash && int(ent.valueLen) == len(value) && int(ent.nameLen) == len(name) {
+			na, nb := e.t.name(ent)
+			va, vb := e.t.value(ent)
+			if equal(na, nb, name) && equal(va, vb, value) {
+				return j, true
+			}
+		}
+		if i == 0 && ent.nameHash == nameHash && int(ent.nameLen) == len(name) {
+			if na, nb := e.t.name(ent); equal(na, nb, name) {
+				i = j
+			}
+		}
+	}
+	return i, false
+}
+
+// appendString appends s as a string literal (RFC 7541 §5.2),
+// Huffman-coded when that is shorter.
+func appendString(dst, s []byte) []byte {
+	if n := huffmanLength(s); n < len(s) {
+		dst = appendInt(dst, 0x80, 7, uint64(n))
+		return appendHuffman(dst, s)
+	}
+	dst = appendInt(dst, 0, 7, uint64(len(s)))
+	return append(dst, s...)
+}

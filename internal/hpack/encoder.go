@@ -43,8 +43,8 @@ func NewEncoder() *Encoder {
 // smaller of v and DefaultTableSize (a larger table than the default
 // costs memory on every connection for little gain), evicting what no
 // longer fits, and the change is signalled at the start of the next
-// block (RFC 7541 §4.2: the smallest size since the last signal, then
-// the final one).
+// block (RFC 7541 §4.2; a size that fell and rose again is signalled
+// as 0, then the final size).
 func (e *Encoder) SetMaxTableSizeLimit(v uint32) {
 	e.limit = uint64(v)
 	size := min(e.limit, DefaultTableSize)
@@ -68,7 +68,15 @@ func (e *Encoder) SetMaxTableSizeLimit(v uint32) {
 func (e *Encoder) Encode(dst, name, value []byte, sensitive bool) []byte {
 	if e.pending {
 		if e.minMax < e.t.max {
-			dst = appendInt(dst, 0x20, 5, e.minMax)
+			// The size fell, then rose: RFC 7541 §4.2 wants the
+			// smallest signalled first. We signal 0 (which empties
+			// both tables, no more than the smallest size would
+			// keep): x/net's decoder refuses a second size update
+			// in a block unless its table is empty after the first.
+			dst = appendInt(dst, 0x20, 5, 0)
+			size := e.t.max
+			e.t.setMax(0)
+			e.t.max = size
 		}
 		dst = appendInt(dst, 0x20, 5, e.t.max)
 		e.pending, e.minMax = false, math.MaxUint64

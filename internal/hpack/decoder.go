@@ -273,7 +273,7 @@ func (d *Decoder) literal(p []byte, n uint8, indexing, sensitive bool, st *block
 		return nil, ErrStringLength
 	}
 	if indexing {
-		d.t.add(name, value, 0, 0)
+		d.t.add(name, value)
 	}
 	if st.emitting() && d.account(st, len(name), len(value)) {
 		st.emit(Field{Name: name, Value: value, Sensitive: sensitive})

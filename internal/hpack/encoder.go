@@ -21,6 +21,17 @@ import (
 type Encoder struct {
 	t    table
 	seed maphash.Seed
+	// links, beside t.ents (same length, same slots), chain each
+	// entry to the next older one whose name, or name and value, hash
+	// to the same bucket; nameHead and pairHead hold each bucket's
+	// newest id plus one (0: none). Chains run newest first, so the
+	// first match is the lowest index, and a walk stops at the first
+	// evicted id: nothing is ever unlinked. A field is looked up in a
+	// step or two whatever the table holds (x/net keeps two maps with
+	// string keys, allocating as entries come and go).
+	links    []link
+	nameHead [buckets]uint64
+	pairHead [buckets]uint64
 	// limit is the peer's SETTINGS_HEADER_TABLE_SIZE; the table's
 	// size is the smaller of it and DefaultTableSize.
 	limit uint64
@@ -28,6 +39,18 @@ type Encoder struct {
 	// was sent; pending means one is due (RFC 7541 §4.2).
 	minMax  uint64
 	pending bool
+}
+
+// buckets is the number of hash buckets of the encoder's index; a
+// default table holds at most 128 entries, and typically a few dozen.
+const buckets = 64
+
+// link is an entry's place in the encoder's index: its hashes and the
+// distance back to the next older entry of the same bucket (0: none;
+// a distance past the table's oldest entry ends the chain too).
+type link struct {
+	nameHash, pairHash uint32
+	nameNext, pairNext uint32
 }
 
 // NewEncoder returns an Encoder whose dynamic table has
@@ -91,13 +114,14 @@ func (e *Encoder) Encode(dst, name, value []byte, sensitive bool) []byte {
 	if indexing || e.t.len() > 0 {
 		nameHash, pairHash = e.hashes(name, value)
 	}
-	di, exact := e.search(name, value, nameHash, pairHash)
-	if exact && !sensitive {
+	if di := e.search(false, pairHash, name, value); di > 0 && !sensitive {
 		return appendInt(dst, 0x80, 7, uint64(staticLen+di))
 	}
 	nameIndex := uint64(si)
-	if si == 0 && di > 0 {
-		nameIndex = uint64(staticLen + di)
+	if si == 0 {
+		if di := e.search(true, nameHash, name, nil); di > 0 {
+			nameIndex = uint64(staticLen + di)
+		}
 	}
 	switch {
 	case indexing:
@@ -114,38 +138,92 @@ func (e *Encoder) Encode(dst, name, value []byte, sensitive bool) []byte {
 	if indexing {
 		// After the representation: its name index counts the table
 		// as it was (the decoder resolves it before inserting).
-		e.t.add(name, value, nameHash, pairHash)
+		e.index(name, value, nameHash, pairHash)
 	}
 	return dst
 }
 
-// hashes returns the hash of name and that of name and value, which
-// the dynamic table keeps to find entries.
+// hashes returns the hash of name and that of name and value.
 func (e *Encoder) hashes(name, value []byte) (nameHash, pairHash uint32) {
 	n := maphash.Bytes(e.seed, name)
 	v := maphash.Bytes(e.seed, value)
 	return uint32(n), uint32(n ^ (v*0x9e3779b97f4a7c15 + 1))
 }
 
-// search returns the lowest dynamic index whose entry is name: value
-// (exact) or else whose name is name (0 if none).
-func (e *Encoder) search(name, value []byte, nameHash, pairHash uint32) (i int, exact bool) {
-	for j := 1; j <= e.t.len(); j++ {
-		ent := e.t.at(j)
-		if ent.pairHash == pairHash && int(ent.valueLen) == len(value) && int(ent.nameLen) == len(name) {
-			na, nb := e.t.name(ent)
-			va, vb := e.t.value(ent)
-			if equal(na, nb, name) && equal(va, vb, value) {
-				return j, true
-			}
-		}
-		if i == 0 && ent.nameHash == nameHash && int(ent.nameLen) == len(name) {
-			if na, nb := e.t.name(ent); equal(na, nb, name) {
-				i = j
-			}
-		}
+// search returns the lowest dynamic index of an entry whose name and
+// value are name and value (byName: whose name is name) and whose hash
+// is hash; 0 if none.
+func (e *Encoder) search(byName bool, hash uint32, name, value []byte) int {
+	head := e.pairHead[hash%buckets]
+	if byName {
+		head = e.nameHead[hash%buckets]
 	}
-	return i, false
+	oldest := e.t.added - uint64(e.t.n)
+	for h := head; h > oldest; {
+		id := h - 1
+		l := &e.links[e.t.slot(id)]
+		lh, next := l.pairHash, l.pairNext
+		if byName {
+			lh, next = l.nameHash, l.nameNext
+		}
+		if lh == hash && e.matches(&e.t.ents[e.t.slot(id)], byName, name, value) {
+			return int(e.t.added - id)
+		}
+		if next == 0 {
+			break
+		}
+		h = id - uint64(next) + 1
+	}
+	return 0
+}
+
+// matches reports whether ent's name is name and, unless byName, its
+// value is value.
+func (e *Encoder) matches(ent *entry, byName bool, name, value []byte) bool {
+	if int(ent.nameLen) != len(name) || !byName && int(ent.valueLen) != len(value) {
+		return false
+	}
+	if na, nb := e.t.name(ent); !equal(na, nb, name) {
+		return false
+	}
+	if byName {
+		return true
+	}
+	va, vb := e.t.value(ent)
+	return equal(va, vb, value)
+}
+
+// index adds name: value to the dynamic table and to the index.
+func (e *Encoder) index(name, value []byte, nameHash, pairHash uint32) {
+	if !e.t.add(name, value) {
+		return
+	}
+	if len(e.links) != len(e.t.ents) {
+		// The entry ring grew: the links follow it, slot by id.
+		links := make([]link, len(e.t.ents))
+		for id := e.t.added - uint64(e.t.n); id < e.t.added-1; id++ {
+			links[id&uint64(len(links)-1)] = e.links[id&uint64(len(e.links)-1)]
+		}
+		e.links = links
+	}
+	id := e.t.added - 1
+	e.links[e.t.slot(id)] = link{
+		nameHash: nameHash, pairHash: pairHash,
+		nameNext: distance(id, e.nameHead[nameHash%buckets]),
+		pairNext: distance(id, e.pairHead[pairHash%buckets]),
+	}
+	e.nameHead[nameHash%buckets] = id + 1
+	e.pairHead[pairHash%buckets] = id + 1
+}
+
+// distance returns how far back from id the entry of head (an id plus
+// one; 0: none) is, 0 if none, and at most the largest uint32 (any
+// entry that far back has been evicted).
+func distance(id, head uint64) uint32 {
+	if head == 0 {
+		return 0
+	}
+	return uint32(min(id-(head-1), math.MaxUint32))
 }
 
 // appendString appends s as a string literal (RFC 7541 §5.2),

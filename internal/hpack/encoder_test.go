@@ -2,6 +2,8 @@ package hpack
 
 import (
 	"bytes"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -112,5 +114,43 @@ func TestEncodeTableSizeUpdates(t *testing.T) {
 				t.Errorf("the next field carries %x, want 82 alone", next)
 			}
 		})
+	}
+}
+
+// TestEncoderIndex: after every insertion (entries of repeated names
+// and values, many more than the index has buckets, evicting, the
+// table size changing), the index finds each live entry at the lowest
+// index that holds its name and value, and each name at the lowest
+// index that holds it: what a scan of the table finds.
+func TestEncoderIndex(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	e := NewEncoder()
+	for step := range 5000 {
+		if r.IntN(200) == 0 {
+			e.SetMaxTableSizeLimit(uint32(r.IntN(DefaultTableSize + 1)))
+			e.Encode(nil, []byte(":method"), []byte("GET"), false) // sends the size update
+		}
+		name := fmt.Sprintf("n%d", r.IntN(40))
+		value := strings.Repeat("v", r.IntN(3)) + fmt.Sprint(r.IntN(30))
+		e.Encode(nil, []byte(name), []byte(value), false)
+		tab := dynTable(&e.t)
+		for i, f := range tab {
+			nh, ph := e.hashes([]byte(f.name), []byte(f.value))
+			wantPair, wantName := 0, 0
+			for j, g := range tab {
+				if g.name == f.name && wantName == 0 {
+					wantName = j + 1
+				}
+				if g == f && wantPair == 0 {
+					wantPair = j + 1
+				}
+			}
+			if got := e.search(false, ph, []byte(f.name), []byte(f.value)); got != wantPair {
+				t.Fatalf("step %d: entry %d %v found at %d, want %d", step, i+1, f, got, wantPair)
+			}
+			if got := e.search(true, nh, []byte(f.name), nil); got != wantName {
+				t.Fatalf("step %d: name of entry %d %v found at %d, want %d", step, i+1, f, got, wantName)
+			}
+		}
 	}
 }

@@ -5,14 +5,12 @@ package hpack
 const entryOverhead = 32
 
 // entry is one dynamic table entry: its name starts at off in the
-// table's ring and its value follows (either may wrap around the
-// ring's end). The hashes are the encoder's (zero in a decoder's).
+// table's byte ring and its value follows (either may wrap around the
+// ring's end).
 type entry struct {
 	off      uint32
 	nameLen  uint32
 	valueLen uint32
-	nameHash uint32
-	pairHash uint32
 }
 
 // table is a dynamic table (RFC 7541 §2.3.2, §4): the names and values
@@ -22,12 +20,16 @@ type entry struct {
 // maximum size, each entry costing at least 32 of it), so once they
 // have grown an insertion allocates nothing and copies only the new
 // entry's bytes; eviction just moves the start.
+//
+// Entries have ids, counted from 0 in the order they were added; entry
+// id lives at ents[id&(len(ents)-1)], so an id keeps naming its entry
+// when the ring grows (the encoder's index relies on it).
 type table struct {
 	buf   []byte  // the byte ring
 	start int     // where the oldest entry's name starts in buf
 	used  int     // bytes in use from start, wrapping
-	ents  []entry // the entry ring
-	first int     // index in ents of the oldest entry
+	ents  []entry // the entry ring; its length is a power of two
+	added uint64  // entries ever added: the newest one's id is added-1
 	n     int     // entries
 	size  uint64  // RFC 7541 §4.1 size: lengths plus 32 an entry
 	max   uint64  // maximum size
@@ -36,10 +38,11 @@ type table struct {
 // len returns the number of entries.
 func (t *table) len() int { return t.n }
 
+// slot returns where entry id lives in t.ents.
+func (t *table) slot(id uint64) int { return int(id & uint64(len(t.ents)-1)) }
+
 // at returns entry i, 1 being the newest (RFC 7541 §2.3.3).
-func (t *table) at(i int) *entry {
-	return &t.ents[(t.first+t.n-i)%len(t.ents)]
-}
+func (t *table) at(i int) *entry { return &t.ents[t.slot(t.added-uint64(i))] }
 
 // setMax sets the maximum size, evicting what no longer fits (RFC 7541
 // §4.3).
@@ -52,13 +55,12 @@ func (t *table) setMax(v uint64) {
 
 // evict removes the oldest entry.
 func (t *table) evict() {
-	e := &t.ents[t.first]
+	e := t.at(t.n)
 	n := int(e.nameLen + e.valueLen)
 	t.size -= uint64(n) + entryOverhead
-	t.first = (t.first + 1) % len(t.ents)
 	t.n--
 	if t.n == 0 {
-		t.start, t.used, t.first = 0, 0, 0
+		t.start, t.used = 0, 0
 		return
 	}
 	if n > 0 {
@@ -68,15 +70,16 @@ func (t *table) evict() {
 }
 
 // add inserts a new entry, evicting old ones to make room (RFC 7541
-// §4.4); one larger than the maximum size empties the table. name and
-// value are copied; they must not be bytes of the table itself.
-func (t *table) add(name, value []byte, nameHash, pairHash uint32) {
+// §4.4), and reports whether it did: one larger than the maximum size
+// empties the table instead. name and value are copied; they must not
+// be bytes of the table itself.
+func (t *table) add(name, value []byte) bool {
 	n := len(name) + len(value)
 	if uint64(n)+entryOverhead > t.max {
 		for t.n > 0 {
 			t.evict()
 		}
-		return
+		return false
 	}
 	for t.size+uint64(n)+entryOverhead > t.max {
 		t.evict()
@@ -95,11 +98,10 @@ func (t *table) add(name, value []byte, nameHash, pairHash uint32) {
 	t.put((off+len(name))%max(len(t.buf), 1), value)
 	t.used += n
 	t.size += uint64(n) + entryOverhead
-	t.ents[(t.first+t.n)%len(t.ents)] = entry{
-		off: uint32(off), nameLen: uint32(len(name)), valueLen: uint32(len(value)),
-		nameHash: nameHash, pairHash: pairHash,
-	}
+	t.ents[t.slot(t.added)] = entry{off: uint32(off), nameLen: uint32(len(name)), valueLen: uint32(len(value))}
+	t.added++
 	t.n++
+	return true
 }
 
 // put copies b into the ring at off, wrapping.
@@ -130,10 +132,10 @@ func (t *table) growBytes(need int) {
 // growEntries doubles the entry ring.
 func (t *table) growEntries() {
 	ents := make([]entry, max(2*len(t.ents), 16))
-	for i := range t.n {
-		ents[i] = t.ents[(t.first+i)%len(t.ents)]
+	for id := t.added - uint64(t.n); id < t.added; id++ {
+		ents[id&uint64(len(ents)-1)] = t.ents[t.slot(id)]
 	}
-	t.ents, t.first = ents, 0
+	t.ents = ents
 }
 
 // pieces returns the n bytes at off in the ring: a, then b when they

@@ -37,7 +37,7 @@ func TestTableAgainstModel(t *testing.T) {
 			default:
 				name := strings.Repeat(string(rune('a'+r.IntN(26))), r.IntN(20))
 				value := fmt.Sprint(step) + strings.Repeat("v", r.IntN(r.IntN(2000)+1))
-				tb.add([]byte(name), []byte(value), 0, 0)
+				tb.add([]byte(name), []byte(value))
 				size := uint64(len(name)+len(value)) + entryOverhead
 				if size > tb.max {
 					model, modelSize = nil, 0
@@ -63,12 +63,12 @@ func TestTableEmptyEntries(t *testing.T) {
 	var tb table
 	tb.max = 100
 	for range 5 {
-		tb.add(nil, nil, 0, 0)
+		tb.add(nil, nil)
 	}
 	if tb.len() != 3 || tb.size != 96 || tb.used != 0 {
 		t.Fatalf("got %d entries, size %d, %d bytes; want 3, 96, 0", tb.len(), tb.size, tb.used)
 	}
-	tb.add([]byte("a"), []byte("b"), 0, 0)
+	tb.add([]byte("a"), []byte("b"))
 	want := []tf{{"a", "b", false}, {"", "", false}, {"", "", false}}
 	if got := dynTable(&tb); !equalFields(got, want) {
 		t.Errorf("got %v, want %v", got, want)

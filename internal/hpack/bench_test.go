@@ -49,11 +49,11 @@ func makeStream(name string, base []tf, n int) stream {
 // streams are the benchmarks' and allocation tests' connections.
 func streams() []stream {
 	return []stream{
-		makeStream("browser-request", browserRequest, 200),
-		makeStream("curl-request", curlRequest, 200),
-		makeStream("grpc-request", grpcRequest, 200),
-		makeStream("fixed-response", fixedResponse, 200),
-		makeStream("page-response", pageResponse, 200),
+		makeStream("browser-request", browserRequest, 1100),
+		makeStream("curl-request", curlRequest, 1100),
+		makeStream("grpc-request", grpcRequest, 1100),
+		makeStream("fixed-response", fixedResponse, 1100),
+		makeStream("page-response", pageResponse, 1100),
 	}
 }
 
@@ -184,7 +184,7 @@ func TestEncodeAllocs(t *testing.T) {
 func BenchmarkDecode(b *testing.B) {
 	for _, s := range streams() {
 		blocks := xnetBlocks(s)
-		b.Run(s.name+"/ours", func(b *testing.B) {
+		b.Run(s.name+"/impl=ours", func(b *testing.B) {
 			b.ReportAllocs()
 			var d *Decoder
 			var out sink
@@ -205,7 +205,7 @@ func BenchmarkDecode(b *testing.B) {
 				}
 			}
 		})
-		b.Run(s.name+"/xnet", func(b *testing.B) {
+		b.Run(s.name+"/impl=xnet", func(b *testing.B) {
 			b.ReportAllocs()
 			var d *hpack.Decoder
 			var fields []hpack.HeaderField
@@ -240,7 +240,7 @@ func BenchmarkDecode(b *testing.B) {
 // fields); an op is one head.
 func BenchmarkEncode(b *testing.B) {
 	for _, s := range streams() {
-		b.Run(s.name+"/ours", func(b *testing.B) {
+		b.Run(s.name+"/impl=ours", func(b *testing.B) {
 			b.ReportAllocs()
 			heads := byteHeads(s)
 			e := NewEncoder()
@@ -253,7 +253,7 @@ func BenchmarkEncode(b *testing.B) {
 				}
 			}
 		})
-		b.Run(s.name+"/xnet", func(b *testing.B) {
+		b.Run(s.name+"/impl=xnet", func(b *testing.B) {
 			b.ReportAllocs()
 			var heads [][]hpack.HeaderField
 			for _, h := range s.heads {

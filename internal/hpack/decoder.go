@@ -217,7 +217,9 @@ func (d *Decoder) indexed(p []byte, st *blockState) ([]byte, error) {
 		return p[k:], nil
 	}
 	if e != nil {
-		name, value = d.copyOut(d.t.name(e)), d.copyOut(d.t.value(e))
+		// Name and value are adjacent in the ring: one copy.
+		nv := d.copyOut(d.t.pieces(e.off, e.nameLen+e.valueLen))
+		name, value = nv[:nameLen:nameLen], nv[nameLen:]
 	}
 	st.emit(Field{Name: name, Value: value})
 	return p[k:], nil

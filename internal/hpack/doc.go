@@ -19,6 +19,17 @@
 // side retains its caller's slices nor allocates per field. The static
 // table and the Huffman code are immutable package data.
 //
+// Where the decoder parts from x/net's, it follows RFC 7541 §4.2 on
+// dynamic table size updates: one after a field is an error even while
+// the table is empty (x/net then takes it); two at a block's start are
+// valid (the smallest size and the final one; x/net refuses the second
+// unless its table is empty after the first); and once
+// SetMaxTableSizeLimit has lowered the limit below the table's size,
+// the next block must begin with one (as nghttp2 checks; x/net does
+// not). So that x/net's decoder takes what the encoder sends, a size
+// that fell and rose between two blocks is signalled as 0, then the
+// final size.
+//
 // Why not golang.org/x/net/http2/hpack: its Decoder hands each field
 // as a HeaderField of strings (an allocation per string, and per
 // Huffman-decoded one a pooled buffer's copy), and its Encoder takes

@@ -1,6 +1,6 @@
 // Package hpack is HTTP/2's header compression, HPACK (RFC 7541), with
 // fields as byte slices and nothing allocated once a connection's
-// buffers have grown: the codec under internal/h2.
+// buffers have grown, written for internal/h2.
 //
 // A Decoder turns a complete header block into fields whose names and
 // values point into the block, the static table or the decoder's

@@ -2,6 +2,7 @@ package hpack
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -115,7 +116,7 @@ func TestDecodeValid(t *testing.T) {
 				d.SetMaxTableSizeLimit(tt.limit)
 			}
 			got, err := decode(d, dehex(t, tt.hex))
-			if err != nil || !equalFields(got, tt.want) {
+			if err != nil || !slices.Equal(got, tt.want) {
 				t.Errorf("got %v, %v; want %v", got, err, tt.want)
 			}
 		})
@@ -196,7 +197,7 @@ func TestDecodeFieldsOutliveEvictions(t *testing.T) {
 		want = append(want, tf{"k", v, false}, tf{"k", v, false})
 	}
 	got, err := decode(d, block)
-	if err != nil || !equalFields(got, want) {
+	if err != nil || !slices.Equal(got, want) {
 		t.Fatalf("got %v, %v; want %v", got, err, want)
 	}
 	if d.t.len() != 1 || len(d.t.buf) != 100 {
@@ -219,12 +220,12 @@ func TestDecodeHeaderListSize(t *testing.T) {
 		t.Fatalf("got %v, want ErrHeaderListSize", err)
 	}
 	want := []tf{{":method", "GET", false}, {"custom-key", "custom-header", false}}
-	if !equalFields(got, want) {
+	if !slices.Equal(got, want) {
 		t.Errorf("emitted %v, want %v", got, want)
 	}
 	got, err = decode(d, dehex(t, "be bf"))
 	want = []tf{{"a", "b", false}, {"custom-key", "custom-header", false}}
-	if err != nil || !equalFields(got, want) {
+	if err != nil || !slices.Equal(got, want) {
 		t.Errorf("next block: got %v, %v; want %v", got, err, want)
 	}
 }
@@ -237,7 +238,7 @@ func TestDecodeWithoutEmit(t *testing.T) {
 		t.Fatal(err) // the second field's bad Huffman is not decoded, as x/net
 	}
 	got, err := decode(d, dehex(t, "be"))
-	if want := []tf{{"a", "a", false}}; err != nil || !equalFields(got, want) {
+	if want := []tf{{"a", "a", false}}; err != nil || !slices.Equal(got, want) {
 		t.Errorf("got %v, %v; want %v", got, err, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -46,7 +47,7 @@ func TestEncodeIndexing(t *testing.T) {
 			}
 			d := NewDecoder(DecoderConfig{})
 			got, err := decode(d, append(b, again...))
-			if want := []tf{tt.field, tt.field}; err != nil || !equalFields(got, want) {
+			if want := []tf{tt.field, tt.field}; err != nil || !slices.Equal(got, want) {
 				t.Errorf("decodes to %v, %v; want %v", got, err, want)
 			}
 		})
@@ -107,7 +108,7 @@ func TestEncodeTableSizeUpdates(t *testing.T) {
 			if e.t.max != tt.max {
 				t.Errorf("table size %d, want %d", e.t.max, tt.max)
 			}
-			if f, err := decode(d, got); err != nil || !equalFields(f, []tf{{"a", "b", false}}) {
+			if f, err := decode(d, got); err != nil || !slices.Equal(f, []tf{{"a", "b", false}}) {
 				t.Errorf("decodes to %v, %v", f, err)
 			}
 			if next := e.Encode(nil, []byte(":method"), []byte("GET"), false); !bytes.Equal(next, []byte{0x82}) {

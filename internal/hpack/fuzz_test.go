@@ -3,6 +3,7 @@ package hpack
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
 
 	"golang.org/x/net/http2/hpack"
@@ -148,7 +149,7 @@ func FuzzDecode(f *testing.F) {
 				return // two size updates: x/net's table was not empty after the first
 			case (err != nil) != (xerr != nil):
 				t.Fatalf("block %d %x: we say %v, x/net %v", i, block, err, xerr)
-			case err == nil && !equalFields(got, want):
+			case err == nil && !slices.Equal(got, want):
 				t.Fatalf("block %d %x: got %v, x/net %v", i, block, got, want)
 			}
 			lgot, lerr := decode(limited, block)
@@ -168,7 +169,7 @@ func FuzzDecode(f *testing.F) {
 			if n < len(got) {
 				wantErr = ErrHeaderListSize
 			}
-			if !errors.Is(lerr, wantErr) || lerr != nil && wantErr == nil || !equalFields(lgot, got[:n]) {
+			if !errors.Is(lerr, wantErr) || lerr != nil && wantErr == nil || !slices.Equal(lgot, got[:n]) {
 				t.Fatalf("block %d %x: limited to %d, got %v, %v; want %v, %v", i, block, maxList, lgot, lerr, got[:n], wantErr)
 			}
 		}
@@ -211,16 +212,16 @@ func FuzzRoundTrip(f *testing.F) {
 		var fields []tf
 		end := func() {
 			got, err := decode(d, block)
-			if err != nil || !equalFields(got, fields) {
+			if err != nil || !slices.Equal(got, fields) {
 				t.Fatalf("%x: we decode %v, %v; want %v", block, got, err, fields)
 			}
 			xgot, err := xnetDecode(x, block)
-			if err != nil || !equalFields(xgot, fields) {
+			if err != nil || !slices.Equal(xgot, fields) {
 				t.Fatalf("%x: x/net decodes %v, %v; want %v", block, xgot, err, fields)
 			}
 			// A size change waiting for the next field (this block had
 			// none) is not yet the decoder's.
-			if et, dt := dynTable(&e.t), dynTable(&d.t); !e.pending && (!equalFields(et, dt) || e.t.size != d.t.size || e.t.max != d.t.max) {
+			if et, dt := dynTable(&e.t), dynTable(&d.t); !e.pending && (!slices.Equal(et, dt) || e.t.size != d.t.size || e.t.max != d.t.max) {
 				t.Fatalf("encoder's table %v (%d of %d), decoder's %v (%d of %d)", et, e.t.size, e.t.max, dt, d.t.size, d.t.max)
 			}
 			block, fields = block[:0], fields[:0]

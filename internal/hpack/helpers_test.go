@@ -67,15 +67,3 @@ func dynTable(t *table) []tf {
 	}
 	return out
 }
-
-func equalFields(a, b []tf) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}

@@ -1,6 +1,7 @@
 package hpack
 
 import (
+	"slices"
 	"testing"
 
 	"golang.org/x/net/http2/hpack"
@@ -106,14 +107,14 @@ func TestDecodeAppendixC(t *testing.T) {
 				if err != nil {
 					t.Fatalf("block %d: %v", i+1, err)
 				}
-				if !equalFields(got, b.fields) {
+				if !slices.Equal(got, b.fields) {
 					t.Errorf("block %d: got %v, want %v", i+1, got, b.fields)
 				}
-				if tab := dynTable(&d.t); !equalFields(tab, b.table) || d.t.size != b.size {
+				if tab := dynTable(&d.t); !slices.Equal(tab, b.table) || d.t.size != b.size {
 					t.Errorf("block %d: table %v (size %d), want %v (size %d)", i+1, tab, d.t.size, b.table, b.size)
 				}
 				xgot, err := xnetDecode(x, block)
-				if err != nil || !equalFields(xgot, b.fields) {
+				if err != nil || !slices.Equal(xgot, b.fields) {
 					t.Errorf("block %d: x/net decodes %v, %v; want %v", i+1, xgot, err, b.fields)
 				}
 			}
@@ -144,7 +145,7 @@ func TestDecodeAppendixC2(t *testing.T) {
 			if err != nil || len(got) != 1 || got[0] != tt.field {
 				t.Fatalf("got %v, %v; want %v", got, err, tt.field)
 			}
-			if tab := dynTable(&d.t); !equalFields(tab, tt.table) {
+			if tab := dynTable(&d.t); !slices.Equal(tab, tt.table) {
 				t.Errorf("table %v, want %v", tab, tt.table)
 			}
 		})
@@ -164,7 +165,7 @@ func TestEncodeAppendixC4(t *testing.T) {
 		if want := dehex(t, b.hex); string(got) != string(want) {
 			t.Errorf("block %d: got %x, want %x", i+1, got, want)
 		}
-		if tab := dynTable(&e.t); !equalFields(tab, b.table) || e.t.size != b.size {
+		if tab := dynTable(&e.t); !slices.Equal(tab, b.table) || e.t.size != b.size {
 			t.Errorf("block %d: table %v (size %d), want %v (size %d)", i+1, tab, e.t.size, b.table, b.size)
 		}
 	}

@@ -3,6 +3,7 @@ package hpack
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -47,7 +48,7 @@ func TestTableAgainstModel(t *testing.T) {
 					evict()
 				}
 			}
-			if got := dynTable(&tb); !equalFields(got, model) || tb.size != modelSize {
+			if got := dynTable(&tb); !slices.Equal(got, model) || tb.size != modelSize {
 				t.Fatalf("run %d step %d: table %d entries (size %d), want %d (size %d)", run, step, len(got), tb.size, len(model), modelSize)
 			}
 			if uint64(len(tb.buf)) > largest {
@@ -70,7 +71,7 @@ func TestTableEmptyEntries(t *testing.T) {
 	}
 	tb.add([]byte("a"), []byte("b"))
 	want := []tf{{"a", "b", false}, {"", "", false}, {"", "", false}}
-	if got := dynTable(&tb); !equalFields(got, want) {
+	if got := dynTable(&tb); !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"golang.org/x/net/http2/hpack"
@@ -65,11 +66,11 @@ func TestEncoderAgainstXnet(t *testing.T) {
 				block = e.Encode(block, []byte(f.name), []byte(f.value), f.sensitive)
 			}
 			got, err := xnetDecode(x, block)
-			if err != nil || !equalFields(got, head) {
+			if err != nil || !slices.Equal(got, head) {
 				t.Fatalf("sequence %d block %d: x/net decodes %v, %v; want %v", seq, blk, got, err, head)
 			}
 			got, err = decode(d, block)
-			if err != nil || !equalFields(got, head) {
+			if err != nil || !slices.Equal(got, head) {
 				t.Fatalf("sequence %d block %d: we decode %v, %v; want %v", seq, blk, got, err, head)
 			}
 		}
@@ -102,7 +103,7 @@ func TestDecoderAgainstXnet(t *testing.T) {
 				}
 			}
 			got, err := decode(d, buf.Bytes())
-			if err != nil || !equalFields(got, head) {
+			if err != nil || !slices.Equal(got, head) {
 				t.Fatalf("sequence %d block %d: got %v, %v; want %v", seq, blk, got, err, head)
 			}
 			if d.t.max != uint64(x.MaxDynamicTableSize()) {

@@ -11,13 +11,18 @@ import (
 // size, encoding allocates nothing but what dst needs.
 //
 // What it indexes (adds to the dynamic table, so that a field sent
-// again costs one or two bytes): a field not already in a table, unless
-// it is sensitive (sent never-indexed, RFC 7541 §7.1.3), or its name is
-// one whose values are rarely sent twice (:path, age, content-length,
-// etag, if-modified-since, if-none-match, location, set-cookie: the
-// list nghttp2 uses), or its entry would take more than three quarters
-// of the table (it would evict nearly everything for a value that is
-// likely sent once).
+// again costs one byte): as x/net's encoder, every field not already in
+// a table, but for three kinds: a sensitive one (sent never-indexed,
+// RFC 7541 §7.1.3); one whose entry would take more than three
+// quarters of the table (as nghttp2: it would evict nearly everything
+// for a value likely sent once); and one whose name says its value is
+// an identifier of the message, new every time (see uniqueName: the
+// X-Request-Id Helios adds to every request it forwards would
+// otherwise push a backend connection's useful entries out, one
+// request at a time), which is indexed only while its name is in no
+// table, so that the next ones send the name as an index. Fields that
+// repeat per resource (:path, content-length, etag) are indexed: a
+// proxy and a gRPC channel send the same ones again and again.
 type Encoder struct {
 	t    table
 	seed maphash.Seed
@@ -109,9 +114,9 @@ func (e *Encoder) Encode(dst, name, value []byte, sensitive bool) []byte {
 		return appendInt(dst, 0x80, 7, uint64(si))
 	}
 	size := uint64(len(name)) + uint64(len(value)) + entryOverhead
-	indexing := !sensitive && !noIndex[si] && size <= e.t.max*3/4
+	mayIndex := !sensitive && size <= e.t.max*3/4
 	var nameHash, pairHash uint32
-	if indexing || e.t.len() > 0 {
+	if mayIndex || e.t.len() > 0 {
 		nameHash, pairHash = e.hashes(name, value)
 	}
 	if di := e.search(false, pairHash, name, value); di > 0 && !sensitive {
@@ -123,6 +128,9 @@ func (e *Encoder) Encode(dst, name, value []byte, sensitive bool) []byte {
 			nameIndex = uint64(staticLen + di)
 		}
 	}
+	// A field whose value is new every time is indexed only to put
+	// its name in the table, for the next ones to refer to.
+	indexing := mayIndex && (nameIndex == 0 || !uniqueName(name))
 	switch {
 	case indexing:
 		dst = appendInt(dst, 0x40, 6, nameIndex)
@@ -235,4 +243,14 @@ func appendString(dst, s []byte) []byte {
 	}
 	dst = appendInt(dst, 0, 7, uint64(len(s)))
 	return append(dst, s...)
+}
+
+// uniqueName reports whether name is that of a field whose value
+// identifies one message (request and trace ids), so never repeats.
+func uniqueName(name []byte) bool {
+	switch string(name) {
+	case "x-request-id", "x-correlation-id", "traceparent", "b3", "x-b3-traceid", "x-b3-spanid", "x-amzn-trace-id", "x-cloud-trace-context":
+		return true
+	}
+	return false
 }

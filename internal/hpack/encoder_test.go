@@ -24,11 +24,8 @@ func TestEncodeIndexing(t *testing.T) {
 		{"new name", tf{"x-custom", "1", false}, true, 0x40, 0xc0},
 		{"sensitive", tf{"x-token", "secret", true}, false, 0x10, 0xf0},
 		{"sensitive in the static table", tf{"authorization", "", true}, false, 0x10, 0xf0},
-		{":path", tf{":path", "/a/b?c=d", false}, false, 0x00, 0xf0},
-		{"content-length", tf{"content-length", "1234", false}, false, 0x00, 0xf0},
-		{"set-cookie", tf{"set-cookie", "a=b", false}, false, 0x00, 0xf0},
-		{"etag", tf{"etag", `"abc"`, false}, false, 0x00, 0xf0},
-		{"location", tf{"location", "/x", false}, false, 0x00, 0xf0},
+		{":path", tf{":path", "/helloworld.Greeter/SayHello", false}, true, 0x40, 0xc0},
+		{"content-length", tf{"content-length", "1234", false}, true, 0x40, 0xc0},
 		{"over three quarters of the table", tf{"x-long", long, false}, false, 0x00, 0xf0},
 	}
 	for _, tt := range tests {
@@ -152,6 +149,30 @@ func TestEncoderIndex(t *testing.T) {
 			if got := e.search(true, nh, []byte(f.name), nil); got != wantName {
 				t.Fatalf("step %d: name of entry %d %v found at %d, want %d", step, i+1, f, got, wantName)
 			}
+		}
+	}
+}
+
+// TestEncodeUniqueNames: a field whose value is new every time (a
+// request id) is indexed once, for its name; the next ones refer to
+// the name and add nothing to the table.
+func TestEncodeUniqueNames(t *testing.T) {
+	e := NewEncoder()
+	d := NewDecoder(DecoderConfig{})
+	for i := range 5 {
+		id := fmt.Sprintf("%016x", i*7919)
+		b := e.Encode(nil, []byte("x-request-id"), []byte(id), false)
+		switch {
+		case i == 0 && b[0] != 0x40:
+			t.Errorf("first: %x, want a literal with indexing and a new name (40)", b)
+		case i > 0 && b[0] != 0x0f || i > 0 && b[1] != 62-15:
+			t.Errorf("request %d: %x, want a literal without indexing of name index 62 (0f2f)", i, b)
+		}
+		if e.t.len() != 1 {
+			t.Errorf("request %d: %d entries, want 1", i, e.t.len())
+		}
+		if got, err := decode(d, b); err != nil || !slices.Equal(got, []tf{{"x-request-id", id, false}}) {
+			t.Errorf("request %d: decodes to %v, %v", i, got, err)
 		}
 	}
 }

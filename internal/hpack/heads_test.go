@@ -47,6 +47,22 @@ var grpcRequest = []tf{
 	{"authorization", "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.sig", true},
 }
 
+// proxiedRequest is a request as Helios forwards it to an HTTP/2
+// backend: X-Forwarded-* and a new X-Request-Id each time.
+var proxiedRequest = []tf{
+	{":method", "GET", false},
+	{":scheme", "https", false},
+	{":authority", "api.internal:8443", false},
+	{":path", "/v1/items/42", false},
+	{"user-agent", "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36", false},
+	{"accept", "application/json", false},
+	{"accept-encoding", "gzip, deflate, br, zstd", false},
+	{"x-forwarded-for", "203.0.113.7", false},
+	{"x-forwarded-proto", "https", false},
+	{"x-forwarded-host", "www.example.com", false},
+	{"x-request-id", "0123456789abcdef0123456789abcdef", false},
+}
+
 // fixedResponse is a proxy's fixed answer.
 var fixedResponse = []tf{
 	{":status", "200", false},
@@ -78,4 +94,4 @@ var grpcTrailers = []tf{
 }
 
 // typicalHeads are all of the above.
-var typicalHeads = [][]tf{browserRequest, curlRequest, grpcRequest, fixedResponse, pageResponse, grpcTrailers}
+var typicalHeads = [][]tf{browserRequest, curlRequest, grpcRequest, proxiedRequest, fixedResponse, pageResponse, grpcTrailers}

@@ -81,18 +81,6 @@ var staticByName = func() map[string]uint8 {
 	return m
 }()
 
-// noIndex marks the static names whose values are too often unique to
-// be worth a dynamic table entry (the list nghttp2's encoder uses):
-// :path, age, content-length, etag, if-modified-since, if-none-match,
-// location and set-cookie. Indexing them would only evict entries that
-// repeat.
-var noIndex = func() (t [staticLen + 1]bool) {
-	for _, n := range []string{":path", "age", "content-length", "etag", "if-modified-since", "if-none-match", "location", "set-cookie"} {
-		t[staticByName[n]] = true
-	}
-	return t
-}()
-
 // staticField returns the name and value of static entry i (1 to
 // staticLen) as views of the table's strings: they are read-only (a
 // write faults) and never change, and their capacity is their length.

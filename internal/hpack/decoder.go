@@ -132,9 +132,9 @@ func (st *blockState) emitting() bool { return st.emit != nil && !st.over }
 // HEADERS frame and its CONTINUATION frames, joined), and calls emit
 // for each of its fields in order; emit nil decodes only to keep the
 // dynamic table in step (for a block whose fields nobody will read),
-// skipping the Huffman decoding of strings that are not indexed. The
-// errors are described at ErrHeaderListSize. A zero-length block is
-// valid and has no fields.
+// skipping the Huffman decoding of strings that are not indexed and
+// the header list limit. The errors are described at
+// ErrHeaderListSize. A zero-length block is valid and has no fields.
 //
 // The Name and Value emit receives point into block itself (strings
 // sent without Huffman coding), into the static table (read-only, for

@@ -37,9 +37,6 @@ type Encoder struct {
 	links    []link
 	nameHead [buckets]uint64
 	pairHead [buckets]uint64
-	// limit is the peer's SETTINGS_HEADER_TABLE_SIZE; the table's
-	// size is the smaller of it and DefaultTableSize.
-	limit uint64
 	// minMax is the smallest table size since the last size update
 	// was sent; pending means one is due (RFC 7541 §4.2).
 	minMax  uint64
@@ -61,7 +58,7 @@ type link struct {
 // NewEncoder returns an Encoder whose dynamic table has
 // DefaultTableSize, the size a peer allows until it says otherwise.
 func NewEncoder() *Encoder {
-	e := &Encoder{seed: maphash.MakeSeed(), limit: DefaultTableSize, minMax: math.MaxUint64}
+	e := &Encoder{seed: maphash.MakeSeed(), minMax: math.MaxUint64}
 	e.t.max = DefaultTableSize
 	return e
 }
@@ -74,8 +71,7 @@ func NewEncoder() *Encoder {
 // block (RFC 7541 §4.2; a size that fell and rose again is signalled
 // as 0, then the final size).
 func (e *Encoder) SetMaxTableSizeLimit(v uint32) {
-	e.limit = uint64(v)
-	size := min(e.limit, DefaultTableSize)
+	size := min(uint64(v), DefaultTableSize)
 	if size == e.t.max {
 		return
 	}

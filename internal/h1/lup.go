@@ -494,10 +494,12 @@ func (c *lconn) connect(p *lpool) {
 			}
 			p.queue = append(p.queue, c)
 			c.queued = p
+			c.timeQueued()
 			c.setDeadline(dlQueue, c.tr.Settings.QueueTimeout)
 			return // dequeue() resumes
 		}
 		var err error
+		c.timeDial()
 		if u, err = c.l.dial(p); err != nil {
 			c.forwarded(0, err)
 			return
@@ -529,6 +531,7 @@ func (c *lconn) useConn(u *lupconn) {
 // start of a body that streams (pumpReq).
 func (c *lconn) sendRequest() {
 	u := c.up
+	c.timeConnected()
 	if u.h2 != nil {
 		c.sendRequestH2()
 		return
@@ -788,6 +791,7 @@ func (c *lconn) readUpHead() {
 // gotHead hands a response head to the pipeline.
 func (c *lconn) gotHead() {
 	u := c.up
+	c.timeHead()
 	u.state = upBody
 	if c.replay {
 		c.reqBody.consumeBuffered()
@@ -901,6 +905,7 @@ func (p *lpool) dequeue() *lconn {
 		if c.queued == p {
 			c.queued = nil
 			c.deadline, c.dkind = 0, dlNone
+			c.timeDequeued()
 			return c
 		}
 	}

@@ -60,6 +60,9 @@ type Config struct {
 	// checks of backends files; the zero Discovery gets the defaults
 	// documented on its fields.
 	Discovery Discovery `yaml:"discovery"`
+	// Tracing exports OpenTelemetry traces of the requests; nil (the
+	// default) traces nothing.
+	Tracing *Tracing `yaml:"tracing"`
 
 	// File is the path the configuration was read from ("" when parsed
 	// from memory). Not a YAML key.

@@ -155,11 +155,17 @@ type Observer interface {
 
 // Count records one answered request.
 func (s *RouteStats) Count(status int, d time.Duration) {
-	if status >= 0 && status < len(s.Codes) {
-		s.Codes[status].Add(1)
-	}
+	s.CountStatus(status)
 	if s.Duration != nil {
 		s.Duration.Observe(d.Seconds())
+	}
+}
+
+// CountStatus counts one answered request by its status, for a caller
+// that observes the duration itself (with an exemplar).
+func (s *RouteStats) CountStatus(status int) {
+	if status >= 0 && status < len(s.Codes) {
+		s.Codes[status].Add(1)
 	}
 }
 

@@ -377,3 +377,63 @@ func testTracing(t *testing.T, engine string, h2Client, h2Back bool) {
 		t.Errorf("access log: trace_id %v sampled %v, want %s true", line["trace_id"], line["sampled"], trace2)
 	}
 }
+
+// TestTracingReloadMovesTheExporter: a reload that names another
+// collector (and headers) sends the next spans there, with the headers,
+// and one that drops the tracing block stops tracing: no span, and the
+// backend gets no context from Helios.
+func TestTracingReloadMovesTheExporter(t *testing.T) {
+	colA, err := collector.Start(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(colA.Close)
+	colB, err := collector.Start(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(colB.Close)
+	fb := startFlakyBackends(t, false)
+	rec := &recorded{seen: map[string]bool{}}
+	s, base := startServer(t, yamlConfig(t, tracingConfig(colA.Endpoint(), fb, false, "1"), nil), Options{Recorder: rec})
+	reload := func(yaml string) {
+		t.Helper()
+		cfg := yamlConfig(t, yaml, nil)
+		cfg.Listeners[0].Address = s.Addr("web").String()
+		cfg.Admin.Address = s.AdminAddr().String()
+		if err := s.Reload(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := clientFor(false)
+	tracedGet(t, c, base, "to-a", "")
+	rec.wait(t, "to-a")
+	flush(t, s)
+
+	reload(strings.Replace(tracingConfig(colB.Endpoint(), fb, false, "1"), "service_name: edge}", "service_name: edge, headers: {x-api-key: sesame}}", 1))
+	tracedGet(t, c, base, "to-b", "")
+	rec.wait(t, "to-b")
+	flush(t, s)
+	if a, b := colA.Received(), colB.Received(); a != 3 || b != 3 {
+		t.Errorf("got %d spans at the first collector and %d at the second, want 3 each", a, b)
+	}
+	if hs := colB.Headers(); len(hs) == 0 || len(hs[0].Get("x-api-key")) == 0 || hs[0].Get("x-api-key")[0] != "sesame" {
+		t.Errorf("the second collector got metadata %v, want x-api-key: sesame", hs)
+	}
+
+	yaml := tracingConfig(colB.Endpoint(), fb, false, "1")
+	reload(yaml[:strings.Index(yaml, "tracing:")])
+	tracedGet(t, c, base, "untraced", "")
+	rec.wait(t, "untraced")
+	if s.spans.Current() != nil {
+		t.Error("an exporter is still in use without a tracing block")
+	}
+	for i, p := range fb.parents("untraced") {
+		if p != "" {
+			t.Errorf("attempt %d: the backend got traceparent %q with tracing off, want none", i, p)
+		}
+	}
+	if b := colB.Received(); b != 3 {
+		t.Errorf("got %d spans at the second collector, want still 3", b)
+	}
+}

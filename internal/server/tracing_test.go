@@ -2,10 +2,8 @@ package server
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -19,10 +17,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/h2c"
 
-	"github.com/helios-lb/helios/internal/accesslog"
-	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/tracing/collector"
-	"github.com/helios-lb/helios/internal/wire"
 )
 
 // flakyBackends are two backends behind one handler: the first attempt
@@ -74,60 +69,26 @@ func (fb *flakyBackends) parents(id string) []string {
 	return append([]string(nil), fb.got[id]...)
 }
 
-// lockedBuffer is an access log destination the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// lines returns the access log's lines by request id.
-func (l *lockedBuffer) lines() map[string]map[string]any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	m := map[string]map[string]any{}
-	sc := bufio.NewScanner(bytes.NewReader(l.b.Bytes()))
-	for sc.Scan() {
-		var line map[string]any
-		if json.Unmarshal(sc.Bytes(), &line) == nil {
-			id, _ := line["request_id"].(string)
-			m[id] = line
+// recordedN waits until the log has been handed n requests: then the
+// exporter, an earlier recorder, has them too (a client may have its
+// answer before its request is recorded).
+func (l *countedLog) recordedN(t *testing.T, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); l.n.Load() < n; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests recorded, want %d", l.n.Load(), n)
 		}
+	}
+}
+
+// byRequestID indexes access log lines by request id.
+func byRequestID(lines []map[string]any) map[string]map[string]any {
+	m := map[string]map[string]any{}
+	for _, l := range lines {
+		id, _ := l["request_id"].(string)
+		m[id] = l
 	}
 	return m
-}
-
-// recorded is a recorder after the others: once it has seen a request,
-// the exporter and the access log have it too (a client may have its
-// answer before the request is recorded).
-type recorded struct {
-	mu   sync.Mutex
-	seen map[string]bool
-}
-
-func (r *recorded) Record(_ wire.Exchange, rec proxy.Record) {
-	r.mu.Lock()
-	r.seen[string(rec.RequestID.Bytes())] = true
-	r.mu.Unlock()
-}
-
-// wait waits until request id has been recorded.
-func (r *recorded) wait(t *testing.T, id string) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-		r.mu.Lock()
-		ok := r.seen[id]
-		r.mu.Unlock()
-		if ok {
-			return
-		}
-	}
-	t.Fatalf("request %s was not recorded", id)
 }
 
 func tracingConfig(endpoint string, fb *flakyBackends, h2Backend bool, ratio string) string {
@@ -277,18 +238,16 @@ func testTracing(t *testing.T, engine string, h2Client, h2Back bool) {
 	fb := startFlakyBackends(t, h2Back)
 	cfg := yamlConfig(t, tracingConfig(col.Endpoint(), fb, h2Back, "1"), nil)
 	setEngine(cfg, engine)
-	var logBuf lockedBuffer
-	log := accesslog.New(&logBuf, accesslog.JSON)
+	log := newCountedLog()
 	t.Cleanup(func() { log.Close() })
-	rec := &recorded{seen: map[string]bool{}}
-	s, base := startServer(t, cfg, Options{Recorder: proxy.Recorders{log, rec}})
+	s, base := startServer(t, cfg, Options{Recorder: log})
 	client := clientFor(h2Client)
 	proto := map[bool]string{false: "1.1", true: "2"}[h2Client]
 
 	// A sampled caller; the request is retried once.
 	const trace, caller = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
 	tracedGet(t, client, base, "sampled-1", "00-"+trace+"-"+caller+"-01")
-	rec.wait(t, "sampled-1")
+	log.recordedN(t, 1)
 	flush(t, s)
 	server, clients := spansOf(col, trace)
 	if server == nil || len(clients) != 2 {
@@ -339,7 +298,7 @@ func testTracing(t *testing.T, engine string, h2Client, h2Back bool) {
 	// The caller's decision still counts (parent_based).
 	const trace2 = "1af7651916cd43dd8448eb211c80319c"
 	tracedGet(t, client, base, "sampled-2", "00-"+trace2+"-"+caller+"-01")
-	rec.wait(t, "sampled-2")
+	log.recordedN(t, 3)
 	flush(t, s)
 	if server, clients := spansOf(col, trace2); server == nil || len(clients) != 2 {
 		t.Errorf("parent-based at ratio 0: got server span %v and %d client spans, want the trace recorded", server, len(clients))
@@ -349,8 +308,7 @@ func testTracing(t *testing.T, engine string, h2Client, h2Back bool) {
 	}
 
 	// The access log, written out: the same trace ids, the timings.
-	log.Close()
-	lines := logBuf.lines()
+	lines := byRequestID(log.lines(t))
 	line := lines["sampled-1"]
 	if line["trace_id"] != trace || line["span_id"] != serverSpan || line["sampled"] != true || line["attempts"] != 2.0 {
 		t.Errorf("access log: trace_id %v span_id %v sampled %v attempts %v, want %s %s true 2", line["trace_id"], line["span_id"], line["sampled"], line["attempts"], trace, serverSpan)
@@ -394,8 +352,9 @@ func TestTracingReloadMovesTheExporter(t *testing.T) {
 	}
 	t.Cleanup(colB.Close)
 	fb := startFlakyBackends(t, false)
-	rec := &recorded{seen: map[string]bool{}}
-	s, base := startServer(t, yamlConfig(t, tracingConfig(colA.Endpoint(), fb, false, "1"), nil), Options{Recorder: rec})
+	log := newCountedLog()
+	t.Cleanup(func() { log.Close() })
+	s, base := startServer(t, yamlConfig(t, tracingConfig(colA.Endpoint(), fb, false, "1"), nil), Options{Recorder: log})
 	reload := func(yaml string) {
 		t.Helper()
 		cfg := yamlConfig(t, yaml, nil)
@@ -407,12 +366,12 @@ func TestTracingReloadMovesTheExporter(t *testing.T) {
 	}
 	c := clientFor(false)
 	tracedGet(t, c, base, "to-a", "")
-	rec.wait(t, "to-a")
+	log.recordedN(t, 1)
 	flush(t, s)
 
 	reload(strings.Replace(tracingConfig(colB.Endpoint(), fb, false, "1"), "service_name: edge}", "service_name: edge, headers: {x-api-key: sesame}}", 1))
 	tracedGet(t, c, base, "to-b", "")
-	rec.wait(t, "to-b")
+	log.recordedN(t, 2)
 	flush(t, s)
 	if a, b := colA.Received(), colB.Received(); a != 3 || b != 3 {
 		t.Errorf("got %d spans at the first collector and %d at the second, want 3 each", a, b)
@@ -424,7 +383,7 @@ func TestTracingReloadMovesTheExporter(t *testing.T) {
 	yaml := tracingConfig(colB.Endpoint(), fb, false, "1")
 	reload(yaml[:strings.Index(yaml, "tracing:")])
 	tracedGet(t, c, base, "untraced", "")
-	rec.wait(t, "untraced")
+	log.recordedN(t, 3)
 	if s.spans.Current() != nil {
 		t.Error("an exporter is still in use without a tracing block")
 	}

@@ -138,17 +138,16 @@ func newSpanExporter(s Settings) (sdktrace.SpanExporter, error) {
 	return nil, fmt.Errorf("tracing protocol %q: want grpc or http", s.Protocol)
 }
 
-// silenceOnce installs, once per process, an OpenTelemetry error handler
-// that drops what the SDK reports: the only errors it has are failed
-// exports, which the exporter counts and hands to Settings.OnError; the
-// default handler would print each to standard error.
-var silenceOnce sync.Once
-
 // NewWith returns an exporter that hands its spans to exp (the SDK's
 // in-memory exporter in tests), with s's service name, queue and batch
 // timeout; s's endpoint, protocol and headers are not used.
 func NewWith(exp sdktrace.SpanExporter, s Settings) *Exporter {
-	silenceOnce.Do(func() { otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {})) })
+	// The SDK reports failed exports to OpenTelemetry's process-wide
+	// error handler, whose default prints each to standard error (the
+	// process log's stream, in another format). The exporter counts them
+	// and hands them to Settings.OnError itself, so the handler drops
+	// them; setting it again is harmless.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {}))
 	name := s.ServiceName
 	if name == "" {
 		name = "helios"

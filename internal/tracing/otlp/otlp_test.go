@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"testing"
 	"time"
@@ -284,5 +286,38 @@ func TestSettings(t *testing.T) {
 	b.Headers = map[string]string{"k": "w"}
 	if !a.Equal(&a) || a.Equal(&b) {
 		t.Error("Equal compares headers wrong")
+	}
+}
+
+// TestOTLPHTTP: with protocol http, spans are posted as OTLP protobuf to
+// the endpoint's path (/v1/traces when it has none), with the headers.
+func TestOTLPHTTP(t *testing.T) {
+	type post struct{ path, contentType, key string }
+	posts := make(chan post, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		posts <- post{r.URL.Path, r.Header.Get("Content-Type"), r.Header.Get("X-Api-Key")}
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer srv.Close()
+	e, err := New(Settings{Endpoint: srv.URL, Protocol: ProtocolHTTP, Headers: map[string]string{"x-api-key": "sesame"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Record(exchange{}, retried(time.Now()))
+	if err := e.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.Close(context.Background())
+	select {
+	case p := <-posts:
+		if p.path != "/v1/traces" || p.contentType != "application/x-protobuf" || p.key != "sesame" {
+			t.Errorf("got a post to %s of %s with key %q, want /v1/traces, application/x-protobuf, sesame", p.path, p.contentType, p.key)
+		}
+	default:
+		t.Fatal("no spans posted")
+	}
+	if st := e.Stats(); st.Exported != 3 {
+		t.Errorf("got %+v, want 3 exported", st)
 	}
 }

@@ -14,6 +14,11 @@ import (
 
 func testPeerData(t *testing.T, p string) PeerData {
 	dir := t.TempDir()
+	// The peer's directory, where its access log goes: a run makes it
+	// before it writes the config there, and validation checks it exists.
+	if err := os.MkdirAll(filepath.Join(dir, p), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	return PeerData{
 		Dir:               filepath.Join(dir, p),
 		Listen:            "127.0.0.1:28080",
@@ -199,11 +204,6 @@ func TestHeliosConfigParses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			d := testPeerData(t, "helios")
 			d.Strategy, d.Features = tt.strategy, tt.features
-			// The access log's directory, which the run makes before
-			// it writes the config there, must exist to validate.
-			if err := os.MkdirAll(d.Dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
 			text := render(t, "helios", d)
 			cfg, err := config.Parse([]byte(text), "helios.yaml", func(string) (string, bool) { return "", false })
 			if err != nil {

@@ -183,6 +183,8 @@ type lconn struct {
 	// tryDeadline ends the current attempt (the transport's TryTimeout,
 	// lwait.go); 0: none.
 	tryDeadline int64
+	// tm times the attempt's stages (ltiming.go).
+	tm attemptClock
 }
 
 // allocConn returns a connection from the free list, or a new one.
@@ -616,6 +618,7 @@ func (c *lconn) act(a wire.Action) {
 		c.local = nil
 		c.flushOut() // earlier pipelined answers go before we wait
 		c.startTry()
+		c.timeAttempt()
 		c.attempt()
 	case wire.ActWait:
 		c.flushOut()
@@ -637,6 +640,7 @@ func (c *lconn) forwarded(status int, err error) {
 	if c.queued != nil {
 		c.queued.unqueue(c)
 	}
+	c.timeEnd()
 	a := c.flow.Forwarded(status, err)
 	if a != wire.ActSend {
 		c.dropUp(true)

@@ -149,6 +149,30 @@ type Exchange interface {
 	// handed through an interface method escapes to the heap, an
 	// allocation per request.
 	Alloc(n int) []byte
+	// Timing returns how the attempt that Flow.Forwarded reports on
+	// went (valid during that call); the zero Timing for an engine that
+	// does not measure.
+	Timing() Timing
+}
+
+// Timing is how one forwarding attempt went, as the engine measured it on
+// its own clock: an event loop stamps each stage with the time its
+// current batch of events began (no system call per stamp), so each
+// figure is exact to within one batch. A stage the attempt did not go
+// through is zero.
+type Timing struct {
+	// Start is when the attempt began and End when it was reported
+	// (Forwarded), in Unix nanoseconds.
+	Start, End int64
+	// Queue is the wait for a connection to a backend at its connection
+	// cap (transport.max_conns_per_backend).
+	Queue time.Duration
+	// Connect is the time to open a new connection to the backend (TCP,
+	// then TLS when the transport has it); zero on a reused connection.
+	Connect time.Duration
+	// FirstByte is the time from Start to the backend's response head;
+	// zero when none came.
+	FirstByte time.Duration
 }
 
 // Transport says how to reach one upstream's backends. Engines keep

@@ -52,6 +52,7 @@ func (exchange) Response() *httpmsg.Response                { return nil }
 func (exchange) Alloc(n int) []byte                         { return make([]byte, n) }
 func (exchange) Listener() *wire.Listener                   { return nil }
 func (exchange) Waker() func()                              { return func() {} }
+func (exchange) Timing() wire.Timing                        { return wire.Timing{} }
 
 // detailed is an exchange with a query, a protocol, a TLS version and
 // headers.

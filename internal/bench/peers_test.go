@@ -14,6 +14,11 @@ import (
 
 func testPeerData(t *testing.T, p string) PeerData {
 	dir := t.TempDir()
+	// The peer's directory, where its access log goes: a run makes it
+	// before it writes the config there, and validation checks it exists.
+	if err := os.MkdirAll(filepath.Join(dir, p), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	return PeerData{
 		Dir:               filepath.Join(dir, p),
 		Listen:            "127.0.0.1:28080",

@@ -113,7 +113,8 @@ func (c *lconn) readProxy() {
 			}
 			c.rd.discard(n)
 			if !h.Local {
-				c.remote, c.dest = h.Source, h.Destination
+				c.remote = h.Source
+				c.edgeState().dest = h.Destination
 			}
 			c.proxyDone()
 			return
@@ -171,6 +172,23 @@ func (c *lconn) proxyRefused() {
 	c.close()
 }
 
+// connEdge is a connection's client policy state beyond its address:
+// the address its client reached (a PROXY header's destination, or the
+// socket's own, looked up when a backend needs it) and the address it
+// holds a place for under max_connections_per_ip (the zero Addr: none).
+type connEdge struct {
+	dest     netip.AddrPort
+	addrHeld netip.Addr
+}
+
+// edgeState returns the connection's connEdge, made the first time.
+func (c *lconn) edgeState() *connEdge {
+	if c.edge == nil {
+		c.edge = new(connEdge)
+	}
+	return c.edge
+}
+
 // admitAddr takes a place for the connection's address under
 // Options.MaxConnsPerIP, or closes the connection (counted) when its
 // address has no place left; it reports whether the connection goes on.
@@ -187,16 +205,16 @@ func (c *lconn) admitAddr() bool {
 		c.close()
 		return false
 	}
-	c.addrHeld = a
+	c.edgeState().addrHeld = a
 	return true
 }
 
 // releaseSlots gives back the connection's places: under the listener's
 // max_connections and under its address's.
 func (c *lconn) releaseSlots() {
-	if c.addrHeld.IsValid() {
-		c.ll.perAddr.release(c.addrHeld)
-		c.addrHeld = netip.Addr{}
+	if e := c.edge; e != nil && e.addrHeld.IsValid() {
+		c.ll.perAddr.release(e.addrHeld)
+		e.addrHeld = netip.Addr{}
 	}
 	c.ll.release()
 }

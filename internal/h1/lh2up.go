@@ -153,11 +153,17 @@ func (c *lconn) connectH2(p *lpool) {
 			}
 			p.queue = append(p.queue, c)
 			c.queued = p
+			c.timeQueued()
 			c.setDeadline(dlQueue, c.tr.Settings.QueueTimeout)
 			return // a stream's end resumes (h2up.streamEnded)
 		}
 		var err error
+		c.timeDial()
 		if hu, err = c.l.dialH2(p, c.tr, c.proxyHeaderFor(p), c.client); err != nil {
+			if errors.Is(err, errNoDescriptor) {
+				c.waitFD(p)
+				return // a descriptor given back resumes (lfds.go)
+			}
 			c.forwarded(0, err)
 			return
 		}
@@ -167,6 +173,7 @@ func (c *lconn) connectH2(p *lpool) {
 	c.up = u
 	c.state = lsForward
 	if hu.connecting {
+		c.timeDial()
 		hu.opening++
 		hu.waiting = append(hu.waiting, upWait{u, u.inc})
 		c.setDeadline(dlConnect, c.tr.Settings.DialTimeout)
@@ -178,8 +185,12 @@ func (c *lconn) connectH2(p *lpool) {
 // dialH2 starts a connection to p's backend for transport tr, opening
 // with the PROXY header pp naming ppFor (nil: none).
 func (l *loop) dialH2(p *lpool, tr *wire.Transport, pp []byte, ppFor netip.Addr) (*h2up, error) {
+	if !l.eng.takeFD() {
+		return nil, errNoDescriptor
+	}
 	fd, connected, err := l.connect(p)
 	if err != nil {
+		l.releaseFD()
 		return nil, err
 	}
 	hu := &h2up{l: l, pool: p, fd: fd, connecting: true, lastTick: l.now, tr: tr, pp: pp, ppFor: ppFor}
@@ -190,6 +201,7 @@ func (l *loop) dialH2(p *lpool, tr *wire.Transport, pp []byte, ppFor netip.Addr)
 	hu.fw = fdWriter{fd: fd, p: l.poller, file: -1}
 	if err := l.register(fd, hu); err != nil {
 		netpoll.CloseFD(fd)
+		l.releaseFD()
 		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, err)
 	}
 	p.open++
@@ -440,6 +452,7 @@ func (hu *h2up) close(cause error) {
 			break
 		}
 	}
+	hu.l.releaseFD()
 	p.freed()
 }
 
@@ -560,7 +573,9 @@ func (l *loop) allocUpStream(hu *h2up) *lupconn {
 	u.used = false
 	u.sending = false
 	tr := u.body.trailer
-	tr.reset()
+	if tr != nil {
+		tr.reset()
+	}
 	u.body = body{trailer: tr}
 	u.inc++
 	st := u.h2

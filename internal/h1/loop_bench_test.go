@@ -17,6 +17,7 @@ import (
 	"github.com/helios-lb/helios/internal/realip"
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/rules"
+	"github.com/helios-lb/helios/internal/tracing"
 )
 
 // keepAliveLoop is a client in keep-alive that sends one request and
@@ -43,12 +44,16 @@ func (l *keepAliveLoop) roundTrip() error {
 // newLoopKeepAlive is a client, a loop engine proxy (the real pipeline,
 // without a recorder or guard) and a backend (another engine, answering
 // from a fixed route) over loopback, with the client in keep-alive.
-func newLoopKeepAlive(t testing.TB) *keepAliveLoop {
+func newLoopKeepAlive(t testing.TB) *keepAliveLoop { return newLoopKeepAliveTraced(t, nil) }
+
+// newLoopKeepAliveTraced is newLoopKeepAlive with the proxy's pipeline
+// tracing under pol (nil: off).
+func newLoopKeepAliveTraced(t testing.TB, pol *tracing.Policy) *keepAliveLoop {
 	backend := startLoopProxy(t, netpoll.KindEpoll, loopConfig{bare: true, fixed: map[string]proxy.Fixed{
 		"/bench": {Status: 200, Header: *benchHeader, Body: benchBody},
 	}, opts: Options{IdleTimeout: time.Minute, WriteTimeout: time.Minute}})
 	p := startLoopProxy(t, netpoll.KindEpoll, loopConfig{
-		backends: []string{backend.addr}, to: defaultTransport, bare: true,
+		backends: []string{backend.addr}, to: defaultTransport, bare: true, tracing: pol,
 		opts: Options{ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute, WriteTimeout: time.Minute},
 	})
 	l := &keepAliveLoop{
@@ -80,11 +85,33 @@ func BenchmarkLoopProxy(b *testing.B) {
 // the event loops does not allocate per request (client, loop and
 // backend all count; an average under one per round trip leaves room for
 // the runtime's own, such as the Date line once a second).
-func TestLoopProxyRoundTripAllocs(t *testing.T) {
+func TestLoopProxyRoundTripAllocs(t *testing.T) { testRoundTripAllocs(t, nil) }
+
+// TestLoopProxyTracedRoundTripAllocs: with tracing on, a request that is
+// not sampled still costs no allocation through the loops (issue 24): it
+// starts a trace, decides, and hands the backend its context in memory
+// the exchange lends.
+func TestLoopProxyTracedRoundTripAllocs(t *testing.T) {
+	testRoundTripAllocs(t, tracing.NewPolicy(0, true, tracing.W3C, tracing.B3))
+}
+
+// BenchmarkLoopProxyTraced is BenchmarkLoopProxy with tracing on and
+// nothing sampled: what deciding and propagating costs.
+func BenchmarkLoopProxyTraced(b *testing.B) {
+	l := newLoopKeepAliveTraced(b, tracing.NewPolicy(0, true))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := l.roundTrip(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func testRoundTripAllocs(t *testing.T, pol *tracing.Policy) {
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool allocate")
 	}
-	checkRoundTripAllocs(t, newLoopKeepAlive(t))
+	checkRoundTripAllocs(t, newLoopKeepAliveTraced(t, pol))
 }
 
 // checkRoundTripAllocs warms l up, then checks its round trips allocate

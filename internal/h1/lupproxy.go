@@ -45,17 +45,18 @@ func (c *lconn) destAddr() netip.AddrPort {
 	if c.h2s != nil {
 		return c.h2s.parent.destAddr()
 	}
-	if !c.dest.IsValid() && c.fd >= 0 {
+	e := c.edgeState()
+	if !e.dest.IsValid() && c.fd >= 0 {
 		if sa, err := unix.Getsockname(c.fd); err == nil {
 			switch sa := sa.(type) {
 			case *unix.SockaddrInet4:
-				c.dest = netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))
+				e.dest = netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))
 			case *unix.SockaddrInet6:
-				c.dest = netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), uint16(sa.Port))
+				e.dest = netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), uint16(sa.Port))
 			}
 		}
 	}
-	return c.dest
+	return e.dest
 }
 
 // writeProxyHeader writes a connection's PROXY header straight to its

@@ -115,6 +115,13 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 				Stream: rc.RequestBuffering == config.BufferingAuto,
 			}
 		}
+		if rc.ResponseBuffering == config.BufferingAuto {
+			rt.ResponseBuffer = &wire.ResponseBuffer{
+				Memory: rc.ResponseBufferMemoryBytes,
+				File:   rc.ResponseBufferFileBytes,
+				Budget: s.respBufs,
+			}
+		}
 		for _, m := range rc.AllowMethods {
 			switch m {
 			case config.MethodTrace:
@@ -166,6 +173,7 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 		return nil, err
 	}
 	g.graph.Recorder = s.recorder
+	g.graph.Tracing = tracingPolicy(cfg.Tracing)
 	return g, nil
 }
 

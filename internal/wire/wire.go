@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/upstream"
 )
@@ -66,6 +67,19 @@ type BufferLimits struct {
 	// gone, such as the built-in backend's /sink); the other limits do
 	// not apply.
 	Discard bool
+}
+
+// ResponseBuffer says how an engine may hold an answer for a client that
+// reads it more slowly than its backend sends it (response buffering), so
+// that the backend's connection is let go as soon as the whole answer is
+// in: up to Memory bytes in memory, then up to File bytes in a temporary
+// file, within what Budget leaves across the process (nil: no process
+// cap). An answer that does not fit is not failed: it goes on with
+// backpressure, as without buffering.
+type ResponseBuffer struct {
+	Memory int
+	File   int64
+	Budget *bodybuf.Budget
 }
 
 // Exchange is one request on a client connection and the means to answer
@@ -148,6 +162,30 @@ type Exchange interface {
 	// handed through an interface method escapes to the heap, an
 	// allocation per request.
 	Alloc(n int) []byte
+	// Timing returns how the attempt that Flow.Forwarded reports on
+	// went (valid during that call); the zero Timing for an engine that
+	// does not measure.
+	Timing() Timing
+}
+
+// Timing is how one forwarding attempt went, as the engine measured it on
+// its own clock: an event loop stamps each stage with the time its
+// current batch of events began (no system call per stamp), so each
+// figure is exact to within one batch. A stage the attempt did not go
+// through is zero.
+type Timing struct {
+	// Start is when the attempt began and End when it was reported
+	// (Forwarded), in Unix nanoseconds.
+	Start, End int64
+	// Queue is the wait for a connection to a backend at its connection
+	// cap (transport.max_conns_per_backend).
+	Queue time.Duration
+	// Connect is the time to open a new connection to the backend (TCP,
+	// then TLS when the transport has it); zero on a reused connection.
+	Connect time.Duration
+	// FirstByte is the time from Start to the backend's response head;
+	// zero when none came.
+	FirstByte time.Duration
 }
 
 // Listener is a listener's policy that the pipeline applies: the engine
@@ -341,6 +379,9 @@ type Flow interface {
 	// Resume ends an ActWait and returns what to do next: ActForward,
 	// ActRespond or ActClose.
 	Resume() Action
+	// ResponseBuffer returns how the answer being sent (ActSend) may be
+	// buffered for a slow client; nil: it streams with backpressure.
+	ResponseBuffer() *ResponseBuffer
 	// Sent reports how the answer went: the status sent, the body bytes
 	// written, and the error that cut it short (wrapping ErrClientGone,
 	// ErrBackend or ErrTimeout), if any.

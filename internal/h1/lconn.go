@@ -680,11 +680,11 @@ func (c *lconn) forwarded(status int, err error) {
 func (c *lconn) startSend() {
 	u := c.up
 	r := &u.resp
+	c.answerHeader(&r.Header, false)
 	if r.Status == 101 {
 		c.startTunnel()
 		return
 	}
-	c.answerHeader(&r.Header, false)
 	if c.h2s != nil {
 		c.h2startSend()
 		return

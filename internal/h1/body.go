@@ -202,10 +202,9 @@ func (b *body) nextChunk() error {
 		if b.seen > maxTrailerBytes {
 			return errTrailerTooLarge
 		}
-		// Framing fields in a trailer are ignored rather than forwarded
-		// (RFC 9110 §6.5.1).
-		switch classify(line[:colon]) {
-		case kContentLength, kTransferEncoding, kHost, kConnection, kTE, kTrailer, kKeepAlive, kUpgrade:
+		// Fields a trailer may not carry are dropped rather than
+		// forwarded (RFC 9110 §6.5.1).
+		if trailerForbidden(line[:colon]) {
 			continue
 		}
 		b.trailer = append(b.trailer, line...)

@@ -248,3 +248,49 @@ func validValue(b []byte) bool {
 	}
 	return true
 }
+
+// trailerForbidden reports whether a field named name (any case) is one
+// that may not travel in a trailer section, and so is dropped from every
+// trailer Helios relays, in both directions and whatever the protocol on
+// either side (HTTP/1.1 chunked trailers, HTTP/2 trailers): RFC 9110
+// §6.5.1 forbids fields a recipient needs before the content — framing,
+// routing, request modifiers, authentication, response controls and the
+// content's own metadata — and a recipient that merges trailers into the
+// head (as many frameworks do) would otherwise take them from whoever
+// wrote the trailer. Set-Cookie is the one that matters most: a cookie
+// in a trailer would be set behind the back of whatever checked the
+// head. Fields meant for trailers (Server-Timing, Content-Digest,
+// grpc-status...) pass.
+func trailerForbidden[S ~string | ~[]byte](name S) bool {
+	var buf [32]byte // longer than every name listed
+	low := buf[:copy(buf[:], name)]
+	for i, b := range low {
+		if 'A' <= b && b <= 'Z' {
+			low[i] = b + 'a' - 'A'
+		}
+	}
+	if len(low) > 6 && string(low[:6]) == "proxy-" {
+		return true // Proxy-Authorization, Proxy-Connection, ...
+	}
+	if len(name) > len(buf) {
+		return false
+	}
+	switch string(low) {
+	case
+		// Framing and the connection.
+		"content-length", "transfer-encoding", "trailer", "te", "connection", "keep-alive", "upgrade",
+		// Routing, and what Helios itself says about the client.
+		"host", "forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "max-forwards",
+		// Request modifiers: controls and conditionals.
+		"expect", "range", "if-match", "if-none-match", "if-modified-since", "if-unmodified-since", "if-range",
+		"cache-control", "pragma",
+		// Authentication and state.
+		"authorization", "www-authenticate", "cookie", "set-cookie",
+		// Response controls.
+		"age", "expires", "date", "location", "retry-after", "vary",
+		// The content's metadata (Content-Digest is meant for trailers).
+		"content-type", "content-encoding", "content-range", "content-language", "content-location":
+		return true
+	}
+	return false
+}

@@ -49,7 +49,7 @@ func (m *h1msg) trailers(fields []h2.Field) bool {
 		return false
 	}
 	m.in = append(m.in, "0\r\n"...)
-	m.in = appendFields(m.in, fields)
+	m.in = appendTrailer(m.in, fields)
 	m.in = append(m.in, "\r\n"...)
 	return true
 }
@@ -84,10 +84,25 @@ func (m *h1msg) reset() {
 // appendFields appends fields as "name: value\r\n" lines.
 func appendFields(b []byte, fields []h2.Field) []byte {
 	for _, f := range fields {
-		b = append(b, f.Name...)
-		b = append(b, ": "...)
-		b = append(b, f.Value...)
-		b = append(b, "\r\n"...)
+		b = appendField(b, f)
 	}
 	return b
+}
+
+// appendTrailer appends the fields of a trailer section as "name: value\r\n"
+// lines, without those a trailer may not carry (trailerForbidden).
+func appendTrailer(b []byte, fields []h2.Field) []byte {
+	for _, f := range fields {
+		if !trailerForbidden(f.Name) {
+			b = appendField(b, f)
+		}
+	}
+	return b
+}
+
+func appendField(b []byte, f h2.Field) []byte {
+	b = append(b, f.Name...)
+	b = append(b, ": "...)
+	b = append(b, f.Value...)
+	return append(b, "\r\n"...)
 }

@@ -485,7 +485,7 @@ func (hu *h2up) OnTrailers(s *h2.Stream, fields []h2.Field) {
 	}
 	st := u.h2
 	if !st.trailers(fields) {
-		st.trailer = appendFields(st.trailer[:0], fields)
+		st.trailer = appendTrailer(st.trailer[:0], fields)
 	}
 	hu.l.deliver(u, evIn)
 }

@@ -183,6 +183,7 @@ func (c *lconn) clientBodyFailed(err error) {
 		c.forwarded(0, err)
 	case lsSend:
 		c.broken = true
+		c.clientFailed = true
 		c.sendDone(err)
 	case lsBuffer:
 		c.bufferDone(err)

@@ -101,9 +101,14 @@ type lconn struct {
 	respBytes   int64
 	closeAfter  bool
 	broken      bool
-	bodySent    bool
-	readPending bool // input arrived while busy
-	serving     bool // inside serveInput (no re-entry)
+	// clientFailed: the exchange was given up for its client's own
+	// failure (its body stalled, was malformed or too large) while its
+	// answer was under way; an HTTP/2 stream is then cancelled, not
+	// reset as the server's error.
+	clientFailed bool
+	bodySent     bool
+	readPending  bool // input arrived while busy
+	serving      bool // inside serveInput (no re-entry)
 
 	nodelay bool // TCP_NODELAY is set
 
@@ -531,6 +536,7 @@ func (c *lconn) begin() {
 	c.respBytes = 0
 	c.closeAfter = false
 	c.broken = false
+	c.clientFailed = false
 	c.bodySent = false
 	c.replay = false
 	c.tries = 0

@@ -519,12 +519,24 @@ func (c *lconn) streamDone() {
 	if s := st.s; s != nil && !s.Closed() {
 		switch {
 		case c.broken || !c.respStarted:
-			s.Reset(http2.ErrCodeInternal)
+			s.Reset(c.brokenCode())
 		case !st.ended || st.inR < len(st.in):
 			s.Reset(http2.ErrCodeNo)
 		}
 	}
 	c.closeStream()
+}
+
+// brokenCode is the code that resets a stream whose answer was cut short
+// or never given: CANCEL when the exchange was given up for the client's
+// own failure (its body stalled: the stream is no longer wanted; NO_ERROR
+// is only for after a complete answer, RFC 9113 §8.1), INTERNAL_ERROR
+// when the proxy or its backend failed it.
+func (c *lconn) brokenCode() http2.ErrCode {
+	if c.clientFailed {
+		return http2.ErrCodeCancel
+	}
+	return http2.ErrCodeInternal
 }
 
 // closeStream frees an lconn in the stream role.
@@ -539,7 +551,7 @@ func (c *lconn) closeStream() {
 			// otherwise the exchange was abandoned (a shutdown).
 			code := http2.ErrCodeCancel
 			if c.broken {
-				code = http2.ErrCodeInternal
+				code = c.brokenCode()
 			}
 			s.Reset(code)
 		}

@@ -1571,6 +1571,60 @@ func testLoopH2StreamTimeouts(t *testing.T, k netpoll.Kind) {
 	}
 }
 
+// TestLoopH2StalledBodyResetCodes has a stream's client stop sending its
+// body: a stream answered whole (the proxy's 408) is then reset with
+// NO_ERROR, its body no longer wanted (RFC 9113 §8.1); one whose answer
+// was under way (the backend answered before the body was in) is cut and
+// reset with CANCEL: the client's stall ended it, not an error of the
+// proxy's (INTERNAL_ERROR), and the record says 408.
+func TestLoopH2StalledBodyResetCodes(t *testing.T) { run(t, testLoopH2StalledBodyResetCodes) }
+
+func testLoopH2StalledBodyResetCodes(t *testing.T, k netpoll.Kind) {
+	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
+		head := readReqHead(br)
+		if strings.HasPrefix(head, "POST /early") {
+			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nfirst")
+		}
+		io.Copy(io.Discard, br)
+	})
+	tests := []struct {
+		name, path string
+		status     string
+		body       string
+		code       http2.ErrCode
+	}{
+		{"answered whole", "/late", "408", "", http2.ErrCodeNo},
+		{"answer under way", "/early", "200", "first", http2.ErrCodeCancel},
+	}
+	for _, m := range h2Modes {
+		for _, tt := range tests {
+			t.Run(m.name+"/"+tt.name, func(t *testing.T) {
+				cfg := loopTo(be.addr)
+				cfg.opts.ReadTimeout = 200 * time.Millisecond
+				p, tp := startH2Proxy(t, k, cfg, m.tls)
+				c := dialH2Raw(t, p.addr, tp, 0)
+				c.request(1, "POST", tt.path, false, "content-length", "100000")
+				c.fr.WriteData(1, false, []byte("abc"))
+				r := c.response(1)
+				if r.status != tt.status || tt.body != "" && string(r.body) != tt.body {
+					t.Fatalf("got (%q, %q), want (%s, %q)", r.status, r.body, tt.status, tt.body)
+				}
+				if !r.reset {
+					// Answered whole: the reset follows.
+					ev := c.mustNext()
+					r.reset, r.code = ev.typ == http2.FrameRSTStream && ev.stream == 1, ev.code
+				}
+				if !r.reset || r.code != tt.code {
+					t.Errorf("got the stream reset %v with %v, want reset with %v", r.reset, r.code, tt.code)
+				}
+				if rec := p.nextRec(t); rec.Status != 408 || !errors.Is(rec.Err, wire.ErrClientTimeout) {
+					t.Errorf("record: got (%d, %v), want (408, %v)", rec.Status, rec.Err, wire.ErrClientTimeout)
+				}
+			})
+		}
+	}
+}
+
 // TestLoopH2ClientCloses has the client close its connection, or reset
 // it, with streams at a slow backend: every stream's request ends as 499,
 // no backend connection is kept, and no stream is left on the loop.

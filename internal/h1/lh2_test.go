@@ -1134,6 +1134,77 @@ func testLoopH2ManyStreams(t *testing.T, k netpoll.Kind) {
 	}
 }
 
+// TestLoopH2StreamLimitAbuse has a client open more streams than
+// SETTINGS_MAX_CONCURRENT_STREAMS before it resets them (rapid reset in
+// bursts): the first answer to the abuse is GOAWAY ENHANCE_YOUR_CALM, not
+// a reset of each stream over the limit, whether the client had
+// acknowledged the server's SETTINGS or not.
+func TestLoopH2StreamLimitAbuse(t *testing.T) { run(t, testLoopH2StreamLimitAbuse) }
+
+func testLoopH2StreamLimitAbuse(t *testing.T, k netpoll.Kind) {
+	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
+		io.Copy(io.Discard, br) // never answers
+	})
+	for _, m := range h2Modes {
+		for _, acked := range []bool{false, true} {
+			name := m.name + "/before the SETTINGS ack"
+			if acked {
+				name = m.name + "/after the SETTINGS ack"
+			}
+			t.Run(name, func(t *testing.T) {
+				stats := new(h2.Stats)
+				cfg := loopTo(be.addr)
+				cfg.opts.HTTP2.Stats = stats
+				p, tp := startH2Proxy(t, k, cfg, m.tls)
+				c := dialH2Raw(t, p.addr, tp, 0)
+				first := uint32(1)
+				if acked {
+					// next acknowledges the server's SETTINGS on its
+					// way to the answer.
+					c.request(1, "GET", "/fixed/x", true)
+					if r := c.response(1); r.status != "200" {
+						t.Fatalf("got %q, want 200", r.status)
+					}
+					p.nextRec(t)
+					first = 3
+				}
+				const burst = 300 // over the default limit of 128
+				for id := first; id < first+2*burst; id += 2 {
+					c.request(id, "GET", "/up", true)
+				}
+				for id := first; id < first+2*burst; id += 2 {
+					c.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+				}
+				for {
+					ev, err := c.next()
+					if err != nil {
+						t.Fatalf("got %v, want GOAWAY", err)
+					}
+					if ev.typ == http2.FrameGoAway {
+						if ev.code != http2.ErrCodeEnhanceYourCalm {
+							t.Errorf("got GOAWAY %v, want ENHANCE_YOUR_CALM", ev.code)
+						}
+						break
+					}
+					if ev.typ == http2.FrameRSTStream {
+						t.Fatalf("got RST_STREAM %v on stream %d before the GOAWAY, want GOAWAY first", ev.code, ev.stream)
+					}
+				}
+				if got := stats.RefusedStreamCloses.Load(); got != 1 {
+					t.Errorf("got RefusedStreamCloses %d, want 1", got)
+				}
+				// The streams taken (as many as the limit) end as the
+				// client's doing; no other reached the pipeline.
+				for i := 0; i < int(h2.DefaultMaxConcurrentStreams); i++ {
+					if rec := p.nextRec(t); rec.Status != 499 {
+						t.Fatalf("record %d: got %d (%v), want 499", i, rec.Status, rec.Err)
+					}
+				}
+			})
+		}
+	}
+}
+
 // TestLoopH2ClientResets has the client reset its stream (RST_STREAM
 // CANCEL) while the backend has not answered, and while the answer
 // streams: the request ends as 499 (not the backend's fault), the backend

@@ -44,8 +44,6 @@ const (
 	DefaultMaxPings = 1000
 	// DefaultMaxEmptyFrames is Limits.MaxEmptyFrames' default.
 	DefaultMaxEmptyFrames = 1000
-	// DefaultMaxRefusedStreams is Limits.MaxRefusedStreams' default.
-	DefaultMaxRefusedStreams = 100
 	// DefaultMaxStreamErrors is Limits.MaxStreamErrors' default.
 	DefaultMaxStreamErrors = 1000
 	// DefaultMaxContinuationFrames is Limits.MaxContinuationFrames'
@@ -73,8 +71,8 @@ const maxWindow = 1<<31 - 1
 // every zero field takes the default named in its comment.
 type Config struct {
 	// MaxConcurrentStreams is advertised to the peer (server role)
-	// and bounds the streams it may have open at once; streams beyond
-	// it are refused with REFUSED_STREAM. Zero means
+	// and bounds the streams it may have open at once: a stream beyond
+	// it is answered with GOAWAY ENHANCE_YOUR_CALM (see Limits). Zero means
 	// DefaultMaxConcurrentStreams (128, nginx's). The client role
 	// advertises 0 (no pushes) and follows the server's value instead.
 	MaxConcurrentStreams uint32
@@ -148,7 +146,10 @@ type Config struct {
 // is named), and the matching Stats counter goes up; other
 // connections are not affected. The flood limits count events within
 // a Window: zero means the default named in the comment, negative
-// means no limit.
+// means no limit. Config.MaxConcurrentStreams is one too: the first
+// stream over it gets GOAWAY ENHANCE_YOUR_CALM, not a reset of its own
+// (RefusedStreamCloses; a peer that has not yet acknowledged our
+// SETTINGS sees its streams under way finish first).
 type Limits struct {
 	// Window is the period over which the Max* counts below are
 	// taken. Zero means DefaultWindow (10s). Windows are measured with
@@ -172,9 +173,6 @@ type Limits struct {
 	// without bytes or END_HEADERS, PRIORITY, and WINDOW_UPDATE of
 	// zero (CVE-2019-9518). Zero means DefaultMaxEmptyFrames (1000).
 	MaxEmptyFrames int
-	// MaxRefusedStreams bounds streams refused for passing
-	// MaxConcurrentStreams. Zero means DefaultMaxRefusedStreams (100).
-	MaxRefusedStreams int
 	// MaxStreamErrors bounds RST_STREAM frames sent for the peer's
 	// stream errors (CVE-2019-9514, "reset flood"). Zero means
 	// DefaultMaxStreamErrors (1000).
@@ -209,8 +207,8 @@ type Limits struct {
 type Stats struct {
 	// StreamsOpened counts streams opened, by either side.
 	StreamsOpened atomic.Uint64
-	// StreamsRefused counts streams refused with REFUSED_STREAM for
-	// passing MaxConcurrentStreams.
+	// StreamsRefused counts streams refused for passing
+	// MaxConcurrentStreams.
 	StreamsRefused atomic.Uint64
 	// PeerResets counts RST_STREAM frames received for open streams.
 	PeerResets atomic.Uint64
@@ -238,7 +236,8 @@ type Stats struct {
 	PingFloodCloses atomic.Uint64
 	// EmptyFrameFloodCloses counts connections closed by MaxEmptyFrames.
 	EmptyFrameFloodCloses atomic.Uint64
-	// RefusedStreamCloses counts connections closed by MaxRefusedStreams.
+	// RefusedStreamCloses counts connections closed (or drained) for
+	// opening a stream over MaxConcurrentStreams.
 	RefusedStreamCloses atomic.Uint64
 	// StreamErrorCloses counts connections closed by MaxStreamErrors.
 	StreamErrorCloses atomic.Uint64
@@ -279,7 +278,6 @@ type settings struct {
 	maxSettings        int
 	maxPings           int
 	maxEmpty           int
-	maxRefused         int
 	maxStreamErrors    int
 	maxBlockBytes      int
 	maxContinuations   int
@@ -324,7 +322,6 @@ func (cfg *Config) resolve(client bool) settings {
 	s.maxSettings = limit(l.MaxSettings, DefaultMaxSettings)
 	s.maxPings = limit(l.MaxPings, DefaultMaxPings)
 	s.maxEmpty = limit(l.MaxEmptyFrames, DefaultMaxEmptyFrames)
-	s.maxRefused = limit(l.MaxRefusedStreams, DefaultMaxRefusedStreams)
 	s.maxStreamErrors = limit(l.MaxStreamErrors, DefaultMaxStreamErrors)
 	s.maxBlockBytes = limit(l.MaxHeaderBlockBytes, 2*int(s.maxHeaderList))
 	s.maxContinuations = limit(l.MaxContinuationFrames, DefaultMaxContinuationFrames)

@@ -154,7 +154,6 @@ type floodWindow struct {
 	settings     int
 	pings        int
 	empty        int
-	refused      int
 	streamErrors int
 }
 

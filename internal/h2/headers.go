@@ -353,12 +353,7 @@ func (c *Conn) request() error {
 		return c.streamError(id, http2.ErrCodeProtocol, hb.malformed)
 	}
 	if uint32(len(c.streams)) >= c.set.maxStreams {
-		c.stats.StreamsRefused.Add(1)
-		c.writeRST(id, http2.ErrCodeRefusedStream)
-		if err := c.count(&c.win.refused, c.set.maxRefused, &c.stats.RefusedStreamCloses, "refused streams"); err != nil {
-			return err
-		}
-		return c.controlQueued()
+		return c.overStreamLimit(id)
 	}
 	s := c.newStream(id)
 	s.recvEnded = hb.end
@@ -371,6 +366,31 @@ func (c *Conn) request() error {
 	if hb.end {
 		c.maybeClose(s)
 	}
+	return nil
+}
+
+// overStreamLimit answers a request that would pass
+// SETTINGS_MAX_CONCURRENT_STREAMS with GOAWAY ENHANCE_YOUR_CALM, not with
+// a reset of the stream alone: a client that keeps its count cannot pass
+// the limit (it counts a stream open longer than we do), so one that
+// does is broken or an attacker (rapid reset opens streams faster than
+// it resets them), and refusing its streams one by one would only let
+// it go on. A peer that has acknowledged our SETTINGS knows the limit:
+// the connection ends at once. One that has not may have sent the
+// stream before our SETTINGS reached it (RFC 9113 §5.1.2): its streams
+// under way finish, and the GOAWAY names the last one taken, so what it
+// sent beyond is unprocessed and safe to send again elsewhere (§6.8).
+func (c *Conn) overStreamLimit(id uint32) error {
+	c.stats.StreamsRefused.Add(1)
+	c.stats.RefusedStreamCloses.Add(1)
+	const reason = "streams over SETTINGS_MAX_CONCURRENT_STREAMS"
+	if c.unackedSettings == 0 {
+		return connErr(http2.ErrCodeEnhanceYourCalm, reason)
+	}
+	c.shutdownPhase = 2
+	c.goAwayLast = id - 2
+	c.writeGoAway(c.goAwayLast, http2.ErrCodeEnhanceYourCalm, reason)
+	c.checkDone()
 	return nil
 }
 

@@ -76,14 +76,16 @@ func TestLimitFloods(t *testing.T) {
 			counter: func(s *Stats) *atomic.Uint64 { return &s.EmptyFrameFloodCloses },
 		},
 		{
-			name:   "refused streams",
-			limits: Limits{MaxRefusedStreams: 3},
-			cfg:    Config{MaxConcurrentStreams: 1},
+			// The first stream over the limit, from a peer that knows
+			// it: no stream of its own is reset first.
+			name: "streams over the limit",
+			cfg:  Config{MaxConcurrentStreams: 3},
 			prepare: func(p *rawPeer) {
 				p.headers(1, false, get("/")...)
+				p.headers(3, false, get("/")...)
 			},
-			flood:   func(p *rawPeer, i int) { p.headers(uint32(2*i+3), true, get("/")...) },
-			n:       3,
+			flood:   func(p *rawPeer, i int) { p.headers(uint32(2*i+5), true, get("/")...) },
+			n:       1,
 			counter: func(s *Stats) *atomic.Uint64 { return &s.RefusedStreamCloses },
 		},
 		{

@@ -19,7 +19,7 @@ func newHTTP2Descs() http2Descs {
 		streams: prometheus.NewDesc("helios_http2_streams_total",
 			"HTTP/2 streams clients opened, by listener.", []string{"listener"}, nil),
 		refused: prometheus.NewDesc("helios_http2_streams_refused_total",
-			"HTTP/2 streams refused (REFUSED_STREAM) for passing the concurrent stream limit, by listener.", []string{"listener"}, nil),
+			"HTTP/2 streams refused for passing the concurrent stream limit (each ends its connection: GOAWAY ENHANCE_YOUR_CALM), by listener.", []string{"listener"}, nil),
 		resets: prometheus.NewDesc("helios_http2_stream_resets_total",
 			"HTTP/2 streams reset, by listener and kind: client (RST_STREAM from the client), rapid (reset before it was answered, the rapid-reset signal), protocol (reset by Helios for the client's stream error), stalled (reset by Helios: its window stayed shut).",
 			[]string{"listener", "kind"}, nil),

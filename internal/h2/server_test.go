@@ -684,10 +684,14 @@ func TestServerConcurrentStreamLimit(t *testing.T) {
 		p.headers(1, false, get("/")...)
 		p.headers(3, false, get("/")...)
 		p.headers(5, false, get("/")...)
-		p.headers(7, true, get("/")...)
+		p.headers(7, false, get("/")...)
+		p.data(5, true, []byte("body of a stream left unprocessed"))
+		p.data(7, true, []byte("and another"))
 		if err := p.feed(); err != nil {
 			t.Fatalf("got %v, want the connection draining", err)
 		}
+		// The bodies of the streams left unprocessed are ignored, not
+		// answered with resets.
 		p.wantFrames("SETTINGS", "WINDOW_UPDATE stream=0", "SETTINGS ACK", "GOAWAY last=3 ENHANCE_YOUR_CALM")
 		r.wantEvents(t, "request 1 GET / end=false", "request 3 GET / end=false")
 		for _, id := range []uint32{1, 3} {

@@ -426,11 +426,7 @@ func (c *lconn) readHead() bool {
 			}
 			if !c.headDeadline {
 				c.headDeadline = true
-				// ReadTimeout bounds the whole request, so the head too.
-				rht := c.opts.ReadHeaderTimeout
-				if rt := c.opts.ReadTimeout; rt > 0 && (rht <= 0 || rt < rht) {
-					rht = rt
-				}
+				rht := c.opts.headerTimeout()
 				switch {
 				case rht > 0:
 					c.setDeadline(dlHead, rht)

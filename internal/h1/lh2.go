@@ -117,6 +117,18 @@ func (c *lconn) startH2(pre []byte) {
 	if cfg.IdleTimeout == 0 && c.opts.IdleTimeout > 0 {
 		cfg.IdleTimeout = c.opts.IdleTimeout
 	}
+	if cfg.Limits.HeaderTimeout == 0 {
+		// A header block is bounded as an HTTP/1.1 head is: by the
+		// head's timeout, or else by the idle wait it began in.
+		ht := c.opts.headerTimeout()
+		if ht <= 0 {
+			ht = c.opts.IdleTimeout
+		}
+		if ht <= 0 {
+			ht = -1 // no bound, as for HTTP/1.1
+		}
+		cfg.Limits.HeaderTimeout = ht
+	}
 	c.ensureNoDelay()
 	h.conn = h2.NewServerConn(h2output{c}, h, cfg)
 	c.setDeadline(dlH2Tick, time.Second)

@@ -1205,6 +1205,103 @@ func testLoopH2StreamLimitAbuse(t *testing.T, k netpoll.Kind) {
 	}
 }
 
+// TestLoopH2UnfinishedHeaderBlock has a client send a header block
+// without END_HEADERS and stop: the connection holds the block encoded,
+// no more than the header list size (64 KiB), and ends it (GOAWAY
+// ENHANCE_YOUR_CALM) once read_header_timeout has passed, as an
+// unfinished HTTP/1.1 head gets 408 then; a block past the header list
+// size ends the connection at once.
+func TestLoopH2UnfinishedHeaderBlock(t *testing.T) { run(t, testLoopH2UnfinishedHeaderBlock) }
+
+func testLoopH2UnfinishedHeaderBlock(t *testing.T, k netpoll.Kind) {
+	tests := []struct {
+		name  string
+		size  int
+		flood bool // past the bound: GOAWAY at once
+	}{
+		{"stalled under the bound", 60 << 10, false},
+		{"past the bound", 120 << 10, true},
+	}
+	for _, m := range h2Modes {
+		for _, tt := range tests {
+			t.Run(m.name+"/"+tt.name, func(t *testing.T) {
+				stats := new(h2.Stats)
+				cfg := loopTo("127.0.0.1:1")
+				cfg.opts.ReadHeaderTimeout = 300 * time.Millisecond
+				cfg.opts.IdleTimeout = time.Minute
+				cfg.opts.HTTP2.Stats = stats
+				p, tp := startH2Proxy(t, k, cfg, m.tls)
+				c := dialH2Raw(t, p.addr, tp, 0)
+				// A first request has the SETTINGS exchanged, so that the
+				// client writes nothing inside the block.
+				c.request(1, "GET", "/fixed/x", true)
+				c.response(1)
+				start := time.Now()
+				c.hb.Reset()
+				for _, f := range [][2]string{{":method", "GET"}, {":scheme", c.scheme}, {":path", "/"}, {":authority", c.host}} {
+					c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+				}
+				for c.hb.Len() < tt.size {
+					// Never indexed, and not shortened by Huffman coding.
+					c.enc.WriteField(hpack.HeaderField{Name: "x-pad", Value: strings.Repeat("\xfe", 1000), Sensitive: true})
+				}
+				block := c.hb.Bytes()
+				c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: block[:16384]})
+				for off := 16384; off < len(block); off += 16384 {
+					c.fr.WriteContinuation(3, false, block[off:min(off+16384, len(block))])
+				}
+				if !tt.flood {
+					var held int
+					waitFor(t, "the block to be held", func() bool {
+						held = p.headerBlockBytes()
+						return held >= tt.size
+					})
+					if held > h2.DefaultMaxHeaderListSize {
+						t.Errorf("got %d bytes held for a block of %d, want at most the header list size, %d", held, len(block), h2.DefaultMaxHeaderListSize)
+					}
+				}
+				for {
+					ev := c.mustNext()
+					if ev.typ != http2.FrameGoAway {
+						continue
+					}
+					if ev.code != http2.ErrCodeEnhanceYourCalm {
+						t.Errorf("got GOAWAY %v, want ENHANCE_YOUR_CALM", ev.code)
+					}
+					break
+				}
+				// The sweep ticks HTTP/2 connections once a second.
+				if el := time.Since(start); !tt.flood && el > 300*time.Millisecond+3*time.Second {
+					t.Errorf("got GOAWAY after %v, want it within the 300ms read_header_timeout (and a tick)", el)
+				}
+				closes := &stats.HeaderTimeoutCloses
+				if tt.flood {
+					closes = &stats.HeaderFloodCloses
+				}
+				if got := closes.Load(); got != 1 {
+					t.Errorf("got %d closes by the limit, want 1", got)
+				}
+			})
+		}
+	}
+}
+
+// headerBlockBytes adds up what the loops' HTTP/2 connections hold for
+// header blocks not finished yet.
+func (p *loopProxy) headerBlockBytes() int {
+	n := 0
+	for _, l := range p.eng.loops {
+		l.do(func() {
+			for c := l.conns.head; c != nil; c = c.next {
+				if c.h2 != nil {
+					n += c.h2.conn.HeaderBlockBytes()
+				}
+			}
+		})
+	}
+	return n
+}
+
 // TestLoopH2ClientResets has the client reset its stream (RST_STREAM
 // CANCEL) while the backend has not answered, and while the answer
 // streams: the request ends as 499 (not the backend's fault), the backend

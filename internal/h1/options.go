@@ -79,6 +79,17 @@ func (o *Options) ConnMemory() (worst, slowReader int) {
 	return worst, slowReader
 }
 
+// headerTimeout returns how long a request head may take to arrive:
+// ReadHeaderTimeout, or ReadTimeout when that is shorter (it bounds the
+// whole request, so the head too); 0 when neither is set.
+func (o *Options) headerTimeout() time.Duration {
+	rht := o.ReadHeaderTimeout
+	if rt := o.ReadTimeout; rt > 0 && (rht <= 0 || rt < rht) {
+		rht = rt
+	}
+	return rht
+}
+
 // outputLimit returns OutputBufferBytes or its default.
 func (o *Options) outputLimit() int {
 	if o.OutputBufferBytes > 0 {

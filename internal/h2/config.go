@@ -57,6 +57,9 @@ const (
 	DefaultWriteTimeout = 60 * time.Second
 	// DefaultStallTimeout is Limits.StallTimeout's default.
 	DefaultStallTimeout = 60 * time.Second
+	// DefaultHeaderTimeout is Limits.HeaderTimeout's default (the
+	// listeners' read_header_timeout).
+	DefaultHeaderTimeout = 10 * time.Second
 )
 
 // minWindow is the smallest stream window a Config may ask for: the
@@ -179,7 +182,13 @@ type Limits struct {
 	MaxStreamErrors int
 	// MaxHeaderBlockBytes bounds the encoded size of one header block,
 	// HEADERS and CONTINUATION together (CONTINUATION floods,
-	// CVE-2024-27316). Zero means twice Config.MaxHeaderListSize.
+	// CVE-2024-27316), and so what a block that spans frames holds
+	// until it ends (Conn.HeaderBlockBytes). Zero means
+	// Config.MaxHeaderListSize for the server role (an encoded block is
+	// never much larger than the list it decodes to, so a larger one is
+	// a list too large all the same) and twice it for the client role
+	// (a backend's oversized head costs its stream, a 502, rather than
+	// the connection's other streams).
 	MaxHeaderBlockBytes int
 	// MaxContinuationFrames bounds the CONTINUATION frames of one
 	// header block. Zero means DefaultMaxContinuationFrames (32).
@@ -195,6 +204,13 @@ type Limits struct {
 	// reader that slow is gone. Zero means DefaultWriteTimeout (60s);
 	// negative, no limit.
 	WriteTimeout time.Duration
+	// HeaderTimeout bounds how long a header block may stay
+	// unfinished: from a HEADERS frame without END_HEADERS to the
+	// CONTINUATION frame that ends it (nothing else may come on the
+	// connection meanwhile). Past it the connection is closed, as a
+	// request head that does not end in time. Zero means
+	// DefaultHeaderTimeout (10s); negative, no limit.
+	HeaderTimeout time.Duration
 	// StallTimeout bounds how long a stream may wait for send window:
 	// a stream whose own window stays shut is reset (CANCEL), and a
 	// connection whose window stays shut is closed. Zero means
@@ -230,6 +246,8 @@ type Stats struct {
 	// HeaderFloodCloses counts connections closed by
 	// MaxHeaderBlockBytes or MaxContinuationFrames.
 	HeaderFloodCloses atomic.Uint64
+	// HeaderTimeoutCloses counts connections closed by HeaderTimeout.
+	HeaderTimeoutCloses atomic.Uint64
 	// SettingsFloodCloses counts connections closed by MaxSettings.
 	SettingsFloodCloses atomic.Uint64
 	// PingFloodCloses counts connections closed by MaxPings.
@@ -284,6 +302,7 @@ type settings struct {
 	maxQueuedControl   int
 	writeTimeout       int64
 	stallTimeout       int64
+	headerTimeout      int64
 	stats              *Stats
 	buffers            BufferPool
 	initialPeerStreams uint32
@@ -323,11 +342,16 @@ func (cfg *Config) resolve(client bool) settings {
 	s.maxPings = limit(l.MaxPings, DefaultMaxPings)
 	s.maxEmpty = limit(l.MaxEmptyFrames, DefaultMaxEmptyFrames)
 	s.maxStreamErrors = limit(l.MaxStreamErrors, DefaultMaxStreamErrors)
-	s.maxBlockBytes = limit(l.MaxHeaderBlockBytes, 2*int(s.maxHeaderList))
+	blockBytes := int(s.maxHeaderList)
+	if client {
+		blockBytes *= 2
+	}
+	s.maxBlockBytes = limit(l.MaxHeaderBlockBytes, blockBytes)
 	s.maxContinuations = limit(l.MaxContinuationFrames, DefaultMaxContinuationFrames)
 	s.maxQueuedControl = limit(l.MaxQueuedControlFrames, DefaultMaxQueuedControlFrames)
 	s.writeTimeout = dur(l.WriteTimeout, DefaultWriteTimeout)
 	s.stallTimeout = dur(l.StallTimeout, DefaultStallTimeout)
+	s.headerTimeout = dur(l.HeaderTimeout, DefaultHeaderTimeout)
 	if s.stats == nil {
 		s.stats = new(Stats)
 	}

@@ -109,6 +109,7 @@ func TestHTTP2Counters(t *testing.T) {
 	s.RapidResetCloses.Add(1)
 	s.HeaderFloodCloses.Add(2)
 	s.SlowReaderCloses.Add(5)
+	s.HeaderTimeoutCloses.Add(6)
 	reg := prometheus.NewRegistry()
 	if _, err := New(reg, fakeSource{h2: map[string]*h2.Stats{"web": &s}}); err != nil {
 		t.Fatal(err)
@@ -123,6 +124,7 @@ func TestHTTP2Counters(t *testing.T) {
 		{"helios_http2_limit_closes_total", "limit=rapid_reset,listener=web", 1},
 		{"helios_http2_limit_closes_total", "limit=header_flood,listener=web", 2},
 		{"helios_http2_limit_closes_total", "limit=slow_reader,listener=web", 5},
+		{"helios_http2_limit_closes_total", "limit=header_timeout,listener=web", 6},
 		{"helios_http2_limit_closes_total", "limit=ping_flood,listener=web", 0},
 	}
 	for _, tt := range tests {

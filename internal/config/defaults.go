@@ -69,6 +69,10 @@ func SetDefaults(c *Config) {
 	for i := range c.Upstreams {
 		setUpstreamDefaults(m, &c.Upstreams[i], indexPath("upstreams", i))
 	}
+	rb := &c.RequestBuffers
+	setDefault(m, "request_buffers.connection_bytes", &rb.ConnectionBytes, 32<<20)
+	setDefault(m, "request_buffers.memory_bytes", &rb.MemoryBytes, 256<<20)
+	setDefault(m, "request_buffers.file_bytes", &rb.FileBytes, 1<<30)
 	setString(&c.Admin.Address, defaultAdminAddress)
 	setString(&c.Logging.Level, "info")
 	setString(&c.Logging.Format, "json")

@@ -97,8 +97,9 @@ func TestLoadFull(t *testing.T) {
 				IdempotentOnly: ptr(false), BudgetRatio: 0.1,
 			},
 		}},
-		Admin:   Admin{Address: "127.0.0.1:9999", Token: "changeme", Pprof: true},
-		Logging: Logging{Level: "debug", Format: "console", AccessLog: "/var/log/helios/access.log"},
+		Admin:          Admin{Address: "127.0.0.1:9999", Token: "changeme", Pprof: true},
+		Logging:        Logging{Level: "debug", Format: "console", AccessLog: "/var/log/helios/access.log"},
+		RequestBuffers: RequestBuffers{ConnectionBytes: 8 << 20, MemoryBytes: 64 << 20, FileBytes: 0},
 	}
 	cfg.meta = nil // compared through the values it produced
 	if !reflect.DeepEqual(cfg, want) {
@@ -176,8 +177,9 @@ upstreams:
 				Retries: retries,
 			},
 		},
-		Admin:   Admin{Address: "127.0.0.1:9901"},
-		Logging: Logging{Level: "info", Format: "json", AccessLog: "off"},
+		Admin:          Admin{Address: "127.0.0.1:9901"},
+		Logging:        Logging{Level: "info", Format: "json", AccessLog: "off"},
+		RequestBuffers: RequestBuffers{ConnectionBytes: 32 << 20, MemoryBytes: 256 << 20, FileBytes: 1 << 30},
 	}
 	cfg.meta = nil
 	if !reflect.DeepEqual(cfg, want) {

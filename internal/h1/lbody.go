@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/wire"
 )
 
@@ -213,8 +214,22 @@ func (c *lconn) startBuffering(lim wire.BufferLimits) {
 	c.state = lsBuffer
 	c.buffering = true
 	c.bufLim = lim
-	c.bb.Reset(lim.Memory, lim.File, lim.Dir)
+	c.bb.Reset(lim.Memory, lim.File, lim.Dir, c.bufferAccount())
 	c.bufferMore()
+}
+
+// bufferAccount returns the account the exchange's request buffering is
+// charged to: its connection's, which an HTTP/2 connection's streams
+// share; nil when the listener has no budget.
+func (c *lconn) bufferAccount() *bodybuf.Account {
+	owner := c
+	if c.h2s != nil {
+		owner = c.h2s.parent
+	}
+	if owner.acct == nil {
+		owner.acct = owner.opts.bufferAccount()
+	}
+	return owner.acct
 }
 
 // bufferMore reads body bytes into c.bb until the body is done, the
@@ -225,17 +240,12 @@ func (c *lconn) bufferMore() {
 		return
 	}
 	for c.buffering && !c.spilling {
-		room := c.bb.Room()
+		buf := c.l.scratch()
+		room := c.bb.Grow(int64(len(buf)))
 		if room == 0 {
-			if c.bufLim.Stream {
-				c.bodyBuf = bufferedPrefix
-				c.bufferDone(nil)
-				return
-			}
-			c.bufferDone(fmt.Errorf("%w: more than the %d bytes this route buffers", wire.ErrBodyTooLarge, int64(c.bufLim.Memory)+c.bufLim.File))
+			c.bufferFull()
 			return
 		}
-		buf := c.l.scratch()
 		want := min(int64(len(buf)), room)
 		if m := c.bb.MemRoom(); m > 0 {
 			want = min(want, int64(m))
@@ -269,6 +279,28 @@ func (c *lconn) bufferMore() {
 	}
 }
 
+// bufferFull ends the buffering of a body that has no room left: its
+// route's caps are reached, or its connection's or the process's request
+// buffers are spent. A route that streams what it cannot hold (auto)
+// forwards what was buffered and streams the rest, backpressure and all,
+// as flow control then bounds it; one that buffers whole bodies (on)
+// refuses it: 413 when it is larger than the route allows, 503 when the
+// buffers are spent for now.
+func (c *lconn) bufferFull() {
+	switch {
+	case c.bufLim.Stream:
+		c.bodyBuf = bufferedPrefix
+		if c.bb.Len() == 0 {
+			c.bodyBuf = notBuffered
+		}
+		c.bufferDone(nil)
+	case c.bb.AtCap():
+		c.bufferDone(fmt.Errorf("%w: more than the %d bytes this route buffers", wire.ErrBodyTooLarge, int64(c.bufLim.Memory)+c.bufLim.File))
+	default:
+		c.bufferDone(fmt.Errorf("%w: %d bytes of the body held, no room for more", wire.ErrBuffersFull, c.bb.Len()))
+	}
+}
+
 // discardMore reads body bytes and drops them until the body is done or
 // the client has to be waited for.
 func (c *lconn) discardMore() {
@@ -294,11 +326,17 @@ func (c *lconn) discardMore() {
 func (c *lconn) bufferDone(err error) {
 	c.buffering = false
 	c.bodyDeadline = 0
-	if err != nil {
-		c.closeAfter = true
-		if !c.spilling {
-			c.bb.Close()
+	switch {
+	case c.spilling:
+		// The spill goroutine still writes (spilled closes it).
+		if err != nil {
+			c.closeAfter = true
 		}
+	case err != nil:
+		c.closeAfter = true
+		c.bb.Close()
+	default:
+		c.bb.Trim() // room taken and not needed goes back
 	}
 	c.state = lsForward
 	c.act(c.flow.Buffered(err))

@@ -122,7 +122,11 @@ type lconn struct {
 	bufferEOF, prefixCRLF          bool
 	bufLim                         wire.BufferLimits
 	bb                             bodybuf.Buffer
-	bodyBuf                        bodyBuffering
+	// acct is what the connection's request buffering is charged to
+	// (its streams' too, for an HTTP/2 connection), made on first use
+	// (bufferAccount).
+	acct    *bodybuf.Account
+	bodyBuf bodyBuffering
 	// bodyDeadline bounds the wait for request body bytes (unix
 	// nanoseconds; 0: none).
 	bodyDeadline int64
@@ -1003,6 +1007,9 @@ func (c *lconn) close() {
 		c.closeH2()
 	}
 	c.dropExchange()
+	// A buffer still being spilled gives back to this account, never to
+	// the next connection's.
+	c.acct = nil
 	c.l.closeFD(c.fd)
 	c.fd = -1
 	c.l.conns.remove(c)

@@ -22,6 +22,7 @@ type h1msg struct {
 
 // data takes body bytes; end: the body is complete.
 func (m *h1msg) data(p []byte, end bool) {
+	m.compact()
 	if len(p) > 0 {
 		if m.chunked {
 			m.in = appendHex(m.in, int64(len(p)))
@@ -48,6 +49,7 @@ func (m *h1msg) trailers(fields []h2.Field) bool {
 	if !m.chunked {
 		return false
 	}
+	m.compact()
 	m.in = append(m.in, "0\r\n"...)
 	m.in = appendTrailer(m.in, fields)
 	m.in = append(m.in, "\r\n"...)
@@ -58,7 +60,7 @@ func (m *h1msg) trailers(fields []h2.Field) bool {
 // there yet, io.EOF once the message is all read.
 func (m *h1msg) read(p []byte) (int, error) {
 	if m.inR == len(m.in) {
-		m.in, m.inR = m.in[:0], 0
+		m.drained()
 		if m.ended {
 			return 0, io.EOF
 		}
@@ -67,10 +69,43 @@ func (m *h1msg) read(p []byte) (int, error) {
 	n := copy(p, m.in[m.inR:])
 	m.inR += n
 	if m.inR == len(m.in) {
-		m.in, m.inR = m.in[:0], 0
+		m.drained()
 	}
 	return n, nil
 }
+
+// What a message's buffer holds is what its reader has not taken yet,
+// which the flow-control window bounds (the sender gets credit back only
+// as the reader takes bytes): the bytes read are dropped from the front
+// before more are added (compact), and a buffer a burst grew goes once it
+// is empty (drained), so a stream whose sender stalls keeps nothing, and
+// one whose reader lags holds about its window, never the body it has
+// passed on.
+
+// keepMsgBuf is the most buffer an empty message keeps: about two frames
+// of the default size, so that a body the reader keeps up with does not
+// allocate per frame.
+const keepMsgBuf = 32 << 10
+
+// compact moves what is unread to the front once more has been read than
+// is left, so that the buffer does not grow with what was read.
+func (m *h1msg) compact() {
+	if m.inR > 0 && m.inR >= len(m.in)-m.inR {
+		n := copy(m.in, m.in[m.inR:])
+		m.in, m.inR = m.in[:n], 0
+	}
+}
+
+// drained empties a message that is all read.
+func (m *h1msg) drained() {
+	m.in, m.inR = m.in[:0], 0
+	if cap(m.in) > keepMsgBuf {
+		m.in = nil
+	}
+}
+
+// buffered returns the memory the message holds.
+func (m *h1msg) buffered() int { return cap(m.in) }
 
 // reset empties the message for reuse, keeping a small buffer.
 func (m *h1msg) reset() {

@@ -102,6 +102,20 @@ func (a *Account) grant(n int64, mem bool) int64 {
 	return got
 }
 
+// Reserve takes n bytes of memory from the account and its budget, all
+// or nothing, for a body held outside a Buffer (a small one read whole
+// behind its head); Release gives them back.
+func (a *Account) Reserve(n int64) bool {
+	if g := a.grant(n, true); g < n {
+		a.release(g, 0)
+		return false
+	}
+	return true
+}
+
+// Release gives back n bytes of memory Reserve took.
+func (a *Account) Release(n int64) { a.release(n, 0) }
+
 // release gives back what grant took.
 func (a *Account) release(mem, file int64) {
 	a.held.Add(-(mem + file))

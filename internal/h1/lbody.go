@@ -28,6 +28,36 @@ func (c *lconn) streamingBody() bool {
 	return r.chunked || r.contentLength > maxLoopBody || r.expect100 && r.contentLength > 0
 }
 
+// holdSmallBody charges the connection's request buffers for a small body
+// an HTTP/2 stream is to read whole behind its head, and reports whether
+// they had room: a connection's streams hold as many such bodies as it
+// has streams, so they count with what request buffering holds. Without
+// room the body goes the way of a larger one (buffered within the
+// budgets, or streamed). An HTTP/1.1 connection holds one at a time,
+// within its own buffers, and is not charged.
+func (c *lconn) holdSmallBody() bool {
+	if c.h2s == nil || c.smallAcct != nil {
+		return true
+	}
+	acct := c.bufferAccount()
+	if acct == nil {
+		return true
+	}
+	if !acct.Reserve(c.req.contentLength) {
+		return false
+	}
+	c.smallAcct, c.smallHeld = acct, c.req.contentLength
+	return true
+}
+
+// releaseSmallBody gives back what holdSmallBody charged.
+func (c *lconn) releaseSmallBody() {
+	if c.smallAcct != nil {
+		c.smallAcct.Release(c.smallHeld)
+		c.smallAcct, c.smallHeld = nil, 0
+	}
+}
+
 // bodyPending reports whether some of the request body is still to be
 // read from the client (a small body already in the buffer is not).
 func (c *lconn) bodyPending() bool {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/netpoll"
@@ -228,5 +230,84 @@ func testLoopBufferBudgets(t *testing.T, k netpoll.Kind) {
 				}
 			})
 		}
+	}
+}
+
+// TestLoopH2StalledSmallBodiesCharged has one HTTP/2 connection's streams
+// each send most of a small body (under 64 KiB, which a stream reads
+// whole behind its head) and stall: the bodies held whole count against
+// the connection's request buffers, so no more of them are held than its
+// cap allows (the others go the way of larger bodies, within the same
+// cap); every stream gets 408; nothing is held afterwards.
+func TestLoopH2StalledSmallBodiesCharged(t *testing.T) { run(t, testLoopH2StalledSmallBodiesCharged) }
+
+func testLoopH2StalledSmallBodiesCharged(t *testing.T, k netpoll.Kind) {
+	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
+		io.Copy(io.Discard, br)
+	})
+	const (
+		streams = 8
+		length  = 60000
+		connCap = 256 << 10 // room for four bodies
+	)
+	for _, m := range h2Modes {
+		t.Run(m.name, func(t *testing.T) {
+			budget := bodybuf.NewBudget(1<<30, 1<<30)
+			cfg := loopTo(be.addr)
+			cfg.opts.RequestBuffers = budget
+			cfg.opts.RequestBufferConnBytes = connCap
+			cfg.opts.IdleTimeout = time.Second
+			p, tp := startH2Proxy(t, k, cfg, m.tls)
+			bufferRoute(t, p, wire.BufferLimits{Memory: 64 << 10, File: 16 << 20, Dir: t.TempDir(), Stream: true})
+			c := dialH2Raw(t, p.addr, tp, 0)
+			for i := 0; i < streams; i++ {
+				id := uint32(2*i + 1)
+				c.request(id, "POST", "/up", false, "content-length", fmt.Sprint(length))
+				for sent := 0; sent < length-1000; sent += 16384 {
+					c.fr.WriteData(id, false, make([]byte, min(16384, length-1000-sent)))
+				}
+			}
+			var whole int
+			var acct int64
+			waitFor(t, "every stream's bytes to be read", func() bool {
+				whole = 0
+				var read int64
+				for _, l := range p.eng.loops {
+					l.do(func() {
+						for s := l.streams.head; s != nil; s = s.next {
+							if s.state == lsBody {
+								whole++ // waits to read its body whole
+								read += int64(len(s.rd.buffered()))
+							} else {
+								read += s.reqBody.read
+							}
+						}
+					})
+				}
+				acct = p.budgetHeld()
+				return read >= streams*(length-1000)
+			})
+			if whole > connCap/length || acct > connCap {
+				t.Errorf("got %d bodies held whole and %d bytes charged, want at most %d and %d", whole, acct, connCap/length, connCap)
+			}
+			status := map[uint32]string{}
+			for len(status) < streams {
+				ev := c.mustNext()
+				for _, f := range ev.fields {
+					if ev.typ == http2.FrameHeaders && f.Name == ":status" {
+						status[ev.stream] = f.Value
+					}
+				}
+			}
+			for id, st := range status {
+				if st != "408" {
+					t.Errorf("stream %d: got %s, want 408", id, st)
+				}
+			}
+			waitFor(t, "the buffers to be given back", func() bool {
+				mem, file := budget.Held()
+				return mem == 0 && file == 0 && p.budgetHeld() == 0
+			})
+		})
 	}
 }

@@ -125,8 +125,12 @@ type lconn struct {
 	// acct is what the connection's request buffering is charged to
 	// (its streams' too, for an HTTP/2 connection), made on first use
 	// (bufferAccount).
-	acct    *bodybuf.Account
-	bodyBuf bodyBuffering
+	acct *bodybuf.Account
+	// smallAcct holds smallHeld bytes of an HTTP/2 stream's small body,
+	// read whole behind its head (holdSmallBody).
+	smallAcct *bodybuf.Account
+	smallHeld int64
+	bodyBuf   bodyBuffering
 	// bodyDeadline bounds the wait for request body bytes (unix
 	// nanoseconds; 0: none).
 	bodyDeadline int64
@@ -478,7 +482,7 @@ func (c *lconn) readHead() bool {
 // other body is read as the request goes on (streamingBody).
 func (c *lconn) readBody() bool {
 	r := &c.req
-	if r.contentLength <= 0 || c.streamingBody() {
+	if r.contentLength <= 0 || c.streamingBody() || !c.holdSmallBody() {
 		return true
 	}
 	need := c.rd.pin + int(r.contentLength)
@@ -1034,6 +1038,7 @@ func (c *lconn) close() {
 // stream) closes: its backend connection, its place in a lookup's or a
 // capped backend's wait, its request body buffer and its file.
 func (c *lconn) dropExchange() {
+	c.releaseSmallBody()
 	c.dropUp(false)
 	c.resolving = nil
 	if c.queued != nil {

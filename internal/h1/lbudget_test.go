@@ -57,6 +57,11 @@ func (p *loopProxy) streamInputs() (held []int, read int64) {
 	return held, read
 }
 
+// silentBackend is a backend that reads whatever comes and never answers.
+func silentBackend(t testing.TB) *rawBackend {
+	return startRawBackend(t, func(nc net.Conn, br *bufio.Reader) { io.Copy(io.Discard, br) })
+}
+
 // stallingBody is a request body that sends n bytes and then nothing
 // more, until the test ends.
 func stallingBody(t *testing.T, n int) io.Reader {
@@ -85,9 +90,7 @@ func stallingBody(t *testing.T, n int) io.Reader {
 func TestLoopH2StalledUploadsBounded(t *testing.T) { run(t, testLoopH2StalledUploadsBounded) }
 
 func testLoopH2StalledUploadsBounded(t *testing.T, k netpoll.Kind) {
-	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
-		io.Copy(io.Discard, br)
-	})
+	be := silentBackend(t)
 	const (
 		streams = 4
 		sent    = 8 << 20 // per stream, of a larger body
@@ -243,9 +246,7 @@ func testLoopBufferBudgets(t *testing.T, k netpoll.Kind) {
 func TestLoopH2StalledSmallBodiesCharged(t *testing.T) { run(t, testLoopH2StalledSmallBodiesCharged) }
 
 func testLoopH2StalledSmallBodiesCharged(t *testing.T, k netpoll.Kind) {
-	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
-		io.Copy(io.Discard, br)
-	})
+	be := silentBackend(t)
 	const (
 		streams = 8
 		length  = 60000

@@ -85,22 +85,15 @@ func testLoopResponseTrailerFieldsDropped(t *testing.T, k netpoll.Kind) {
 	// An HTTP/2 backend: /length declares the body's length (its
 	// trailers travel beside the rendered answer), /chunked does not.
 	h2be := startH2Peer(t, nil, func(pc *h2Peer) {
-		for {
-			ev, err := pc.next()
-			if err != nil {
-				return
-			}
-			if ev.req == nil {
-				continue
-			}
+		eachPeerRequest(pc, func(req *h2PeerReq) {
 			head := []string{":status", "200"}
-			if ev.req.field(":path")[0] == "/length" {
+			if req.field(":path")[0] == "/length" {
 				head = append(head, "content-length", "5")
 			}
-			pc.headers(ev.req.id, false, head...)
-			pc.data(ev.req.id, false, []byte("hello"))
-			pc.headers(ev.req.id, true, h2TrailerFields()...)
-		}
+			pc.headers(req.id, false, head...)
+			pc.data(req.id, false, []byte("hello"))
+			pc.headers(req.id, true, h2TrailerFields()...)
+		})
 	})
 	backends := []struct {
 		name string
@@ -150,23 +143,19 @@ func testLoopRequestTrailerFieldsDropped(t *testing.T, k netpoll.Kind) {
 	// The HTTP/2 backend hands on the trailers of each request.
 	h2got := make(chan []string, 1)
 	h2be := startH2Peer(t, nil, func(pc *h2Peer) {
-		for {
+		eachPeerRequest(pc, func(req *h2PeerReq) {
 			// A request ended by its trailers comes as those (the head
 			// and body before them are the peer's to forget).
-			ev, err := pc.next()
-			if err != nil {
+			if len(req.field(":method")) > 0 {
 				return
 			}
-			if ev.req == nil || len(ev.req.field(":method")) > 0 {
-				continue
-			}
 			var fs []string
-			for _, f := range ev.req.fields {
+			for _, f := range req.fields {
 				fs = append(fs, f.Name, f.Value)
 			}
 			h2got <- fs
-			pc.answer(ev.req.id, "ok")
-		}
+			pc.answer(req.id, "ok")
+		})
 	})
 	trailerOf := func(t *testing.T, h2 bool) http.Header {
 		t.Helper()
@@ -222,5 +211,19 @@ func testLoopRequestTrailerFieldsDropped(t *testing.T, k netpoll.Kind) {
 				checkTrailer(t, trailerOf(t, be.h2))
 			})
 		})
+	}
+}
+
+// eachPeerRequest runs f for each request the peer receives whole, until
+// its connection ends.
+func eachPeerRequest(pc *h2Peer, f func(req *h2PeerReq)) {
+	for {
+		ev, err := pc.next()
+		if err != nil {
+			return
+		}
+		if ev.req != nil {
+			f(ev.req)
+		}
 	}
 }

@@ -22,6 +22,7 @@ func (fakeSource) AcceptErrors() map[string]uint64    { return nil }
 func (fakeSource) Panics() uint64                     { return 0 }
 func (fakeSource) TLSProviders() []*tlsconf.Provider  { return nil }
 func (s fakeSource) HTTP2Stats() map[string]*h2.Stats { return s.h2 }
+func (fakeSource) RequestBuffersHeld() (int64, int64) { return 3, 4 }
 
 // protoExchange is an exchange of which only the protocol and the TLS
 // version are read.
@@ -52,7 +53,7 @@ func gather(t *testing.T, reg *prometheus.Registry, family string) map[string]fl
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			out[labels(m)] = m.GetCounter().GetValue()
+			out[labels(m)] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return out
@@ -126,6 +127,8 @@ func TestHTTP2Counters(t *testing.T) {
 		{"helios_http2_limit_closes_total", "limit=slow_reader,listener=web", 5},
 		{"helios_http2_limit_closes_total", "limit=header_timeout,listener=web", 6},
 		{"helios_http2_limit_closes_total", "limit=ping_flood,listener=web", 0},
+		{"helios_request_buffer_bytes", "where=memory", 3},
+		{"helios_request_buffer_bytes", "where=file", 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.family+"/"+tt.labels, func(t *testing.T) {

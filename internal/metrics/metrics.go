@@ -40,6 +40,9 @@ type Source interface {
 	TLSProviders() []*tlsconf.Provider
 	// HTTP2Stats returns the HTTP/2 counters of each listener, by name.
 	HTTP2Stats() map[string]*h2.Stats
+	// RequestBuffersHeld returns the request-body bytes request
+	// buffering holds across the process, in memory and in files.
+	RequestBuffersHeld() (memory, file int64)
 }
 
 // Metrics holds Helios's collectors.
@@ -52,7 +55,7 @@ type Metrics struct {
 	requestsDesc, retriesDesc, noBackendDesc                    *prometheus.Desc
 	upDesc, ejectedDesc, inflightDesc, backendReqDesc, failDesc *prometheus.Desc
 	breakerDesc, openConnsDesc, acceptErrsDesc, panicsDesc      *prometheus.Desc
-	protocolDesc                                                *prometheus.Desc
+	protocolDesc, reqBufDesc                                    *prometheus.Desc
 	tls                                                         tlsDescs
 	http2                                                       http2Descs
 	protocols                                                   Protocols
@@ -105,6 +108,9 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 		protocolDesc: prometheus.NewDesc("helios_requests_by_protocol_total",
 			"Requests by the protocol the client spoke (HTTP/1.0, HTTP/1.1, HTTP/2.0) and its connection's TLS version (none, 1.2, 1.3).",
 			[]string{"protocol", "tls"}, nil),
+		reqBufDesc: prometheus.NewDesc("helios_request_buffer_bytes",
+			"Request-body bytes request buffering holds across the process, by where: memory or file (request_buffers caps them).",
+			[]string{"where"}, nil),
 		tls:   newTLSDescs(),
 		http2: newHTTP2Descs(),
 	}
@@ -180,6 +186,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.acceptErrsDesc, prometheus.CounterValue, float64(n), reason)
 	}
 	ch <- prometheus.MustNewConstMetric(m.panicsDesc, prometheus.CounterValue, float64(m.src.Panics()))
+	mem, file := m.src.RequestBuffersHeld()
+	ch <- prometheus.MustNewConstMetric(m.reqBufDesc, prometheus.GaugeValue, float64(mem), "memory")
+	ch <- prometheus.MustNewConstMetric(m.reqBufDesc, prometheus.GaugeValue, float64(file), "file")
 	m.collectTLS(ch, time.Now())
 	m.protocols.collect(ch, m.protocolDesc)
 	m.collectHTTP2(ch)

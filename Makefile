@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -s -w -X github.com/helios-lb/helios/internal/cli.Version=$(VERSION) -X github.com/helios-lb/helios/internal/cli.Revision=$(REVISION)
 
-.PHONY: all build image run test test-short fuzz vet fmt bench bench-quick bench-deps deploy-deps clean
+.PHONY: all build image run acme-demo test test-short fuzz vet fmt bench bench-quick bench-deps deploy-deps clean
 
 all: build
 
@@ -24,6 +24,10 @@ image: build
 ## run: the demo — three built-in backends on :9001-9003 and Helios on :8080 (Ctrl-C stops all)
 run: build
 	@./scripts/demo.sh $(BIN) configs/helios.yaml
+
+## acme-demo: automatic HTTPS against a local Pebble: a certificate for localhost, served, redirected, listed (KEEP=1 keeps it running)
+acme-demo: build
+	@./scripts/acme-demo.sh $(BIN)
 
 ## test: vet (on Linux, and on two systems without epoll, tests included), every test with
 ## the race detector, then the allocation tests, which the race detector's own allocations skip

@@ -86,7 +86,7 @@ upstreams:
 			bad + `:3: listeners[0].address:`,
 			bad + `:4: listeners[0].idle_timeout: "2x" is not a duration`,
 			bad + `:6: routes[0].upstream: upstream "missing" is not defined (defined: app)`,
-			bad + `:8: upstreams[0].strategy: "fastest" is not a strategy (round_robin, weighted_round_robin, least_conn, ip_hash, random, p2c)`,
+			bad + `:8: upstreams[0].strategy: "fastest" is not a strategy (round_robin, weighted_round_robin, least_conn, consistent_hash, ip_hash, random, p2c)`,
 		}},
 		{"missing file", filepath.Join(dir, "nope.yaml"), 1, []string{"nope.yaml"}},
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/helios-lb/helios/internal/config"
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/logging"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/upstream"
@@ -28,25 +29,27 @@ var (
 	client = netip.MustParseAddr("192.0.2.10")
 )
 
-func (exchange) Method() []byte                      { return method }
-func (exchange) Host() []byte                        { return host }
-func (exchange) Path() []byte                        { return path }
-func (exchange) ClientAddr() netip.Addr              { return client }
-func (exchange) HasBody() bool                       { return false }
-func (exchange) BodyStarted() bool                   { return false }
-func (exchange) Upgrade() []byte                     { return nil }
-func (exchange) RefuseUpgrade()                      {}
-func (exchange) BodyLength() int64                   { return 0 }
-func (exchange) BodyRead() int64                     { return 0 }
-func (exchange) LimitBody(int64)                     {}
-func (exchange) BufferBody(wire.BufferLimits) error  { return nil }
-func (exchange) Respond(int, []byte, []byte) error   { return nil }
-func (exchange) ServeHTTP(http.Handler) (int, int64) { return 0, 0 }
-func (exchange) Query() []byte                       { return nil }
-func (exchange) Proto() []byte                       { return nil }
-func (exchange) TLSVersion() []byte                  { return nil }
-func (exchange) Header(string) []byte                { return nil }
-func (exchange) ForwardRequestID(n int) []byte       { return make([]byte, n) }
+func (exchange) Method() []byte                             { return method }
+func (exchange) Host() []byte                               { return host }
+func (exchange) Path() []byte                               { return path }
+func (exchange) ClientAddr() netip.Addr                     { return client }
+func (exchange) HasBody() bool                              { return false }
+func (exchange) BodyStarted() bool                          { return false }
+func (exchange) Upgrade() []byte                            { return nil }
+func (exchange) RefuseUpgrade()                             {}
+func (exchange) BodyLength() int64                          { return 0 }
+func (exchange) BodyRead() int64                            { return 0 }
+func (exchange) LimitBody(int64)                            {}
+func (exchange) BufferBody(wire.BufferLimits) error         { return nil }
+func (exchange) Respond(int, *httpmsg.Header, []byte) error { return nil }
+func (exchange) ServeHTTP(http.Handler) (int, int64)        { return 0, 0 }
+func (exchange) Query() []byte                              { return nil }
+func (exchange) Proto() []byte                              { return nil }
+func (exchange) TLSVersion() []byte                         { return nil }
+func (exchange) Header(string) []byte                       { return nil }
+func (exchange) Request() *httpmsg.Request                  { return &httpmsg.Request{} }
+func (exchange) Response() *httpmsg.Response                { return nil }
+func (exchange) Alloc(n int) []byte                         { return make([]byte, n) }
 
 // detailed is an exchange with a query, a protocol, a TLS version and
 // headers.

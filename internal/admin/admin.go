@@ -10,6 +10,18 @@
 //	POST /api/v1/reload     re-read the config file; 200, or 422 with the problems
 //	     /debug/pprof/...   when pprof is enabled
 //
+// and the runtime control of one backend ({backend} is its address as
+// /api/v1/upstreams shows it, percent-encoded where a client needs it),
+// each answering with the backend as /api/v1/upstreams describes it, or
+// 404 when the upstream has no such backend:
+//
+//	GET    /api/v1/upstreams/{upstream}/backends/{backend}
+//	POST   /api/v1/upstreams/{upstream}/backends/{backend}/drain    no new requests; those in flight finish
+//	POST   /api/v1/upstreams/{upstream}/backends/{backend}/disable  the same, and no health checks
+//	POST   /api/v1/upstreams/{upstream}/backends/{backend}/enable   back in rotation
+//	PUT    /api/v1/upstreams/{upstream}/backends/{backend}/weight   {"weight": N}, 1-1000
+//	DELETE /api/v1/upstreams/{upstream}/backends/{backend}/weight   back to the configured weight
+//
 // With a token set, everything but /healthz and /readyz needs
 // "Authorization: Bearer TOKEN" (compared in constant time); probes stay
 // open because they reveal nothing.
@@ -20,6 +32,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -40,7 +53,38 @@ type Source interface {
 	// Reload re-reads and applies the config file. On a config problem it
 	// returns the problems as lines.
 	Reload() (problems []string, err error)
+	// ChangeBackend applies c to the backend at addr of the named
+	// upstream (the zero c changes nothing) and describes the backend
+	// after. An unknown upstream or backend is an error wrapping
+	// ErrNotFound.
+	ChangeBackend(upstreamName, addr string, c BackendChange) (Backend, error)
 }
+
+// ErrNotFound is wrapped by Source.ChangeBackend's error for an upstream
+// or backend that does not exist.
+var ErrNotFound = errors.New("not found")
+
+// BackendChange is an operator's change to one backend. The zero value
+// changes nothing.
+type BackendChange struct {
+	// State is StateDrain, StateDisable, StateEnable, or "" for no change.
+	State string
+	// Weight, when more than 0, replaces the backend's configured (or
+	// discovered) weight; ResetWeight goes back to it.
+	Weight      int
+	ResetWeight bool
+}
+
+// The BackendChange.State values.
+const (
+	StateDrain   = "drain"
+	StateDisable = "disable"
+	StateEnable  = "enable"
+)
+
+// maxWeight is the largest weight a backend may be given (as in the
+// configuration).
+const maxWeight = 1000
 
 // Upstream is one upstream in the /api/v1/upstreams answer.
 type Upstream struct {
@@ -48,12 +92,40 @@ type Upstream struct {
 	Strategy string    `json:"strategy"`
 	Checked  bool      `json:"health_checked"`
 	Backends []Backend `json:"backends"`
+	// Discovery describes the upstream's discovery sources; absent when
+	// it has none.
+	Discovery []DiscoverySource `json:"discovery,omitempty"`
+}
+
+// DiscoverySource is one discovery source of an upstream (a dns or srv
+// backend, a backends file).
+type DiscoverySource struct {
+	Source string `json:"source"`
+	// Backends is how many backends its last good answer gave.
+	Backends int `json:"backends"`
+	// Answered says a lookup has worked since the source was set up.
+	Answered   bool       `json:"answered"`
+	LastLookup *time.Time `json:"last_lookup,omitempty"`
+	LastChange *time.Time `json:"last_change,omitempty"`
+	// LastError is the last lookup's error; absent when it worked.
+	LastError string `json:"last_error,omitempty"`
+	// Errors counts failed lookups.
+	Errors uint64 `json:"errors"`
 }
 
 // Backend is one backend in the /api/v1/upstreams answer.
 type Backend struct {
-	Address        string     `json:"address"`
-	Weight         int        `json:"weight"`
+	Address string `json:"address"`
+	// Source is where the backend came from: config, or a discovery
+	// source as DiscoverySource names it.
+	Source string `json:"source"`
+	// Weight is the weight in force; ConfiguredWeight is the configured
+	// (or discovered) one while the admin API overrides it, absent
+	// otherwise.
+	Weight           int `json:"weight"`
+	ConfiguredWeight int `json:"configured_weight,omitempty"`
+	// AdminState is enabled, draining or disabled.
+	AdminState     string     `json:"admin_state"`
 	Available      bool       `json:"available"`
 	Health         string     `json:"health"` // up, down, or unchecked
 	LastCheck      *time.Time `json:"last_check,omitempty"`
@@ -114,6 +186,17 @@ func Listen(addr string, src Source, o Options) (*Server, error) {
 	}
 	mux.Handle("GET /api/v1/upstreams", s.auth(http.HandlerFunc(s.upstreams)))
 	mux.Handle("/api/v1/reload", s.auth(http.HandlerFunc(s.reload)))
+	const backend = "/api/v1/upstreams/{upstream}/backends/{backend}"
+	for pattern, c := range map[string]BackendChange{
+		"GET " + backend:                {},
+		"POST " + backend + "/drain":    {State: StateDrain},
+		"POST " + backend + "/disable":  {State: StateDisable},
+		"POST " + backend + "/enable":   {State: StateEnable},
+		"DELETE " + backend + "/weight": {ResetWeight: true},
+	} {
+		mux.Handle(pattern, s.auth(s.changeBackend(func(*http.Request) (BackendChange, error) { return c, nil })))
+	}
+	mux.Handle("PUT "+backend+"/weight", s.auth(s.changeBackend(weightChange)))
 	if o.Pprof {
 		mux.Handle("/debug/pprof/", s.auth(http.HandlerFunc(pprof.Index)))
 		mux.Handle("/debug/pprof/cmdline", s.auth(http.HandlerFunc(pprof.Cmdline)))
@@ -203,6 +286,44 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.json(w, http.StatusOK, map[string]string{"status": "reloaded"})
+}
+
+// changeBackend serves the runtime control of one backend: change reads
+// the change the request asks for (an error is the client's: 400).
+func (s *Server) changeBackend(change func(*http.Request) (BackendChange, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, err := change(r)
+		if err != nil {
+			s.json(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		b, err := s.src.ChangeBackend(r.PathValue("upstream"), r.PathValue("backend"), c)
+		if err != nil {
+			status := http.StatusInternalServerError
+			if errors.Is(err, ErrNotFound) {
+				status = http.StatusNotFound
+			}
+			s.json(w, status, map[string]string{"error": err.Error()})
+			return
+		}
+		s.json(w, http.StatusOK, b)
+	}
+}
+
+// weightChange reads a PUT .../weight body: {"weight": N}, N 1-1000.
+func weightChange(r *http.Request) (BackendChange, error) {
+	var body struct {
+		Weight *int `json:"weight"`
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 4096))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		return BackendChange{}, fmt.Errorf(`the body is not {"weight": N}: %w`, err)
+	}
+	if body.Weight == nil || *body.Weight < 1 || *body.Weight > maxWeight {
+		return BackendChange{}, fmt.Errorf(`the body needs {"weight": N} with N 1-%d (DELETE goes back to the configured weight; drain takes a backend out)`, maxWeight)
+	}
+	return BackendChange{Weight: *body.Weight}, nil
 }
 
 func (s *Server) json(w http.ResponseWriter, status int, v any) {

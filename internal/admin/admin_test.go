@@ -11,6 +11,9 @@ type fakeSource struct{}
 func (fakeSource) Ready() (bool, string)     { return true, "" }
 func (fakeSource) Upstreams() []Upstream     { return nil }
 func (fakeSource) Reload() ([]string, error) { return nil, nil }
+func (fakeSource) ChangeBackend(string, string, BackendChange) (Backend, error) {
+	return Backend{}, ErrNotFound
+}
 
 // TestBearerSchemeIsCaseInsensitive guards issue 9 item 8: the scheme of
 // an Authorization header is case-insensitive (RFC 9110, section 11.1),

@@ -35,6 +35,7 @@ import (
 	"golang.org/x/net/websocket"
 
 	"github.com/helios-lb/helios/internal/h1"
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -57,7 +58,7 @@ type Backend struct {
 	health   atomic.Int64 // status /healthz answers with
 	failing  atomic.Int64 // when set, the status of every other answer
 
-	rootHeader []byte
+	rootHeader *httpmsg.Header
 	rootBody   []byte
 	// handlers is the whole backend as a net/http handler (delay mode),
 	// and streams its endpoints that stream or wait.
@@ -80,7 +81,7 @@ func New(name string) *Backend { return NewWith(name, Options{}) }
 func NewWith(name string, o Options) *Backend {
 	b := &Backend{name: name, opts: o}
 	b.health.Store(200)
-	b.rootHeader = []byte("X-Backend: " + name + "\r\nContent-Type: text/plain; charset=utf-8\r\n")
+	b.rootHeader = httpmsg.HeaderOf("X-Backend", name, "Content-Type", "text/plain; charset=utf-8")
 	b.rootBody = []byte("hello from " + name + "\n")
 	mux := http.NewServeMux()
 	mux.HandleFunc("/echo", b.serveEcho)
@@ -172,15 +173,15 @@ func (b *Backend) Shutdown(ctx context.Context) error {
 }
 
 var (
-	textHeader = []byte("X-Content-Type-Options: nosniff\r\nContent-Type: text/plain; charset=utf-8\r\n")
+	textHeader = httpmsg.HeaderOf("X-Content-Type-Options", "nosniff", "Content-Type", "text/plain; charset=utf-8")
 	okBody     = []byte("ok\n")
-	jsonHeader = []byte("Content-Type: application/json\r\n")
+	jsonHeader = httpmsg.HeaderOf("Content-Type", "application/json")
 )
 
 // answer returns the fixed answer to path, or ok false for the endpoints
 // that stream or wait. It is the one place that decides every fixed
 // answer, whether the loops send it or a delayed handler does.
-func (b *Backend) answer(p []byte) (status int, header, body []byte, ok bool) {
+func (b *Backend) answer(p []byte) (status int, header *httpmsg.Header, body []byte, ok bool) {
 	if code := int(b.failing.Load()); code != 0 && string(p) != "/healthz" && string(p) != "/stats" {
 		return code, b.rootHeader, []byte(strconv.Itoa(code) + " from " + b.name + "\n"), true
 	}
@@ -212,10 +213,8 @@ func (b *Backend) serveDelayed(w http.ResponseWriter, r *http.Request) {
 		b.streams.Handler.ServeHTTP(w, r)
 		return
 	}
-	for _, line := range strings.Split(strings.TrimSuffix(string(header), "\r\n"), "\r\n") {
-		if k, v, found := strings.Cut(line, ": "); found {
-			w.Header().Set(k, v)
-		}
+	for _, f := range header.Fields {
+		w.Header().Set(string(f.Name), string(f.Value))
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
@@ -245,12 +244,13 @@ func (s stepper) NewFlow() wire.Flow { return &flow{b: s.b} }
 // flow is one connection's requests: a fixed answer from the loop, or the
 // in-process handler (wire.Flow).
 type flow struct {
-	b            *Backend
-	status       int
-	header, body []byte
-	local        *wire.Local
-	ex           wire.Exchange // a /sink request, while its body is read
-	sinkBody     []byte        // its answer, rendered in a buffer of its own
+	b        *Backend
+	status   int
+	header   *httpmsg.Header
+	body     []byte
+	local    *wire.Local
+	ex       wire.Exchange // a /sink request, while its body is read
+	sinkBody []byte        // its answer, rendered in a buffer of its own
 }
 
 func (f *flow) Begin(ex wire.Exchange) wire.Action {
@@ -274,8 +274,9 @@ func (f *flow) Begin(ex wire.Exchange) wire.Action {
 	return wire.ActRespond
 }
 
-func (f *flow) Answer() (int, []byte, []byte)                { return f.status, f.header, f.body }
+func (f *flow) Answer() (int, *httpmsg.Header, []byte)       { return f.status, f.header, f.body }
 func (f *flow) Handler() *wire.Local                         { return f.local }
+func (f *flow) Files() wire.Files                            { return nil }
 func (f *flow) Target() (*wire.Transport, *upstream.Backend) { return nil, nil }
 func (f *flow) BufferLimits() wire.BufferLimits              { return wire.BufferLimits{Discard: true} }
 
@@ -293,6 +294,8 @@ func (f *flow) Buffered(err error) wire.Action {
 	f.ex = nil
 	return wire.ActRespond
 }
+func (f *flow) Delay() time.Duration              { return 0 }
+func (f *flow) Resume() wire.Action               { return wire.ActClose } // never asked: it does not wait
 func (f *flow) Sent(int, int64, error)            {}
 func (f *flow) Finish()                           {}
 func (f *flow) Refused(wire.Exchange, int, error) {}

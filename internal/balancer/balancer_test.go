@@ -2,16 +2,19 @@ package balancer
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/helios-lb/helios/internal/clock"
 	"github.com/helios-lb/helios/internal/upstream"
 )
 
 func TestNames(t *testing.T) {
-	want := []string{"round_robin", "weighted_round_robin", "least_conn", "ip_hash", "random", "p2c"}
+	want := []string{"round_robin", "weighted_round_robin", "least_conn", "consistent_hash", "ip_hash", "random", "p2c"}
 	if got := Names(); !slices.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
@@ -20,7 +23,7 @@ func TestNames(t *testing.T) {
 		t.Errorf("after modifying a returned slice: got %v, want %v", got, RoundRobin)
 	}
 	for _, name := range Names() {
-		if _, err := New(name, equalWeights(3), nil); err != nil {
+		if _, err := New(name, equalWeights(3), Options{}); err != nil {
 			t.Errorf("New(%q): got %v, want nil", name, err)
 		}
 	}
@@ -50,7 +53,7 @@ func TestNewErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := New(tt.strategy, tt.backends, nil)
+			p, err := New(tt.strategy, tt.backends, Options{})
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("got %v, want an error wrapping %v", err, tt.want)
 			}
@@ -177,7 +180,7 @@ func TestPickAllocs(t *testing.T) {
 				for _, i := range tt.down {
 					bs[i].SetDown(true)
 				}
-				var k upstream.Key
+				k := upstream.Key{Hashed: true}
 				for _, i := range tt.exclude {
 					k.Exclude.Add(i)
 				}
@@ -185,6 +188,36 @@ func TestPickAllocs(t *testing.T) {
 				got := testing.AllocsPerRun(1000, func() {
 					k.Hash++
 					p.Pick(k)
+				})
+				if got != 0 {
+					t.Errorf("allocs per pick: got %v, want 0", got)
+				}
+			})
+		}
+	}
+}
+
+// TestPickAllocsWithPolicies extends TestPickAllocs to slow start (a
+// backend in its ramp, which reads the clock) and, for consistent_hash, to
+// bounded load and to requests without a key (the fallback).
+func TestPickAllocsWithPolicies(t *testing.T) {
+	for _, name := range Names() {
+		for _, hashed := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/hashed=%v", name, hashed), func(t *testing.T) {
+				clk := clock.NewFake(time.Unix(1_000_000, 0))
+				bs := rampingBackends(clk, 1, weightsUpTo(8)...)
+				clk.Advance(testSlowStart / 3)
+				bs[3].SetDown(true)
+				p, err := New(name, bs, Options{BoundedLoad: 1.25, Fallback: LeastConn})
+				if err != nil {
+					t.Fatal(err)
+				}
+				k := upstream.Key{Hashed: hashed}
+				got := testing.AllocsPerRun(1000, func() {
+					k.Hash++
+					if b := p.Pick(k); b != nil && k.Hash%3 == 0 {
+						b.Begin() // some load, for the bound
+					}
 				})
 				if got != 0 {
 					t.Errorf("allocs per pick: got %v, want 0", got)
@@ -254,7 +287,7 @@ func BenchmarkPick(b *testing.B) {
 		for _, n := range []int{3, 30} {
 			b.Run(name+"/"+strconv.Itoa(n), func(b *testing.B) {
 				p := mustNew(b, name, newBackends(weightsUpTo(n)...), nil)
-				var k upstream.Key
+				k := upstream.Key{Hashed: true}
 				b.ReportAllocs()
 				for b.Loop() {
 					k.Hash++
@@ -266,7 +299,7 @@ func BenchmarkPick(b *testing.B) {
 			p := mustNew(b, name, newBackends(weightsUpTo(30)...), nil)
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
-				var k upstream.Key
+				k := upstream.Key{Hashed: true}
 				for pb.Next() {
 					k.Hash++
 					p.Pick(k)

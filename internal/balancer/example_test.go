@@ -19,7 +19,7 @@ func ExampleNew() {
 			Index:  i,
 		})
 	}
-	p, err := balancer.New(balancer.WeightedRoundRobin, backends, nil)
+	p, err := balancer.New(balancer.WeightedRoundRobin, backends, balancer.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -41,7 +41,7 @@ func newRand(seed uint64) func() uint64 {
 
 func mustNew(t testing.TB, strategy string, bs []*upstream.Backend, rnd func() uint64) upstream.Picker {
 	t.Helper()
-	p, err := New(strategy, bs, rnd)
+	p, err := New(strategy, bs, Options{Rand: rnd})
 	if err != nil {
 		t.Fatalf("New(%q): got error %v, want nil", strategy, err)
 	}
@@ -65,7 +65,7 @@ func countPicks(t *testing.T, p upstream.Picker, nb, n int, key func(i int) upst
 
 // hashKey gives every pick a different client hash, so that ip_hash is
 // exercised over many clients and the other strategies ignore it.
-func hashKey(i int) upstream.Key { return upstream.Key{Hash: mix(uint64(i) + 1)} }
+func hashKey(i int) upstream.Key { return upstream.Key{Hash: mix(uint64(i) + 1), Hashed: true} }
 
 // within reports whether got is within frac (relative) of want.
 func within(got int, want float64, frac float64) bool {

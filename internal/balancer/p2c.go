@@ -16,9 +16,11 @@ func newP2C(bs []*upstream.Backend, rnd func() uint64) *p2c {
 	return &p2c{backends: bs, rnd: rnd}
 }
 
-// Pick returns the less loaded (in-flight relative to weight) of two random
-// usable backends; the only usable one when there is one; nil when none is.
-// Ties go to the first draw, which is itself random.
+// Pick returns the less loaded (in-flight relative to effective weight) of
+// two random usable backends; the only usable one when there is one; nil
+// when none is. Ties go to the first draw, which is itself random. The
+// draws honour slow start as random's do, and the comparison through the
+// effective weight (slowstart.go).
 func (p *p2c) Pick(k upstream.Key) *upstream.Backend {
 	a := pickRandom(p.backends, k, p.rnd, -1)
 	if a == nil {
@@ -29,7 +31,7 @@ func (p *p2c) Pick(k upstream.Key) *upstream.Backend {
 	if b == nil {
 		return a
 	}
-	if lessLoaded(b.Inflight(), b.Weight, a.Inflight(), a.Weight) {
+	if lessLoaded(b.Inflight(), effWeight(b), a.Inflight(), effWeight(a)) {
 		return b
 	}
 	return a

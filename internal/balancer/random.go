@@ -28,7 +28,8 @@ func (r *random) Pick(k upstream.Key) *upstream.Backend {
 }
 
 // pickRandom returns a uniformly random usable backend other than bs[skip]
-// (skip < 0 skips none), or nil when there is none.
+// (skip < 0 skips none), or nil when there is none. Random ignores
+// weights, so a backend in slow start counts as weight 1 (slowstart.go).
 //
 // A draw that lands on a usable backend picks it uniformly among the usable
 // ones, so retrying keeps the result uniform; only after randomDraws misses
@@ -43,20 +44,25 @@ func pickRandom(bs []*upstream.Backend, k upstream.Key, rnd func() uint64, skip 
 	if m <= 0 {
 		return nil
 	}
+	f := filter{k: k, skip: skip}
 	for range randomDraws {
 		i := draw(rnd, m)
 		if skip >= 0 && i >= skip {
 			i++ // map [0, n-1) onto [0, n) without skip
 		}
-		if b := bs[i]; b.Usable(k) {
+		b := bs[i]
+		if !b.Usable(k) {
+			continue
+		}
+		// The draw is made only for a backend in slow start.
+		if b.SlowStart <= 0 || keeps(b, 1, int64(len(bs)), rnd()) {
 			return b
 		}
+		// In slow start, and it gives the pick up: to a backend that
+		// is not.
+		break
 	}
-	m = countUsable(bs, k, skip)
-	if m == 0 {
-		return nil
-	}
-	return nthUsable(bs, k, skip, draw(rnd, m))
+	return pickNth(bs, f, rnd())
 }
 
 // draw returns an index in [0, n) from one rnd value. The multiply-shift

@@ -11,6 +11,7 @@ import "github.com/helios-lb/helios/internal/upstream"
 // can push the neighbour over in turn.
 type roundRobin struct {
 	backends []*upstream.Backend
+	total    int64 // the number of backends (each counts as weight 1), for slow start
 	// turn is the position of the next pick.
 	turn counter
 	// spare counts the turns handed out in place of unusable backends.
@@ -18,19 +19,18 @@ type roundRobin struct {
 }
 
 func newRoundRobin(bs []*upstream.Backend) *roundRobin {
-	return &roundRobin{backends: bs}
+	return &roundRobin{backends: bs, total: int64(len(bs))}
 }
 
-// Pick returns the backend whose turn it is or, when it is unusable, the next
-// usable backend of the second rotation; nil when none is usable.
+// Pick returns the backend whose turn it is or, when it is unusable (or in
+// slow start and gives the turn up), the next backend of the second
+// rotation; nil when none is usable.
 func (r *roundRobin) Pick(k upstream.Key) *upstream.Backend {
 	n := uint64(len(r.backends))
-	if b := r.backends[r.turn.next()%n]; b.Usable(k) {
+	t := r.turn.next()
+	// Round robin ignores weights: each backend counts as weight 1.
+	if b := r.backends[t%n]; b.Usable(k) && keeps(b, 1, r.total, t) {
 		return b
 	}
-	m := countUsable(r.backends, k, -1)
-	if m == 0 {
-		return nil
-	}
-	return nthUsable(r.backends, k, -1, int(r.spare.next()%uint64(m)))
+	return pickNth(r.backends, filter{k: k, skip: -1}, r.spare.next())
 }

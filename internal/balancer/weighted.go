@@ -26,6 +26,7 @@ const maxFollow = 64
 // ratios over whole cycles, with one atomic add per pick.
 type weighted struct {
 	backends []*upstream.Backend
+	total    int64 // sum of weights, for slow start
 	// cycle holds one period of the smooth schedule as positions in
 	// backends. Every backend appears in it at least once.
 	cycle []int32
@@ -37,7 +38,7 @@ type weighted struct {
 }
 
 func newWeighted(bs []*upstream.Backend) *weighted {
-	return &weighted{backends: bs, cycle: smoothCycle(cycleWeights(bs))}
+	return &weighted{backends: bs, total: sumWeights(bs), cycle: smoothCycle(cycleWeights(bs))}
 }
 
 // Pick returns the scheduled backend or, when it is unusable, the next
@@ -49,26 +50,34 @@ func newWeighted(bs []*upstream.Backend) *weighted {
 // would hand all of its turns to whichever backends happen to follow it in
 // the schedule (with weights 2,3,3 and the first out, 5:3 instead of 1:1);
 // the second cursor sweeps the whole schedule, so the freed turns go to the
-// usable backends in proportion to their weights, and interleaved.
+// usable backends in proportion to their weights, and interleaved. A
+// backend in slow start that gives its turn up (see slowstart.go) hands it
+// to the second walk too, which then skips backends in slow start.
 func (w *weighted) Pick(k upstream.Key) *upstream.Backend {
-	if b := w.backends[w.cycle[w.turn.next()%uint64(len(w.cycle))]]; b.Usable(k) {
+	t := w.turn.next()
+	if b := w.backends[w.cycle[t%uint64(len(w.cycle))]]; b.Usable(k) && keeps(b, int64(b.Weight), w.total, t) {
 		return b
 	}
-	return w.pickSpare(k)
+	if b := w.pickSpare(filter{k: k, skip: -1, warm: true}); b != nil {
+		return b
+	}
+	// Every usable backend is in slow start (or none is usable).
+	return w.pickSpare(filter{k: k, skip: -1})
 }
 
-// pickSpare returns the first usable entry from the spare cursor on, walking
-// at most maxFollow entries and consuming those it walks past, so that
-// (without concurrent pickers) every entry of the second walk is handed out
-// exactly once. Concurrent misses may walk overlapping entries; that only
-// blurs the shares of freed turns a little.
-func (w *weighted) pickSpare(k upstream.Key) *upstream.Backend {
+// pickSpare returns the first entry f lets through from the spare cursor
+// on, walking at most maxFollow entries and consuming those it walks past,
+// so that (without concurrent pickers) every entry of the second walk is
+// handed out exactly once. Concurrent misses may walk overlapping entries;
+// that only blurs the shares of freed turns a little.
+func (w *weighted) pickSpare(f filter) *upstream.Backend {
 	n := len(w.cycle)
 	start := w.spare.next()
 	pos := int(start % uint64(n))
 	follow := min(n, maxFollow)
 	for m := range follow {
-		if b := w.backends[w.cycle[pos]]; b.Usable(k) {
+		if i := w.cycle[pos]; f.ok(int(i), w.backends[i]) {
+			b := w.backends[i]
 			if m > 0 {
 				w.spare.n.Add(uint64(m))
 			}
@@ -84,19 +93,19 @@ func (w *weighted) pickSpare(k upstream.Key) *upstream.Backend {
 		return nil
 	}
 	w.spare.n.Add(uint64(follow - 1))
-	return w.pickByWeight(k, start)
+	return w.pickByWeight(f, start)
 }
 
 // pickByWeight is the last resort of a long schedule in which only rare
-// (light) backends are usable: it draws a usable backend with probability
-// proportional to its weight, using a hash of seed as the draw so that it
-// needs no random source. It reads every backend twice; if usability changes
-// between the passes it returns the last usable backend of the second, or nil
-// when there is none.
-func (w *weighted) pickByWeight(k upstream.Key, seed uint64) *upstream.Backend {
+// (light) backends are usable: it draws a backend f lets through with
+// probability proportional to its weight, using a hash of seed as the draw
+// so that it needs no random source. It reads every backend twice; if
+// usability changes between the passes it returns the last usable backend
+// of the second, or nil when there is none.
+func (w *weighted) pickByWeight(f filter, seed uint64) *upstream.Backend {
 	var total uint64
-	for _, b := range w.backends {
-		if b.Usable(k) {
+	for i, b := range w.backends {
+		if f.ok(i, b) {
 			total += uint64(b.Weight)
 		}
 	}
@@ -105,8 +114,8 @@ func (w *weighted) pickByWeight(k upstream.Key, seed uint64) *upstream.Backend {
 	}
 	r := mix(seed) % total
 	var last *upstream.Backend
-	for _, b := range w.backends {
-		if !b.Usable(k) {
+	for i, b := range w.backends {
+		if !f.ok(i, b) {
 			continue
 		}
 		if r < uint64(b.Weight) {

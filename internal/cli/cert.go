@@ -3,22 +3,120 @@ package cli
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/helios-lb/helios/internal/acme"
 	"github.com/helios-lb/helios/internal/certgen"
+	"github.com/helios-lb/helios/internal/config"
+	"github.com/helios-lb/helios/internal/tlsconf"
 )
 
 func newCertCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cert",
-		Short: "Make certificates for trying Helios out",
+		Short: "List the certificates Helios serves, or make one for trying Helios out",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newSelfSignedCmd())
+	cmd.AddCommand(newSelfSignedCmd(), newCertListCmd())
 	return cmd
+}
+
+func newCertListCmd() *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the certificates of the config's TLS listeners: files and ACME storage",
+		Long: `List prints one line per certificate the config's TLS listeners serve or
+have in ACME storage: the listener, the names, the expiry (and how long
+is left), and the source: the certificate file, or the ACME CA it came
+from and its file in storage. A name listed under acme without a
+certificate yet says so. It reads files only; Helios need not run.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := commandConfig(cmd, file, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			rows, err := certRows(cfg, time.Now())
+			if err != nil {
+				fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
+				return exitError{1}
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "LISTENER\tNAMES\tEXPIRES\tSOURCE")
+			for _, r := range rows {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.listener, r.names, r.expires, r.source)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().StringVarP(&file, "config", "c", "", "config file (default ./helios.yaml, then /etc/helios/helios.yaml)")
+	return cmd
+}
+
+// certRow is one line of `helios cert list`.
+type certRow struct{ listener, names, expires, source string }
+
+// certRows lists the certificates of cfg's TLS listeners: their files,
+// then what their ACME storage holds for the names they manage (and,
+// with on_demand, every other name stored there).
+func certRows(cfg *config.Config, now time.Time) ([]certRow, error) {
+	var rows []certRow
+	when := func(t time.Time) string {
+		left := t.Sub(now)
+		if left <= 0 {
+			return t.UTC().Format("2006-01-02 15:04") + " (expired)"
+		}
+		return fmt.Sprintf("%s (%dd left)", t.UTC().Format("2006-01-02 15:04"), int(left.Hours()/24))
+	}
+	for i := range cfg.Listeners {
+		l := &cfg.Listeners[i]
+		if l.TLS == nil {
+			continue
+		}
+		for _, p := range l.TLS.Pairs() {
+			c, err := tlsconf.LoadKeyPair(p.CertFile, p.KeyFile)
+			if err != nil {
+				rows = append(rows, certRow{l.Name, "?", "?", "file " + p.CertFile + ": " + err.Error()})
+				continue
+			}
+			rows = append(rows, certRow{l.Name, strings.Join(c.Leaf.DNSNames, ","), when(c.Leaf.NotAfter), "file " + p.CertFile})
+		}
+		a := l.TLS.ACME
+		if a == nil {
+			continue
+		}
+		stored, err := acme.Stored(a.Storage)
+		if err != nil {
+			return nil, fmt.Errorf("listener %s: reading %s: %w", l.Name, a.Storage, err)
+		}
+		names, _ := cfg.ACMENames(l)
+		for _, n := range names {
+			found := false
+			for _, s := range stored {
+				if slices.Contains(s.Names, n) {
+					found = true
+					rows = append(rows, certRow{l.Name, strings.Join(s.Names, ","), when(s.NotAfter), "acme " + s.Issuer + " " + s.File})
+				}
+			}
+			if !found {
+				rows = append(rows, certRow{l.Name, n, "-", "acme: none yet (" + a.CA + ")"})
+			}
+		}
+		if a.OnDemand != nil {
+			for _, s := range stored {
+				if !slices.ContainsFunc(s.Names, func(n string) bool { return slices.Contains(names, n) }) {
+					rows = append(rows, certRow{l.Name, strings.Join(s.Names, ","), when(s.NotAfter), "acme on demand " + s.Issuer + " " + s.File})
+				}
+			}
+		}
+	}
+	return rows, nil
 }
 
 func newSelfSignedCmd() *cobra.Command {

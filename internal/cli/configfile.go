@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/spf13/cobra"
+
 	"github.com/helios-lb/helios/internal/config"
 )
 
@@ -40,4 +42,19 @@ func loadConfig(path string, w io.Writer) (*config.Config, error) {
 		return nil, fmt.Errorf("%s: %d problem(s)", path, len(ps))
 	}
 	return nil, err
+}
+
+// commandConfig finds and loads the config file a command's --config
+// names (problems printed to w). On failure it says why on the
+// command's stderr and returns exitError{1}.
+func commandConfig(cmd *cobra.Command, file string, w io.Writer) (*config.Config, error) {
+	path, err := configPath(file)
+	if err == nil {
+		var cfg *config.Config
+		if cfg, err = loadConfig(path, w); err == nil {
+			return cfg, nil
+		}
+	}
+	fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
+	return nil, exitError{1}
 }

@@ -54,7 +54,7 @@ Signals are those of helios serve; there is no file to reload.
 	f := cmd.Flags()
 	f.StringVar(&q.From, "from", ":8080", "address to listen on")
 	f.StringVar(&to, "to", "", "backend addresses, comma-separated (required)")
-	f.StringVar(&q.Strategy, "strategy", "round_robin", "round_robin, weighted_round_robin, least_conn, ip_hash, random or p2c")
+	f.StringVar(&q.Strategy, "strategy", "round_robin", "round_robin, weighted_round_robin, least_conn, consistent_hash (on the client address), ip_hash, random or p2c")
 	f.StringVar(&q.HealthPath, "health", "", "check this path on every backend (and eject failing ones); empty: no checks")
 	f.StringVar(&q.Admin, "admin", "127.0.0.1:9901", `admin listener (metrics, /readyz), or "off"`)
 	f.StringVar(&log, "access-log", "stdout", "access log: stdout, stderr, off or a file")

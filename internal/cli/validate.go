@@ -14,21 +14,16 @@ func newValidateCmd() *cobra.Command {
 		Long: `Validate reads the config file, checks every key and prints "ok", or one line per
 problem in the form FILE:LINE: key.path: what is wrong (what is allowed).
 Certificate and key files are read and checked. Warnings (a certificate
-that expires within 14 days, backends whose certificates go unverified)
-are printed as FILE:LINE: key.path: WARNING: ... before "ok".
+that expires within 14 days, backends whose certificates go unverified, a
+backends file that cannot be read or has a problem) are printed as
+FILE:LINE: key.path: WARNING: ... before "ok".
 The exit status is 0 when the file is valid (warnings or not) and 1
 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			path, err := configPath(file)
+			cfg, err := commandConfig(cmd, file, cmd.OutOrStdout())
 			if err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
-				return exitError{1}
-			}
-			cfg, err := loadConfig(path, cmd.OutOrStdout())
-			if err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
-				return exitError{1}
+				return err
 			}
 			for _, w := range cfg.Warnings {
 				fmt.Fprintln(cmd.OutOrStdout(), w.String())

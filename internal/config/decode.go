@@ -20,31 +20,47 @@ import (
 // the returned Config is nil.
 func decode(data []byte, file string) (*Config, Problems) {
 	cfg := &Config{File: file, meta: newMeta()}
+	var problems Problems
+	if !decodeDocument(data, file, cfg.meta, reflect.ValueOf(cfg).Elem(), &problems) {
+		return nil, problems
+	}
+	return cfg, problems
+}
+
+// decodeDocument parses data as one YAML document and decodes it into v,
+// recording lines in m and appending problems to *problems. An empty
+// document leaves v alone. It reports false on a syntax error, which stops
+// decoding.
+func decodeDocument(data []byte, file string, m *meta, v reflect.Value, problems *Problems) bool {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			cfg.meta.lines[""] = 1 // an empty file is an empty mapping
-			return cfg, nil
+			m.lines[""] = 1 // an empty file is an empty mapping
+			return true
 		}
-		return nil, Problems{syntaxProblem(file, data, err)}
+		*problems = Problems{syntaxProblem(file, data, err)}
+		return false
 	}
-	d := decoder{file: file, meta: cfg.meta}
+	d := decoder{file: file, meta: m}
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		return nil, Problems{syntaxProblem(file, data, err)}
+		*problems = Problems{syntaxProblem(file, data, err)}
+		return false
 	default:
 		d.problems = append(d.problems, problemf(file, extra.Line, "", "a second YAML document (one document per file)"))
 	}
 	if len(doc.Content) == 0 || isNull(doc.Content[0]) {
-		cfg.meta.lines[""] = 1
-		return cfg, d.problems
+		m.lines[""] = 1
+		*problems = append(*problems, d.problems...)
+		return true
 	}
 	root := doc.Content[0]
-	d.value(root, "", root.Line, reflect.ValueOf(cfg).Elem())
-	return cfg, d.problems
+	d.value(root, "", root.Line, v)
+	*problems = append(*problems, d.problems...)
+	return true
 }
 
 // yamlLineRE matches the line yaml.v3 puts in most syntax errors.

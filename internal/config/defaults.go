@@ -15,7 +15,7 @@ const (
 )
 
 // defaultRetryOn is the default Retries.On. Read only: SetDefaults copies it.
-var defaultRetryOn = []string{RetryOnConnectError, "502", "503", "504"}
+var defaultRetryOn = []string{RetryOnConnectError, RetryOnReset, "502", "503", "504"}
 
 // SetDefaults fills every absent key of c with the default documented on its
 // field. For a Config from Parse or Load, absent means the key was not in the
@@ -47,6 +47,7 @@ func SetDefaults(c *Config) {
 		setDefault(m, p+".write_timeout", &l.WriteTimeout, seconds(60))
 		// ReadTimeout defaults to 0, no limit.
 		setListenerTLSDefaults(m, l, p)
+		setACMEDefaults(c, i, p+".tls.acme")
 	}
 	for i := range c.Routes {
 		r, p := &c.Routes[i], indexPath("routes", i)
@@ -56,7 +57,7 @@ func SetDefaults(c *Config) {
 		if r.Static != nil {
 			setString(&r.Static.Index, "index.html")
 		}
-		if r.Upstream != "" {
+		if r.Forwards() {
 			if absent(m, p+".upgrades", r.Upgrades == nil) {
 				r.Upgrades = append([]string(nil), DefaultUpgrades...)
 			}
@@ -69,6 +70,10 @@ func SetDefaults(c *Config) {
 	for i := range c.Upstreams {
 		setUpstreamDefaults(m, &c.Upstreams[i], indexPath("upstreams", i))
 	}
+	d := &c.Discovery
+	setDefault(m, "discovery.timeout", &d.Timeout, seconds(5))
+	setDefault(m, "discovery.min_refresh", &d.MinRefresh, seconds(1))
+	setDefault(m, "discovery.file_refresh", &d.FileRefresh, seconds(1))
 	rb := &c.RequestBuffers
 	setDefault(m, "request_buffers.connection_bytes", &rb.ConnectionBytes, 32<<20)
 	setDefault(m, "request_buffers.memory_bytes", &rb.MemoryBytes, 256<<20)
@@ -82,8 +87,20 @@ func SetDefaults(c *Config) {
 // setUpstreamDefaults fills the absent keys of the upstream u at path p.
 func setUpstreamDefaults(m *meta, u *Upstream, p string) {
 	setString(&u.Strategy, "round_robin")
+	if isHashStrategy(u.Strategy) {
+		setString(&u.HashKey, KeyClientIP)
+		setString(&u.HashFallback, "round_robin")
+	}
+	// BoundedLoad and SlowStart default to 0, off.
 	for j := range u.Backends {
-		setDefault(m, indexPath(p+".backends", j)+".weight", &u.Backends[j].Weight, 1)
+		b, bp := &u.Backends[j], indexPath(p+".backends", j)
+		if b.SRV == "" {
+			// An SRV entry's weights come from its records.
+			setDefault(m, bp+".weight", &b.Weight, 1)
+		}
+		if b.DNS != "" || b.SRV != "" {
+			setDefault(m, bp+".refresh", &b.Refresh, seconds(5))
+		}
 	}
 
 	t := &u.Transport
@@ -138,6 +155,11 @@ func setUpstreamDefaults(m *meta, u *Upstream, p string) {
 		r.IdempotentOnly = &t
 	}
 	setDefault(m, rp+".budget_ratio", &r.BudgetRatio, 0.2)
+	if b := r.Backoff; b != nil {
+		setDefault(m, rp+".backoff.base", &b.Base, Duration(25*time.Millisecond))
+		setDefault(m, rp+".backoff.max", &b.Max, Duration(250*time.Millisecond))
+	}
+	// PerTryTimeout defaults to 0, no bound.
 }
 
 // setDefault sets *v to def when the key at path is absent.

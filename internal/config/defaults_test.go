@@ -32,7 +32,7 @@ func TestSetDefaultsInCode(t *testing.T) {
 		{"breaker defaulted", c.Upstreams[0].CircuitBreaker.ConsecutiveFailures, 5},
 		{"no health check stays nil", c.Upstreams[0].HealthCheck == nil, true},
 		{"set attempts kept", c.Upstreams[0].Retries.Attempts, 1},
-		{"retry conditions defaulted", len(c.Upstreams[0].Retries.On), 4},
+		{"retry conditions defaulted", len(c.Upstreams[0].Retries.On), 5},
 		{"idempotent defaulted", *c.Upstreams[0].Retries.IdempotentOnly, true},
 		{"dial timeout defaulted", c.Upstreams[0].Transport.DialTimeout.D(), 2 * time.Second},
 		{"admin defaulted", c.Admin.Address, "127.0.0.1:9901"},
@@ -67,6 +67,7 @@ func TestValidateWithoutDefaults(t *testing.T) {
 		Routes:         []Route{{Name: "r", Respond: &Respond{Status: 200}}},
 		Admin:          Admin{Address: "off"},
 		Logging:        Logging{Level: "info", Format: "json", AccessLog: "stderr"},
+		Discovery:      Discovery{Timeout: Duration(time.Second), MinRefresh: Duration(time.Second), FileRefresh: Duration(time.Second)},
 		RequestBuffers: RequestBuffers{ConnectionBytes: 65536},
 	}
 	if err := c.Validate(); err != nil {

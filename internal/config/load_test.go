@@ -37,7 +37,7 @@ func TestLoadFull(t *testing.T) {
 						{CertFile: tlsDir + "/b.pem", KeyFile: tlsDir + "/b.key"},
 					},
 					MinVersion: "1.3", ClientCAFile: tlsDir + "/ca.pem", HandshakeTimeout: dur(5 * time.Second),
-					MaxHandshakes: 100, SessionTickets: ptr(false),
+					ClientHelloTimeout: dur(2 * time.Second), MaxHandshakes: 100, SessionTickets: ptr(false),
 				},
 				HTTP2: ptr(false),
 			},
@@ -66,11 +66,27 @@ func TestLoadFull(t *testing.T) {
 				Match:  Match{PathPrefix: "/static/"},
 				Static: &Static{Root: root, Index: "home.html", StripPrefix: "/static"},
 			},
+			{
+				Name: "shop", Match: Match{PathPrefix: "/shop/"},
+				Split: []SplitTarget{
+					{Upstream: "api", Weight: 90},
+					{Upstream: "shop-v2", Weight: 10, Match: &SplitMatch{Cookie: "canary", Value: "yes"}},
+				},
+				SplitKey: "cookie:session",
+				Upgrades: []string{"websocket"}, RequestBuffering: "auto",
+				MaxBodyBytes: 100 << 20, RequestBufferMemoryBytes: 64 << 10, RequestBufferFileBytes: 16 << 20,
+			},
 		},
 		Upstreams: []Upstream{{
 			Name:     "api",
 			Strategy: "weighted_round_robin",
-			Backends: []Backend{{Address: "10.0.0.1:9000", Weight: 3}, {Address: "backend.internal:9000", Weight: 1}},
+			Backends: []Backend{
+				{Address: "10.0.0.1:9000", Weight: 3}, {Address: "backend.internal:9000", Weight: 1},
+				{DNS: "app.internal", Port: 8080, Weight: 2, Refresh: dur(10 * time.Second)},
+				{SRV: "_http._tcp.app.internal", Refresh: dur(30 * time.Second)},
+			},
+			BackendsFile: "testdata/backends.yaml",
+			AllowEmpty:   true,
 			Transport: Transport{
 				MaxIdlePerBackend: 64, IdleTimeout: dur(30 * time.Second),
 				DialTimeout: dur(500 * time.Millisecond), ResponseHeaderTimeout: dur(10 * time.Second),
@@ -93,12 +109,28 @@ func TestLoadFull(t *testing.T) {
 				Interval: dur(30 * time.Second), OpenFor: dur(5 * time.Second), HalfOpenRequests: 3,
 			},
 			Retries: &Retries{
-				Attempts: 1, On: []string{"connect_error", "timeout", "503"},
+				Attempts: 1, On: []string{"connect_error", "reset", "timeout", "503"},
 				IdempotentOnly: ptr(false), BudgetRatio: 0.1,
+				Backoff:       &Backoff{Base: dur(50 * time.Millisecond), Max: dur(time.Second)},
+				PerTryTimeout: dur(3 * time.Second),
 			},
+		}, {
+			Name: "shop-v2", Strategy: "consistent_hash", HashKey: "header:X-User", HashFallback: "least_conn",
+			BoundedLoad: 1.25, SlowStart: dur(30 * time.Second),
+			Backends: []Backend{{Address: "10.0.0.2:9000", Weight: 1}},
+			Transport: Transport{
+				MaxIdlePerBackend: 256, IdleTimeout: dur(90 * time.Second),
+				DialTimeout: dur(2 * time.Second), ResponseHeaderTimeout: dur(30 * time.Second),
+				ReadTimeout: dur(60 * time.Second), MaxQueuePerBackend: 256, QueueTimeout: dur(10 * time.Second),
+				Protocol: "http1",
+			},
+			Retries: &Retries{Attempts: 2, On: []string{"connect_error", "reset", "502", "503", "504"}, IdempotentOnly: ptr(true), BudgetRatio: 0.2},
 		}},
-		Admin:          Admin{Address: "127.0.0.1:9999", Token: "changeme", Pprof: true},
-		Logging:        Logging{Level: "debug", Format: "console", AccessLog: "/var/log/helios/access.log"},
+		Admin:   Admin{Address: "127.0.0.1:9999", Token: "changeme", Pprof: true},
+		Logging: Logging{Level: "debug", Format: "console", AccessLog: "/var/log/helios/access.log"},
+		Discovery: Discovery{
+			Resolver: "10.0.0.53:5353", Timeout: dur(2 * time.Second), MinRefresh: dur(2 * time.Second), FileRefresh: dur(3 * time.Second),
+		},
 		RequestBuffers: RequestBuffers{ConnectionBytes: 8 << 20, MemoryBytes: 64 << 20, FileBytes: 0},
 	}
 	cfg.meta = nil // compared through the values it produced
@@ -127,7 +159,7 @@ upstreams:
 `, testEnv(t))
 	dir := cfg.Routes[2].Static.Root
 	defaultRetries := func() *Retries {
-		return &Retries{Attempts: 2, On: []string{"connect_error", "502", "503", "504"}, IdempotentOnly: ptr(true), BudgetRatio: 0.2}
+		return &Retries{Attempts: 2, On: []string{"connect_error", "reset", "502", "503", "504"}, IdempotentOnly: ptr(true), BudgetRatio: 0.2}
 	}
 	transport := Transport{
 		MaxIdlePerBackend: 256, IdleTimeout: dur(90 * time.Second),
@@ -179,6 +211,7 @@ upstreams:
 		},
 		Admin:          Admin{Address: "127.0.0.1:9901"},
 		Logging:        Logging{Level: "info", Format: "json", AccessLog: "off"},
+		Discovery:      Discovery{Timeout: dur(5 * time.Second), MinRefresh: dur(time.Second), FileRefresh: dur(time.Second)},
 		RequestBuffers: RequestBuffers{ConnectionBytes: 32 << 20, MemoryBytes: 256 << 20, FileBytes: 1 << 30},
 	}
 	cfg.meta = nil
@@ -231,7 +264,7 @@ routes: [{name: a, respond: {}}]`,
 			name: "absent retries is the default policy",
 			yaml: head + `upstreams: [{name: app, backends: [{address: "10.0.0.1:80"}]}]`,
 			get:  func(c *Config) any { return *c.Upstreams[0].Retries },
-			want: Retries{Attempts: 2, On: []string{"connect_error", "502", "503", "504"}, IdempotentOnly: ptr(true), BudgetRatio: 0.2},
+			want: Retries{Attempts: 2, On: []string{"connect_error", "reset", "502", "503", "504"}, IdempotentOnly: ptr(true), BudgetRatio: 0.2},
 		},
 		{
 			name: "attempts 0 disables retries",
@@ -346,10 +379,10 @@ logging: {level: loud, format: ${FORMAT}
 		`t.yaml:6: listeners[1].address: missing (` + testHostPort + `)`,
 		`t.yaml:6: listeners[1].name: "web" is already used by listeners[0] (names must be unique)`,
 		`t.yaml:7: listeners[1].adress: unknown key (allowed: name, address, sockets, backlog, max_connections, read_header_timeout, read_timeout, write_timeout, idle_timeout, max_header_bytes, max_header_count, max_method_bytes, underscores_in_headers, output_buffer_bytes, engine, tls, http2, h2c)`,
-		`t.yaml:9: routes[0]: upstream and respond are both set (exactly one of upstream, respond, static)`,
+		`t.yaml:9: routes[0]: upstream and respond are both set (exactly one of upstream, split, respond, static)`,
 		`t.yaml:10: routes[0].upstream: upstream "ap" is not defined (defined: app)`,
 		`t.yaml:11: routes[0].respond.status: 99 is out of range (100-599)`,
-		`t.yaml:14: upstreams[0].strategy: "fastest" is not a strategy (round_robin, weighted_round_robin, least_conn, ip_hash, random, p2c)`,
+		`t.yaml:14: upstreams[0].strategy: "fastest" is not a strategy (round_robin, weighted_round_robin, least_conn, consistent_hash, ip_hash, random, p2c)`,
 		`t.yaml:16: upstreams[0].backends[0].address: "10.0.0.1" is not host:port (` + testHostPort + `)`,
 		`t.yaml:17: upstreams[0].backends[0].weight: 0 is out of range (1-1000)`,
 		`t.yaml:18: upstreams[0].health_check.timeout: 5s is longer than the interval 2s (at most the interval)`,

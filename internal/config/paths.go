@@ -3,13 +3,13 @@ package config
 import "path/filepath"
 
 // resolvePaths makes the relative file paths of c (static roots, the
-// access log, certificates, keys and CA files) relative to dir, the
-// directory of the configuration file, as nginx does with its prefix and
-// Caddy with its config's directory: a config then means the same thing
-// whatever directory the process starts in (systemd starts services in /,
-// a container in its WORKDIR). Absolute paths, and the special values of
-// logging.access_log, are kept. It runs before validation, so problems
-// name the path that was looked up.
+// access log, certificates, keys, CA files and backends files) relative to
+// dir, the directory of the configuration file, as nginx does with its
+// prefix and Caddy with its config's directory: a config then means the
+// same thing whatever directory the process starts in (systemd starts
+// services in /, a container in its WORKDIR). Absolute paths, and the
+// special values of logging.access_log, are kept. It runs before
+// validation, so problems name the path that was looked up.
 func (c *Config) resolvePaths(dir string) {
 	for i := range c.Routes {
 		if s := c.Routes[i].Static; s != nil && s.Root != "" {
@@ -22,12 +22,16 @@ func (c *Config) resolvePaths(dir string) {
 			for j := range t.Certificates {
 				resolveAll(dir, &t.Certificates[j].CertFile, &t.Certificates[j].KeyFile)
 			}
+			if a := t.ACME; a != nil {
+				resolveAll(dir, &a.Storage, &a.CARoot)
+			}
 		}
 	}
 	for i := range c.Upstreams {
 		if t := c.Upstreams[i].Transport.TLS; t != nil {
 			resolveAll(dir, &t.CAFile, &t.CertFile, &t.KeyFile)
 		}
+		resolveAll(dir, &c.Upstreams[i].BackendsFile)
 	}
 	switch c.Logging.AccessLog {
 	case "", AccessLogOff, AccessLogStdout, AccessLogStderr:

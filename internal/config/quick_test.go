@@ -16,7 +16,7 @@ func TestQuick(t *testing.T) {
 			want: "--to: missing (one or more backend addresses, comma-separated, such as 127.0.0.1:9001,127.0.0.1:9002)"},
 		{name: "bad strategy and health path", q: Quick{From: ":8080", To: []string{"127.0.0.1:9001"}, Strategy: "fastest", HealthPath: "healthz"},
 			want: `--health: "healthz" does not start with / (a path such as /healthz)` + "\n" +
-				`--strategy: "fastest" is not a strategy (round_robin, weighted_round_robin, least_conn, ip_hash, random, p2c)`},
+				`--strategy: "fastest" is not a strategy (round_robin, weighted_round_robin, least_conn, consistent_hash, ip_hash, random, p2c)`},
 		{name: "no listener", q: Quick{To: []string{"127.0.0.1:9001"}},
 			want: "--from: missing (host:port such as :8080, 127.0.0.1:8080 or [::1]:8080; port 1-65535)"},
 	}

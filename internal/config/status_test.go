@@ -102,19 +102,21 @@ func TestRetriesConditions(t *testing.T) {
 		name         string
 		on           []string
 		connectError bool
+		reset        bool
 		timeout      bool
 		statuses     string
 	}{
-		{name: "default", on: []string{"connect_error", "502", "503", "504"}, connectError: true, statuses: "502-504"},
+		{name: "default", on: []string{"connect_error", "reset", "502", "503", "504"}, connectError: true, reset: true, statuses: "502-504"},
 		{name: "timeout only", on: []string{"timeout"}, timeout: true},
+		{name: "reset only", on: []string{"reset"}, reset: true},
 		{name: "none", on: nil},
-		{name: "invalid entries ignored", on: []string{"404", "reset", "500"}, statuses: "500"},
+		{name: "invalid entries ignored", on: []string{"404", "refused", "500"}, statuses: "500"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := (&Retries{On: tt.on}).Conditions()
-			got := []any{c.ConnectError, c.Timeout, c.Statuses.String()}
-			want := []any{tt.connectError, tt.timeout, tt.statuses}
+			got := []any{c.ConnectError, c.Reset, c.Timeout, c.Statuses.String()}
+			want := []any{tt.connectError, tt.reset, tt.timeout, tt.statuses}
 			if !slices.Equal(got, want) {
 				t.Errorf("got %v, want %v", got, want)
 			}

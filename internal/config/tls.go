@@ -3,7 +3,7 @@ package config
 // ListenerTLS makes a listener speak TLS: HTTPS, and HTTP/2 through ALPN
 // unless Listener.HTTP2 is false. Certificates come either from CertFile
 // and KeyFile (one certificate) or from Certificates (several, chosen by
-// the name the client asks for in SNI), not both.
+// the name the client asks for in SNI), not both, and from ACME.
 type ListenerTLS struct {
 	// CertFile is a PEM file holding the certificate, then the
 	// intermediates of its chain. Required with KeyFile unless
@@ -30,14 +30,27 @@ type ListenerTLS struct {
 	// HandshakeTimeout bounds a TLS handshake, from the connection's
 	// accept to the handshake's end; more than 0. Default 10s.
 	HandshakeTimeout Duration `yaml:"handshake_timeout"`
+	// ClientHelloTimeout bounds the wait for the client's ClientHello,
+	// from the connection's accept: a connection that has sent nothing,
+	// or only part of its ClientHello, is closed then. Until its
+	// ClientHello is whole a connection holds no place among
+	// MaxHandshakes. More than 0 and at most HandshakeTimeout. Default
+	// 5s, or HandshakeTimeout when that is shorter.
+	ClientHelloTimeout Duration `yaml:"client_hello_timeout"`
 	// MaxHandshakes caps the handshakes in progress at once on the
-	// listener; a connection beyond it is closed at once. 0 means no cap.
-	// Default 1024.
+	// listener, counted from a connection's whole ClientHello to the
+	// handshake's end. At the cap, the oldest handshake waiting for its
+	// client is shed to make room for a new one; a new one is refused
+	// (closed at once) only when none waits. 0 means no cap. Default
+	// 1024.
 	MaxHandshakes int `yaml:"max_handshakes"`
 	// SessionTickets lets clients resume sessions (an abbreviated
 	// handshake) with tickets encrypted under keys that rotate hourly.
 	// nil means the default, true; Tickets reads it.
 	SessionTickets *bool `yaml:"session_tickets"`
+	// ACME gets certificates from an ACME CA and renews them (automatic
+	// HTTPS); with it, certificate files are optional. Nil: files only.
+	ACME *ACME `yaml:"acme"`
 }
 
 // CertKey is a certificate file and its key file, as for
@@ -124,6 +137,11 @@ func setListenerTLSDefaults(m *meta, l *Listener, p string) {
 	tp := p + ".tls"
 	setString(&t.MinVersion, TLS12)
 	setDefault(m, tp+".handshake_timeout", &t.HandshakeTimeout, seconds(10))
+	hello := seconds(5)
+	if t.HandshakeTimeout > 0 {
+		hello = min(hello, t.HandshakeTimeout)
+	}
+	setDefault(m, tp+".client_hello_timeout", &t.ClientHelloTimeout, hello)
 	setDefault(m, tp+".max_handshakes", &t.MaxHandshakes, 1024)
 	if t.SessionTickets == nil {
 		on := true

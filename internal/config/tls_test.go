@@ -74,7 +74,7 @@ func TestTLSProblems(t *testing.T) {
 		{
 			name: "no certificate",
 			yaml: tlsListener("      min_version: \"1.3\"\n", ""),
-			want: `t.yaml:4: listeners[0].tls: no certificate (cert_file and key_file, or certificates)`,
+			want: `t.yaml:4: listeners[0].tls: no certificate (cert_file and key_file, certificates, or acme)`,
 		},
 		{
 			name: "cert_file without key_file",
@@ -155,6 +155,16 @@ func TestTLSProblems(t *testing.T) {
 			name: "no handshake timeout",
 			yaml: tlsListener(pair+"      handshake_timeout: 0s\n", ""),
 			want: `t.yaml:7: listeners[0].tls.handshake_timeout: 0s is out of range (more than 0, such as 2s)`,
+		},
+		{
+			name: "no client hello timeout",
+			yaml: tlsListener(pair+"      client_hello_timeout: 0s\n", ""),
+			want: `t.yaml:7: listeners[0].tls.client_hello_timeout: 0s is out of range (more than 0, such as 2s)`,
+		},
+		{
+			name: "client hello timeout beyond the handshake timeout",
+			yaml: tlsListener(pair+"      handshake_timeout: 3s\n      client_hello_timeout: 4s\n", ""),
+			want: `t.yaml:8: listeners[0].tls.client_hello_timeout: 4s is more than handshake_timeout, 3s (at most the handshake's whole time)`,
 		},
 		{
 			name: "negative max_handshakes",
@@ -281,10 +291,11 @@ upstreams:
 	web, plain := cfg.Listeners[0], cfg.Listeners[1]
 	want := ListenerTLS{
 		CertFile: dir + "/a.pem", KeyFile: dir + "/a.key", MinVersion: "1.2",
-		HandshakeTimeout: Duration(10 * time.Second), MaxHandshakes: 1024, SessionTickets: ptr(true),
+		HandshakeTimeout: Duration(10 * time.Second), ClientHelloTimeout: Duration(5 * time.Second), MaxHandshakes: 1024, SessionTickets: ptr(true),
 	}
 	if got := *web.TLS; got.CertFile != want.CertFile || got.MinVersion != want.MinVersion ||
-		got.HandshakeTimeout != want.HandshakeTimeout || got.MaxHandshakes != want.MaxHandshakes || !got.Tickets() {
+		got.HandshakeTimeout != want.HandshakeTimeout || got.ClientHelloTimeout != want.ClientHelloTimeout ||
+		got.MaxHandshakes != want.MaxHandshakes || !got.Tickets() {
 		t.Errorf("tls: got %+v, want %+v", got, want)
 	}
 	if got := web.TLS.Pairs(); len(got) != 1 || got[0].CertFile != want.CertFile || got[0].KeyFile != want.KeyFile {
@@ -296,5 +307,30 @@ upstreams:
 	tr := cfg.Upstreams[0].Transport
 	if tr.Protocol != ProtocolH2 || tr.TLS == nil || tr.TLS.MinVersion != "1.2" || tr.TLS.CAFile != "" {
 		t.Errorf("h2 transport: got protocol %q, tls %+v, want h2 with a default tls block", tr.Protocol, tr.TLS)
+	}
+}
+
+// TestClientHelloTimeoutDefault checks client_hello_timeout's default:
+// 5s, or handshake_timeout when that is shorter.
+func TestClientHelloTimeoutDefault(t *testing.T) {
+	dir := writeTestTLS(t)
+	pair := "      cert_file: ${D}/a.pem\n      key_file: ${D}/a.key\n"
+	tests := []struct {
+		name string
+		keys string
+		want time.Duration
+	}{
+		{name: "defaults", want: 5 * time.Second},
+		{name: "a short handshake timeout", keys: "      handshake_timeout: 2s\n", want: 2 * time.Second},
+		{name: "a long handshake timeout", keys: "      handshake_timeout: 30s\n", want: 5 * time.Second},
+		{name: "set", keys: "      client_hello_timeout: 500ms\n", want: 500 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := mustParse(t, tlsListener(pair+tt.keys, ""), map[string]string{"D": dir})
+			if got := cfg.Listeners[0].TLS.ClientHelloTimeout.D(); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

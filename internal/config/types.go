@@ -56,6 +56,10 @@ type Config struct {
 	// Logging configures the logs; the zero Logging gets the defaults
 	// documented on its fields.
 	Logging Logging `yaml:"logging"`
+	// Discovery configures DNS lookups of dns and srv backends and the
+	// checks of backends files; the zero Discovery gets the defaults
+	// documented on its fields.
+	Discovery Discovery `yaml:"discovery"`
 	// RequestBuffers bounds what request buffering (routes[].
 	// request_buffering) holds across routes: per client connection and
 	// for the whole process. The zero RequestBuffers gets the defaults
@@ -148,8 +152,8 @@ const (
 	EnginePortable = "portable"
 )
 
-// Route maps matching requests to exactly one action: Upstream, Respond or
-// Static. Action reports which.
+// Route maps matching requests to exactly one action: Upstream, Split,
+// Respond or Static. Action reports which.
 type Route struct {
 	// Name identifies the route in logs and metrics. Required, unique
 	// among routes.
@@ -160,6 +164,15 @@ type Route struct {
 	// Upstream names the upstream that requests are forwarded to; "" means
 	// the route has another action.
 	Upstream string `yaml:"upstream"`
+	// Split shares the route's requests among upstreams by weight (a
+	// canary release), with variants a header or cookie can pin; nil (or
+	// empty) means the route has another action.
+	Split []SplitTarget `yaml:"split"`
+	// SplitKey makes a split's choice a function of the request's key, in
+	// the syntax of Upstream.HashKey, so that a client stays on its
+	// variant; requests without the key, and every request when SplitKey
+	// is "", are shared out at random. Only with Split. Default "".
+	SplitKey string `yaml:"split_key"`
 	// Respond answers with a fixed response; nil means the route has
 	// another action.
 	Respond *Respond `yaml:"respond"`
@@ -172,8 +185,8 @@ type Route struct {
 	// protocol is served as a plain request, its Upgrade and Connection
 	// tokens removed. h2c is never allowed: a tunnel past the proxy
 	// would reach paths other routes guard. Absent: [websocket]; []
-	// allows none. Only for routes with an upstream (the default is
-	// filled in only there).
+	// allows none. Only for routes that forward (upstream or split; the
+	// default is filled in only there).
 	Upgrades []string `yaml:"upgrades"`
 	// AllowMethods lists the methods refused by default that this route
 	// accepts: TRACE and CONNECT (with a path; Helios is not a forward
@@ -185,7 +198,7 @@ type Route struct {
 	// RequestBufferFileBytes in a temporary file, and stream the rest of
 	// a larger body), on (buffer whole bodies; larger ones get 413) or
 	// off (stream every body as it arrives). Default auto. Only for routes
-	// with an upstream (the defaults are filled in only there).
+	// that forward (the defaults are filled in only there).
 	RequestBuffering string `yaml:"request_buffering"`
 	// MaxBodyBytes bounds request bodies; larger ones get 413. 0 means no
 	// limit. Default 104857600 (100 MiB).
@@ -196,6 +209,39 @@ type Route struct {
 	// RequestBufferFileBytes is how much more it keeps in a temporary
 	// file (in $TMPDIR, unlinked at once), 0 or more. Default 16777216.
 	RequestBufferFileBytes int64 `yaml:"request_buffer_file_bytes"`
+	// HTTPSRedirect redirects (308) the route's cleartext requests for a
+	// host whose certificate a listener gets through ACME to the same URL
+	// over HTTPS; false serves them over cleartext too. Hosts without an
+	// ACME certificate are never redirected by it. nil means the
+	// default, true; HTTPSRedirects reads it.
+	HTTPSRedirect *bool `yaml:"https_redirect"`
+}
+
+// SplitTarget is one upstream of a route's split.
+type SplitTarget struct {
+	// Upstream names the upstream. Required; each upstream at most once
+	// per split.
+	Upstream string `yaml:"upstream"`
+	// Weight is the upstream's share of the requests no match decides,
+	// relative to the other weights, 0-1000000; 0 means only requests that
+	// match reach it. Default 0.
+	Weight int `yaml:"weight"`
+	// Match pins requests that carry a header or cookie to this upstream,
+	// whatever the weights (so testers can force the canary); the first
+	// target whose match fits wins. nil means no pinning.
+	Match *SplitMatch `yaml:"match"`
+}
+
+// SplitMatch selects requests by a header or a cookie: exactly one of
+// Header and Cookie is set.
+type SplitMatch struct {
+	// Header is a header name (compared without case).
+	Header string `yaml:"header"`
+	// Cookie is a cookie name (compared exactly).
+	Cookie string `yaml:"cookie"`
+	// Value is what the header or cookie must equal exactly; "" matches
+	// any non-empty value. Default "".
+	Value string `yaml:"value"`
 }
 
 // The Route.RequestBuffering values.
@@ -225,14 +271,17 @@ const (
 	ActionUpstream
 	ActionRespond
 	ActionStatic
+	ActionSplit
 )
 
-// String returns the YAML key of the action ("upstream", "respond",
-// "static"), or "none".
+// String returns the YAML key of the action ("upstream", "split",
+// "respond", "static"), or "none".
 func (a Action) String() string {
 	switch a {
 	case ActionUpstream:
 		return "upstream"
+	case ActionSplit:
+		return "split"
 	case ActionRespond:
 		return "respond"
 	case ActionStatic:
@@ -242,12 +291,14 @@ func (a Action) String() string {
 }
 
 // Action reports the route's action. On a validated route exactly one of
-// Upstream, Respond and Static is set; if several are set, Action reports the
-// first in that order, and ActionNone if none is.
+// Upstream, Split, Respond and Static is set; if several are set, Action
+// reports the first in that order, and ActionNone if none is.
 func (r Route) Action() Action {
 	switch {
 	case r.Upstream != "":
 		return ActionUpstream
+	case len(r.Split) > 0:
+		return ActionSplit
 	case r.Respond != nil:
 		return ActionRespond
 	case r.Static != nil:
@@ -255,6 +306,11 @@ func (r Route) Action() Action {
 	}
 	return ActionNone
 }
+
+// Forwards reports whether the route sends requests to backends (an
+// upstream or a split), which is what the body, buffering and upgrade keys
+// are about.
+func (r Route) Forwards() bool { return r.Upstream != "" || len(r.Split) > 0 }
 
 // Match selects requests by host and path. Empty fields match everything.
 type Match struct {
@@ -302,11 +358,46 @@ type Upstream struct {
 	// Name is what routes refer to. Required, unique among upstreams.
 	Name string `yaml:"name"`
 	// Strategy is one of round_robin, weighted_round_robin, least_conn,
-	// ip_hash, random, p2c (the names of package balancer). Default
-	// round_robin.
+	// consistent_hash, ip_hash (consistent_hash on client_ip), random, p2c
+	// (the names of package balancer). Default round_robin.
 	Strategy string `yaml:"strategy"`
-	// Backends are the origin servers. At least one is required.
+	// HashKey is where consistent_hash reads a request's key: client_ip,
+	// header:NAME, cookie:NAME, path, or query:NAME. Only with
+	// consistent_hash; ip_hash always hashes client_ip. Default client_ip.
+	// ParseHashKey parses it.
+	HashKey string `yaml:"hash_key"`
+	// HashFallback is the strategy for a request without the key: any
+	// strategy but consistent_hash and ip_hash. Only with consistent_hash.
+	// Default round_robin.
+	HashFallback string `yaml:"hash_fallback"`
+	// BoundedLoad, 1-100, bounds consistent_hash (and ip_hash): a backend
+	// that would carry more than this times its weighted share of the
+	// requests in flight (rounded up) passes the key to its next choice;
+	// 1.25 is a common setting. 0 turns the bound off. Default 0.
+	BoundedLoad float64 `yaml:"bounded_load"`
+	// SlowStart is how long a backend that comes back into rotation (up
+	// from down, at the end of an ejection, or added by a reload) takes
+	// to reach its full share, its effective weight growing linearly,
+	// 0-1h; 0 turns slow start off. Default 0.
+	SlowStart Duration `yaml:"slow_start"`
+	// Backends are the origin servers: addresses, and DNS names that
+	// stand for several (dns, srv) and are looked up again while Helios
+	// runs. At least one backend, or a BackendsFile, is required.
 	Backends []Backend `yaml:"backends"`
+	// BackendsFile is a file listing more backends, YAML or JSON: a list
+	// of {address, weight} as in Backends. It is read when the
+	// configuration is loaded and again whenever it changes (checked
+	// every discovery.file_refresh); a file that cannot be read or has a
+	// problem keeps the backends it listed last. "" means none. A
+	// relative path is relative to the directory of the configuration
+	// file.
+	BackendsFile string `yaml:"backends_file"`
+	// AllowEmpty lets a discovery source (a dns or srv backend, the
+	// BackendsFile) that answers with no backends take its backends out of
+	// the upstream. False, the default: an empty answer counts as a failed
+	// lookup and the source keeps the backends it gave last, so that a
+	// DNS or file glitch cannot empty the upstream.
+	AllowEmpty bool `yaml:"allow_empty"`
 	// Transport tunes connections to the backends; the zero Transport gets
 	// the defaults documented on its fields.
 	Transport Transport `yaml:"transport"`
@@ -321,21 +412,81 @@ type Upstream struct {
 	CircuitBreaker *CircuitBreaker `yaml:"circuit_breaker"`
 	// Retries configures retrying failed requests. Unlike the blocks above,
 	// an absent retries key does not turn retries off: SetDefaults gives
-	// the upstream the default policy (attempts 2, on connect_error, 502,
-	// 503, 504, idempotent_only true, budget_ratio 0.2), because operators
-	// expect a refused connection to be retried. Write retries: {attempts: 0}
-	// to disable retries. Never nil after SetDefaults.
+	// the upstream the default policy (attempts 2, on connect_error, reset,
+	// 502, 503, 504, idempotent_only true, budget_ratio 0.2, no backoff, no
+	// per-try timeout), because operators expect a refused connection to be
+	// retried. Write retries: {attempts: 0} to disable retries. Never nil
+	// after SetDefaults.
 	Retries *Retries `yaml:"retries"`
 }
 
-// Backend is one origin server.
+// Backend is one origin server, or a DNS name standing for several that
+// Helios looks up again while it runs: exactly one of Address, DNS and SRV
+// is set.
 type Backend struct {
-	// Address is host:port, as for Listener.Address. Required, unique
-	// within the upstream.
+	// Address is host:port, as for Listener.Address. Unique within the
+	// upstream. A host name here is looked up by the event loops (every
+	// 30s, first address only); use DNS for a name that stands for
+	// several backends.
 	Address string `yaml:"address"`
-	// Weight is the backend's share under weighted strategies, 1-1000.
-	// Default 1. Strategies that ignore weights ignore it.
+	// Weight is the backend's share under weighted strategies
+	// (weighted_round_robin, least_conn, consistent_hash, p2c), 1-1000;
+	// with DNS, the share of each of its addresses. Default 1 (not with
+	// SRV, whose records carry their own weights). Strategies that ignore
+	// weights ignore it.
 	Weight int `yaml:"weight"`
+	// DNS is a host name whose A and AAAA records are backends, each at
+	// Port, looked up again every Refresh (a Kubernetes headless
+	// Service, Consul, Docker's DNS). "" means the entry is not one.
+	DNS string `yaml:"dns"`
+	// Port is the port of DNS's addresses, 1-65535. Required with DNS;
+	// not allowed otherwise.
+	Port int `yaml:"port"`
+	// SRV is a service name (such as _http._tcp.app.internal) whose SRV
+	// records are backends: each target's addresses at the record's port,
+	// with the record's weight (scaled into 1-1000 when larger, 0 read as
+	// 1); only the records of the lowest priority are used. "" means the
+	// entry is not one.
+	SRV string `yaml:"srv"`
+	// Refresh is how often DNS or SRV is looked up again; a record's
+	// shorter TTL brings the next lookup forward, but never below
+	// discovery.min_refresh. At least discovery.min_refresh. Default 5s.
+	// Only with DNS or SRV.
+	Refresh Duration `yaml:"refresh"`
+}
+
+// Kind reports which of Address, DNS and SRV the entry sets: "address",
+// "dns" or "srv"; "" when it sets none (which Validate rejects). When
+// several are set, the first in that order.
+func (b Backend) Kind() string {
+	switch {
+	case b.Address != "":
+		return "address"
+	case b.DNS != "":
+		return "dns"
+	case b.SRV != "":
+		return "srv"
+	}
+	return ""
+}
+
+// Discovery configures how dns and srv backends are looked up and how
+// often backends files are checked.
+type Discovery struct {
+	// Resolver is the DNS server that dns and srv backends are looked up
+	// on: an IP address, with a port (default 53). "" means the name
+	// servers of /etc/resolv.conf, with its search list and ndots.
+	// Either way lookups go to DNS only (not /etc/hosts).
+	Resolver string `yaml:"resolver"`
+	// Timeout bounds one lookup, its retries over TCP and on other
+	// servers included; more than 0. Default 5s.
+	Timeout Duration `yaml:"timeout"`
+	// MinRefresh is the shortest time between two lookups of one name,
+	// whatever a record's TTL says; more than 0. Default 1s.
+	MinRefresh Duration `yaml:"min_refresh"`
+	// FileRefresh is how often backends files are checked for changes;
+	// more than 0. Default 1s.
+	FileRefresh Duration `yaml:"file_refresh"`
 }
 
 // Transport tunes the keep-alive connections to an upstream's backends.
@@ -463,11 +614,13 @@ type Retries struct {
 	// retries. Default 2.
 	Attempts int `yaml:"attempts"`
 	// On lists what is retried: connect_error (the backend could not be
-	// reached, always safe to retry; also, for idempotent methods only, a
-	// backend that broke the connection before answering), timeout (no
-	// response in time), or a status 500-599 written as a string or a
-	// number. Default
-	// [connect_error, "502", "503", "504"]. Conditions returns it parsed.
+	// reached, always safe to retry), reset (for idempotent methods only:
+	// the backend closed or reset the connection, or sent something
+	// unparsable, before its response head was complete, so nothing of its
+	// answer reached the client), timeout (no response head in time,
+	// response_header_timeout or per_try_timeout), or a status 500-599
+	// written as a string or a number. Default [connect_error, reset,
+	// "502", "503", "504"]. Conditions returns it parsed.
 	On []string `yaml:"on"`
 	// IdempotentOnly restricts retries after the request was sent (timeout
 	// and statuses) to idempotent methods; connect errors are retried for
@@ -476,11 +629,30 @@ type Retries struct {
 	// BudgetRatio caps retries at this share of requests, 0-1; 0 turns the
 	// budget off, leaving retries bounded by Attempts alone. Default 0.2.
 	BudgetRatio float64 `yaml:"budget_ratio"`
+	// Backoff spaces retries out; nil (the key absent) retries at once.
+	// A present but empty block (backoff: {}) gets every default.
+	Backoff *Backoff `yaml:"backoff"`
+	// PerTryTimeout bounds each attempt, from its start to the response
+	// head (connecting and waiting for a connection included), 0-1h; an
+	// attempt cut short is a timeout. 0 means no bound but the transport's.
+	// Default 0.
+	PerTryTimeout Duration `yaml:"per_try_timeout"`
+}
+
+// Backoff is the wait before each retry: a random time ("full jitter")
+// between 0 and Base doubled for each retry before it, at most Max.
+type Backoff struct {
+	// Base is the ceiling of the wait before the first retry, 1ms-1m.
+	// Default 25ms.
+	Base Duration `yaml:"base"`
+	// Max caps the ceiling as it doubles, Base-1m. Default 250ms.
+	Max Duration `yaml:"max"`
 }
 
 // The retry conditions other than status codes, as written in Retries.On.
 const (
 	RetryOnConnectError = "connect_error"
+	RetryOnReset        = "reset"
 	RetryOnTimeout      = "timeout"
 )
 
@@ -488,6 +660,9 @@ const (
 type RetryConditions struct {
 	// ConnectError retries requests whose backend could not be reached.
 	ConnectError bool
+	// Reset retries idempotent requests whose backend broke the
+	// connection before its response head was complete.
+	Reset bool
 	// Timeout retries requests that timed out waiting for a response.
 	Timeout bool
 	// Statuses retries responses with these status codes; the zero set
@@ -503,6 +678,8 @@ func (r *Retries) Conditions() RetryConditions {
 		switch on {
 		case RetryOnConnectError:
 			c.ConnectError = true
+		case RetryOnReset:
+			c.Reset = true
 		case RetryOnTimeout:
 			c.Timeout = true
 		default:

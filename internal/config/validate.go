@@ -20,12 +20,12 @@ const (
 	hostPortAllowed = "host:port such as :8080, 127.0.0.1:8080 or [::1]:8080; port 1-65535"
 	hostAllowed     = "an exact hostname such as example.com, *.example.com, or *; no port"
 	statusAllowed   = "codes 100-599 and lo-hi ranges, comma-separated, such as 200-399 or 200,204,300-399"
-	retryOnAllowed  = "connect_error, timeout, or a status 500-599"
+	retryOnAllowed  = "connect_error, reset, timeout, or a status 500-599"
 )
 
 // strategies are the Upstream.Strategy values, in documentation order; they
 // are the names package balancer implements.
-var strategies = []string{"round_robin", "weighted_round_robin", "least_conn", "ip_hash", "random", "p2c"}
+var strategies = []string{"round_robin", "weighted_round_robin", "least_conn", StrategyConsistentHash, StrategyIPHash, "random", "p2c"}
 
 // Validate reports every problem with c, sorted by line and key path, as
 // Problems; it returns nil when c is valid. It expects SetDefaults to have
@@ -42,8 +42,10 @@ func (c *Config) Validate() error {
 func (c *Config) validate() (problems, warnings Problems) {
 	v := validator{file: c.File, meta: c.meta, stat: os.Stat, now: time.Now}
 	v.listeners(c.Listeners)
-	upstreams := v.upstreams(c.Upstreams)
+	upstreams := v.upstreams(c.Upstreams, &c.Discovery)
+	v.discovery(&c.Discovery)
 	v.routes(c.Routes, upstreams)
+	v.acme(c)
 	v.admin(&c.Admin)
 	v.logging(&c.Logging)
 	v.requestBuffers(&c.RequestBuffers)
@@ -160,14 +162,7 @@ func (v *validator) listeners(ls []Listener) {
 	for i := range ls {
 		l, p := &ls[i], indexPath("listeners", i)
 		v.name(names, p+".name", p, l.Name, "listeners")
-		if v.hostPort(p+".address", l.Address, hostPortAllowed) {
-			key := canonicalHostPort(l.Address)
-			if first, dup := addrs[key]; dup {
-				v.addf(p+".address", "%q is already used by %s (addresses must be unique)", l.Address, first)
-			} else {
-				addrs[key] = p
-			}
-		}
+		v.uniqueAddress(addrs, p, l.Address, "")
 		v.intRange(p+".sockets", l.Sockets, 1, maxSockets)
 		v.intRange(p+".backlog", l.Backlog, 1, 65535)
 		v.atLeast(p+".max_connections", l.MaxConnections, 1)
@@ -191,7 +186,7 @@ func (v *validator) listeners(ls []Listener) {
 }
 
 // upstreams checks us and returns the names it defines, in order.
-func (v *validator) upstreams(us []Upstream) []string {
+func (v *validator) upstreams(us []Upstream, d *Discovery) []string {
 	names := make(map[string]string)
 	var defined []string
 	for i := range us {
@@ -200,10 +195,8 @@ func (v *validator) upstreams(us []Upstream) []string {
 		if u.Name != "" && names[u.Name] == p {
 			defined = append(defined, u.Name)
 		}
-		if !slices.Contains(strategies, u.Strategy) {
-			v.addf(p+".strategy", "%q is not a strategy (%s)", u.Strategy, strings.Join(strategies, ", "))
-		}
-		v.backends(u.Backends, p+".backends")
+		v.balancing(u, p)
+		v.backends(u, p, d)
 
 		t, tp := &u.Transport, p+".transport"
 		v.intRange(tp+".max_idle_per_backend", t.MaxIdlePerBackend, 0, 100000)
@@ -232,23 +225,171 @@ func (v *validator) upstreams(us []Upstream) []string {
 	return defined
 }
 
-func (v *validator) backends(bs []Backend, path string) {
-	if len(bs) == 0 {
-		v.addf(path, "no backends (at least one is required)")
+// backends checks an upstream's backend entries, its backends_file and
+// allow_empty. d is the configuration's discovery block (for the minimum
+// refresh).
+func (v *validator) backends(u *Upstream, p string, d *Discovery) {
+	path := p + ".backends"
+	if len(u.Backends) == 0 && u.BackendsFile == "" && !v.meta.isBad(p+".backends_file") {
+		v.addf(path, "no backends (at least one, or a backends_file)")
 	}
-	addrs := make(map[string]string)
-	for i := range bs {
-		b, p := &bs[i], indexPath(path, i)
-		if v.hostPort(p+".address", b.Address, hostPortAllowed) {
-			key := canonicalHostPort(b.Address)
-			if first, dup := addrs[key]; dup {
-				v.addf(p+".address", "%q is already used by %s (addresses must be unique within an upstream)", b.Address, first)
-			} else {
-				addrs[key] = p
+	seen := make(map[string]string)
+	discovered := u.BackendsFile != ""
+	for i := range u.Backends {
+		b, bp := &u.Backends[i], indexPath(path, i)
+		var kinds []string
+		for _, k := range []struct{ name, value string }{{"address", b.Address}, {"dns", b.DNS}, {"srv", b.SRV}} {
+			if k.value != "" || v.meta.present(bp+"."+k.name) {
+				kinds = append(kinds, k.name)
 			}
 		}
-		v.intRange(p+".weight", b.Weight, 1, 1000)
+		switch len(kinds) {
+		case 0:
+			v.addf(bp, "no address, dns or srv (exactly one: address host:port, dns NAME with a port, or srv NAME)")
+			continue
+		case 2:
+			v.addf(bp, "%s and %s are both set (exactly one of address, dns, srv)", kinds[0], kinds[1])
+			continue
+		case 3:
+			v.addf(bp, "address, dns and srv are all set (exactly one of them)")
+			continue
+		}
+		var key string
+		switch kinds[0] {
+		case "address":
+			v.uniqueAddress(seen, bp, b.Address, " within an upstream")
+			v.intRange(bp+".weight", b.Weight, 1, 1000)
+			v.only(bp, "an address", "dns", "port")
+			v.only(bp, "an address", "dns and srv", "refresh")
+		case "dns":
+			discovered = true
+			name := strings.TrimSuffix(b.DNS, ".")
+			if !isHostname(name) {
+				v.addf(bp+".dns", "%q is not a host name (a DNS name such as app.internal)", b.DNS)
+			} else {
+				key = "dns " + strings.ToLower(name) + ":" + strconv.Itoa(b.Port)
+			}
+			if !v.meta.present(bp+".port") && b.Port == 0 {
+				v.addf(bp+".port", "missing (the port of the name's addresses, 1-65535)")
+			} else {
+				v.intRange(bp+".port", b.Port, 1, 65535)
+			}
+			v.intRange(bp+".weight", b.Weight, 1, 1000)
+			v.refresh(bp+".refresh", b.Refresh, d.MinRefresh)
+		case "srv":
+			discovered = true
+			if !isServiceName(strings.TrimSuffix(b.SRV, ".")) {
+				v.addf(bp+".srv", "%q is not a service name (such as _http._tcp.app.internal)", b.SRV)
+			} else {
+				key = "srv " + strings.ToLower(strings.TrimSuffix(b.SRV, "."))
+			}
+			v.only(bp, "an srv", "dns", "port")
+			if b.Weight != 0 || v.meta.present(bp+".weight") {
+				v.addf(bp+".weight", "set on an srv entry (its records carry the weights)")
+			}
+			v.refresh(bp+".refresh", b.Refresh, d.MinRefresh)
+		}
+		if key == "" {
+			continue
+		}
+		if first, dup := seen[key]; dup {
+			v.addf(bp+"."+kinds[0], "%q is already used by %s (each name once per upstream)", b.DNS+b.SRV, first)
+		} else {
+			seen[key] = bp
+		}
 	}
+	if u.BackendsFile != "" {
+		v.backendsFile(p+".backends_file", u.BackendsFile)
+	}
+	if u.AllowEmpty && !discovered {
+		v.addf(p+".allow_empty", "set on an upstream without dns, srv or backends_file (it is about what they answer)")
+	}
+}
+
+// backendsFile warns about a backends file that cannot be read or has
+// problems: not an error, since the file is data that may come later or
+// be fixed while Helios runs (it starts without its backends and keeps
+// checking), but worth saying before it starts.
+func (v *validator) backendsFile(path, file string) {
+	fi, err := v.stat(file)
+	var data []byte
+	if err == nil {
+		data, err = ReadBackendsFile(file, fi)
+	}
+	if err != nil {
+		v.warnf(path, "%v: the upstream starts without this file's backends and reads it once it can", unwrapPathError(err))
+		return
+	}
+	_, err = ParseBackends(data, file)
+	var ps Problems
+	if errors.As(err, &ps) {
+		more := ""
+		if len(ps) > 1 {
+			more = fmt.Sprintf(" (and %d more)", len(ps)-1)
+		}
+		v.warnf(path, "%s%s: the upstream starts without this file's backends and reads it again when it changes", ps[0], more)
+	}
+}
+
+// uniqueAddress checks that addr, the address of the item at p, is
+// host:port and not already in seen (in any spelling), which maps
+// addresses to the item that used them first; within says where they must
+// be unique (" within an upstream", or "" for everywhere).
+func (v *validator) uniqueAddress(seen map[string]string, p, addr, within string) {
+	if !v.hostPort(p+".address", addr, hostPortAllowed) {
+		return
+	}
+	key := canonicalHostPort(addr)
+	if first, dup := seen[key]; dup {
+		v.addf(p+".address", "%q is already used by %s (addresses must be unique%s)", addr, first, within)
+		return
+	}
+	seen[key] = p
+}
+
+// only reports the keys of the backend entry at p, an entry of the kind
+// named, that are set although they belong to the kinds in owners.
+func (v *validator) only(p, kind, owners string, keys ...string) {
+	for _, k := range keys {
+		if v.meta.present(p + "." + k) {
+			v.addf(p+"."+k, "set on %s entry (only for %s entries)", kind, owners)
+		}
+	}
+}
+
+// refresh checks a dns or srv entry's refresh against the minimum.
+func (v *validator) refresh(path string, d, minRefresh Duration) {
+	if d < minRefresh || d <= 0 {
+		v.addf(path, "%s is out of range (at least discovery.min_refresh, %s)", d, minRefresh)
+	}
+}
+
+// discovery checks the discovery block.
+func (v *validator) discovery(d *Discovery) {
+	if d.Resolver != "" {
+		if _, err := ResolverAddr(d.Resolver); err != nil {
+			v.addf("discovery.resolver", "%q %v (an IP address, with a port or not: 10.0.0.2, 10.0.0.2:53, [fd00::2]:53)", d.Resolver, err)
+		}
+	}
+	v.positive("discovery.timeout", d.Timeout)
+	v.positive("discovery.min_refresh", d.MinRefresh)
+	v.positive("discovery.file_refresh", d.FileRefresh)
+}
+
+// ResolverAddr returns discovery.resolver as ip:port, port 53 when it has
+// none, or what is wrong with it.
+func ResolverAddr(s string) (string, error) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return netip.AddrPortFrom(a, 53).String(), nil
+	}
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		return "", errors.New("is not an IP address or IP:port")
+	}
+	if ap.Port() == 0 {
+		return "", errors.New("has port 0")
+	}
+	return ap.String(), nil
 }
 
 func (v *validator) healthCheck(h *HealthCheck, p string) {
@@ -298,11 +439,22 @@ func (v *validator) retries(r *Retries, p string) {
 		v.addf(p+".on", "empty (at least one of %s; attempts: 0 disables retries)", retryOnAllowed)
 	}
 	for i, on := range r.On {
-		if _, ok := retryStatus(on); !ok && on != RetryOnConnectError && on != RetryOnTimeout {
+		if _, ok := retryStatus(on); !ok && on != RetryOnConnectError && on != RetryOnReset && on != RetryOnTimeout {
 			v.addf(indexPath(p+".on", i), "%q is not a retry condition (%s)", on, retryOnAllowed)
 		}
 	}
 	v.ratio(p+".budget_ratio", r.BudgetRatio, "0 turns the budget off")
+	if b := r.Backoff; b != nil {
+		if b.Base < Duration(time.Millisecond) || b.Base > Duration(time.Minute) {
+			v.addf(p+".backoff.base", "%s is out of range (1ms-1m, such as 25ms)", b.Base)
+		}
+		if b.Max > Duration(time.Minute) || b.Base > 0 && b.Max < b.Base {
+			v.addf(p+".backoff.max", "%s is out of range (base %s-1m, such as 250ms)", b.Max, b.Base)
+		}
+	}
+	if r.PerTryTimeout < 0 || r.PerTryTimeout.D() > time.Hour {
+		v.addf(p+".per_try_timeout", "%s is out of range (0-1h, such as 2s; 0 for no bound)", r.PerTryTimeout)
+	}
 }
 
 func (v *validator) routes(rs []Route, upstreams []string) {
@@ -318,14 +470,12 @@ func (v *validator) routes(rs []Route, upstreams []string) {
 		var actions []string
 		if r.Upstream != "" {
 			actions = append(actions, "upstream")
-			if !slices.Contains(upstreams, r.Upstream) {
-				defined := "no upstreams are defined"
-				if len(upstreams) > 0 {
-					defined = "defined: " + strings.Join(upstreams, ", ")
-				}
-				v.addf(p+".upstream", "upstream %q is not defined (%s)", r.Upstream, defined)
-			}
+			v.upstreamRef(p+".upstream", r.Upstream, upstreams)
 		}
+		if r.Split != nil {
+			actions = append(actions, "split")
+		}
+		v.split(r, p, upstreams)
 		if r.Respond != nil {
 			actions = append(actions, "respond")
 			v.respond(r.Respond, p+".respond")
@@ -343,11 +493,13 @@ func (v *validator) routes(rs []Route, upstreams []string) {
 		}
 		switch len(actions) {
 		case 0:
-			v.addf(p, "no action (exactly one of upstream, respond, static)")
+			v.addf(p, "no action (exactly one of upstream, split, respond, static)")
+		case 1:
 		case 2:
-			v.addf(p, "%s and %s are both set (exactly one of upstream, respond, static)", actions[0], actions[1])
-		case 3:
-			v.addf(p, "upstream, respond and static are all set (exactly one of them)")
+			v.addf(p, "%s and %s are both set (exactly one of upstream, split, respond, static)", actions[0], actions[1])
+		default:
+			last := len(actions) - 1
+			v.addf(p, "%s and %s are all set (exactly one of them)", strings.Join(actions[:last], ", "), actions[last])
 		}
 	}
 }
@@ -355,7 +507,7 @@ func (v *validator) routes(rs []Route, upstreams []string) {
 // upgrades checks a route's Upgrades: protocol names (tokens), never h2c,
 // and set explicitly only on a route that forwards.
 func (v *validator) upgrades(r *Route, p string) {
-	if r.Upstream == "" && v.meta.present(p+".upgrades") && len(r.Upgrades) > 0 {
+	if !r.Forwards() && v.meta.present(p+".upgrades") && len(r.Upgrades) > 0 {
 		v.addf(p+".upgrades", "set on a route without an upstream (only forwarded requests can be upgraded)")
 	}
 	for j, u := range r.Upgrades {
@@ -372,7 +524,7 @@ func (v *validator) upgrades(r *Route, p string) {
 // buffering checks a route's body keys: set explicitly only on a route
 // that forwards, and in range.
 func (v *validator) buffering(r *Route, p string) {
-	if r.Upstream == "" {
+	if !r.Forwards() {
 		for _, k := range []string{"request_buffering", "max_body_bytes", "request_buffer_memory_bytes", "request_buffer_file_bytes"} {
 			if v.meta.present(p + "." + k) {
 				v.addf(p+"."+k, "set on a route without an upstream (only forwarded requests carry bodies on)")
@@ -556,6 +708,27 @@ func isHostname(s string) bool {
 		for i := 0; i < len(label); i++ {
 			c := label[i]
 			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// isServiceName reports whether s is an SRV owner name: DNS labels of
+// letters, digits, hyphens and underscores (_service._proto.name), at most
+// 253 bytes in all.
+func isServiceName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(s, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
 				return false
 			}
 		}

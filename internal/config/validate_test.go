@@ -313,7 +313,7 @@ routes:
   - name: r
     match: {path: /}
 `,
-			want: `t.yaml:3: routes[0]: no action (exactly one of upstream, respond, static)`,
+			want: `t.yaml:3: routes[0]: no action (exactly one of upstream, split, respond, static)`,
 		},
 		{
 			name: "route with two actions",
@@ -324,7 +324,7 @@ routes:
     respond: {status: 404}
 upstreams: [{name: app, backends: [{address: "127.0.0.1:9000"}]}]
 `,
-			want: `t.yaml:3: routes[0]: upstream and respond are both set (exactly one of upstream, respond, static)`,
+			want: `t.yaml:3: routes[0]: upstream and respond are both set (exactly one of upstream, split, respond, static)`,
 		},
 		{
 			name: "route with three actions",
@@ -565,7 +565,7 @@ upstreams:
     strategy: fastest
     backends: [{address: "127.0.0.1:9000"}]
 `,
-			want: `t.yaml:5: upstreams[0].strategy: "fastest" is not a strategy (round_robin, weighted_round_robin, least_conn, ip_hash, random, p2c)`,
+			want: `t.yaml:5: upstreams[0].strategy: "fastest" is not a strategy (round_robin, weighted_round_robin, least_conn, consistent_hash, ip_hash, random, p2c)`,
 		},
 		{
 			name: "upstream without backends key",
@@ -574,7 +574,7 @@ routes: [{name: r, upstream: app}]
 upstreams:
   - name: app
 `,
-			want: `t.yaml:4: upstreams[0].backends: no backends (at least one is required)`,
+			want: `t.yaml:4: upstreams[0].backends: no backends (at least one, or a backends_file)`,
 		},
 		{
 			name: "upstream with empty backends",
@@ -584,7 +584,7 @@ upstreams:
   - name: app
     backends: []
 `,
-			want: `t.yaml:5: upstreams[0].backends: no backends (at least one is required)`,
+			want: `t.yaml:5: upstreams[0].backends: no backends (at least one, or a backends_file)`,
 		},
 		{
 			name: "backend address without port",
@@ -956,7 +956,7 @@ upstreams:
         - connect_error
         - 404
 `,
-			want: `t.yaml:9: upstreams[0].retries.on[1]: "404" is not a retry condition (connect_error, timeout, or a status 500-599)`,
+			want: `t.yaml:9: upstreams[0].retries.on[1]: "404" is not a retry condition (connect_error, reset, timeout, or a status 500-599)`,
 		},
 		{
 			name: "retry on an unknown condition",
@@ -966,9 +966,9 @@ upstreams:
   - name: app
     backends: [{address: "10.0.0.1:80"}]
     retries:
-      on: [reset]
+      on: [refused]
 `,
-			want: `t.yaml:7: upstreams[0].retries.on[0]: "reset" is not a retry condition (connect_error, timeout, or a status 500-599)`,
+			want: `t.yaml:7: upstreams[0].retries.on[0]: "refused" is not a retry condition (connect_error, reset, timeout, or a status 500-599)`,
 		},
 		{
 			name: "retry on nothing",
@@ -980,7 +980,7 @@ upstreams:
     retries:
       on: []
 `,
-			want: `t.yaml:7: upstreams[0].retries.on: empty (at least one of connect_error, timeout, or a status 500-599; attempts: 0 disables retries)`,
+			want: `t.yaml:7: upstreams[0].retries.on: empty (at least one of connect_error, reset, timeout, or a status 500-599; attempts: 0 disables retries)`,
 		},
 		{
 			name: "retry budget above 1",

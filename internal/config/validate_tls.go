@@ -45,8 +45,8 @@ func (v *validator) listenerTLS(l *Listener, p string) {
 		v.addf(tp+".certificates", "set along with cert_file (one or the other; list every certificate under certificates)")
 	case !single && v.meta.present(tp+".certificates") && len(t.Certificates) == 0:
 		v.addf(tp+".certificates", "empty (at least one {cert_file, key_file})")
-	case !single && len(t.Certificates) == 0:
-		v.addf(tp, "no certificate (cert_file and key_file, or certificates)")
+	case !single && len(t.Certificates) == 0 && t.ACME == nil:
+		v.addf(tp, "no certificate (cert_file and key_file, certificates, or acme)")
 	}
 	if single {
 		v.keyPair(tp, t.CertFile, t.KeyFile)
@@ -69,6 +69,10 @@ func (v *validator) listenerTLS(l *Listener, p string) {
 		v.caFile(tp+".client_ca_file", t.ClientCAFile)
 	}
 	v.positive(tp+".handshake_timeout", t.HandshakeTimeout)
+	v.positive(tp+".client_hello_timeout", t.ClientHelloTimeout)
+	if t.HandshakeTimeout > 0 && t.ClientHelloTimeout > t.HandshakeTimeout {
+		v.addf(tp+".client_hello_timeout", "%s is more than handshake_timeout, %s (at most the handshake's whole time)", t.ClientHelloTimeout, t.HandshakeTimeout)
+	}
 	if t.MaxHandshakes < 0 {
 		v.addf(tp+".max_handshakes", "%d is out of range (0 for no cap, or more)", t.MaxHandshakes)
 	}

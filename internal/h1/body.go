@@ -3,6 +3,8 @@ package h1
 import (
 	"errors"
 	"io"
+
+	"github.com/helios-lb/helios/internal/httpmsg"
 )
 
 var (
@@ -36,18 +38,18 @@ type body struct {
 	// needCRLF: a chunk's data has been read and its CRLF has not.
 	needCRLF bool
 	// inTrailer: the last chunk has been read and the trailer section is
-	// being read; seen counts its bytes. Kept here, not in locals, so a
-	// non-blocking source can stop and resume anywhere.
+	// being read (into trailer, which counts its bytes). Kept here, not in
+	// locals, so a non-blocking source can stop and resume anywhere.
 	inTrailer bool
-	seen      int
 	done      bool
 	// read counts decoded bytes handed out so far.
 	read int64
 	// limit, when positive, bounds read: more is errBodyTooLarge.
 	limit int64
-	// trailer holds the raw trailer lines ("name: value\r\n") of a chunked
-	// body, copied out of the buffer because later reads reuse it.
-	trailer []byte
+	// trailer holds the trailer section of a chunked body, copied out of
+	// the buffer because later reads reuse it (of a stream's body, the
+	// stream keeps its own: streamBuf).
+	trailer trailerSection
 	// onFirstRead runs once before the first byte is read (sending
 	// "100 Continue" to a client that asked for it).
 	onFirstRead func()
@@ -56,7 +58,8 @@ type body struct {
 }
 
 func (b *body) reset(src *reader, kind bodyKind, length int64) {
-	tr := b.trailer[:0]
+	tr := b.trailer
+	tr.reset()
 	*b = body{src: src, kind: kind, remaining: length, trailer: tr}
 	if kind == bodyNone || (kind == bodyFixed && length == 0) {
 		b.done = true
@@ -178,10 +181,7 @@ func (b *body) nextChunk() error {
 			return nil
 		}
 		b.inTrailer = true
-		b.seen = 0
 	}
-	// seen counts every trailer byte, dropped fields included, so an
-	// endless trailer of ignored fields is refused like a large one.
 	for {
 		line, err := b.src.readLine(maxTrailerBytes)
 		if err != nil {
@@ -192,23 +192,21 @@ func (b *body) nextChunk() error {
 		}
 		if len(line) == 0 {
 			b.done = true
+			b.trailer.done()
 			return nil
 		}
 		colon := indexByte(line, ':')
-		if colon <= 0 || !isToken(line[:colon]) || !validValue(trimOWS(line[colon+1:])) {
+		if colon <= 0 || !httpmsg.IsToken(line[:colon]) || !httpmsg.ValidValue(httpmsg.TrimOWS(line[colon+1:])) {
 			return errMalformedChunk
 		}
-		b.seen += len(line) + 2
-		if b.seen > maxTrailerBytes {
+		b.trailer.size += len(line) + 2
+		if b.trailer.size > maxTrailerBytes {
 			return errTrailerTooLarge
 		}
-		// Fields a trailer may not carry are dropped rather than
-		// forwarded (RFC 9110 §6.5.1).
-		if trailerForbidden(line[:colon]) {
-			continue
-		}
-		b.trailer = append(b.trailer, line...)
-		b.trailer = append(b.trailer, '\r', '\n')
+		// Kept whole: what may not travel in a trailer (RFC 9110 §6.5.1)
+		// is dropped where the section is passed on
+		// (httpmsg.TrailerFields).
+		b.trailer.add(line[:colon], httpmsg.TrimOWS(line[colon+1:]))
 	}
 }
 
@@ -226,7 +224,7 @@ func parseChunkSize(line []byte) (int64, bool) {
 	if i := indexByte(line, ';'); i >= 0 {
 		line = line[:i]
 	}
-	line = trimOWS(line)
+	line = httpmsg.TrimOWS(line)
 	if len(line) == 0 {
 		return 0, false
 	}

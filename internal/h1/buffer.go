@@ -18,15 +18,9 @@ const (
 	bufferedPrefix                      // c.bb holds its start; the rest streams
 )
 
-func bodyLength(r *request) int64 {
-	switch {
-	case r.chunked:
-		return -1
-	case r.contentLength > 0:
-		return r.contentLength
-	}
-	return 0
-}
+// bodyLength returns the request body's declared length: -1 when it
+// has none (chunked, or a stream's), 0 when there is no body.
+func bodyLength(r *request) int64 { return r.ContentLength }
 
 // clientBodyErr classifies an error reading a request body from the
 // client: its own fault, whichever way.

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
+	"net/http"
 	"os"
 	"syscall"
+
+	"github.com/helios-lb/helios/internal/httpmsg"
 
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -52,86 +54,21 @@ func classifyErr(err error, addr string) error {
 	}
 }
 
-// writeRequestHead renders r's head for a backend at backendAddr:
-// hop-by-hop fields dropped, X-Forwarded-* set for the client at remote,
+// writeRequestHead renders r's head for a backend, as hop says: the
+// request line in origin form, Host (the client's authority, or the
+// backend's address when it named none), the fields the forwarding rules
+// pass on (httpmsg.Forwarder: hop-by-hop dropped, X-Forwarded-* set), and
 // framing regenerated: as the request had it, or, when bodyLen is not
 // negative (a body buffered whole, chunked or not), Content-Length
-// bodyLen. For an in-process handler (local) the X-Forwarded-* fields are
-// passed on as the client sent them, not added to: no proxy hop happens.
-func writeRequestHead(w *writer, r *request, remote netip.Addr, tls bool, backendAddr string, bodyLen int64, local bool) {
-	w.Write(r.method)
+// bodyLen.
+func writeRequestHead(w *writer, fw *httpmsg.Forwarder, r *request, hop *httpmsg.Hop, bodyLen int64) {
+	w.Write(r.Method)
 	w.WriteString(" ")
-	w.Write(r.uri)
-	w.WriteString(" HTTP/1.1\r\n")
-	if r.hostOverride {
-		w.field(hostName, r.authority)
-	} else if !r.hasHost {
-		// An HTTP/1.0 request may come without Host, but the request goes
-		// on as HTTP/1.1, which requires one (RFC 9112 §3.2): name the
-		// backend, as net/http's ReverseProxy does.
-		w.WriteString("Host: ")
-		w.WriteString(backendAddr)
-		w.WriteString("\r\n")
-	}
-	xffAt := -1
-	for i := range r.hdr.fields {
-		f := &r.hdr.fields[i]
-		if f.drop {
-			continue
-		}
-		switch f.kind {
-		case kOther, kTrailer:
-			w.field(f.name, f.value)
-		case kHost:
-			if !r.hostOverride {
-				w.field(f.name, f.value)
-			}
-		case kUpgrade:
-			if r.upgrade {
-				w.field(f.name, f.value)
-			}
-		case kXForwardedFor:
-			if local {
-				w.field(f.name, f.value)
-			} else if xffAt < 0 {
-				xffAt = i
-			}
-		case kXForwardedProto, kXForwardedHost:
-			if local {
-				w.field(f.name, f.value)
-			}
-		}
-		// Everything else is hop-by-hop, framing, or rewritten below.
-	}
-	if r.idLen > 0 {
-		w.field(requestIDName, r.id[:r.idLen])
-	}
-	if local {
-		writeFraming(w, r, bodyLen)
-		return
-	}
-	// X-Forwarded-For: prior values in order, then this client.
-	w.WriteString("X-Forwarded-For: ")
-	if xffAt >= 0 {
-		for i := xffAt; i < len(r.hdr.fields); i++ {
-			f := &r.hdr.fields[i]
-			if f.kind == kXForwardedFor && !f.drop && len(f.value) > 0 {
-				w.Write(f.value)
-				w.WriteString(", ")
-			}
-		}
-	}
-	if w.reserve(64) {
-		w.n += len(remote.AppendTo(w.buf[w.n:w.n]))
-	}
-	if tls {
-		w.WriteString("\r\nX-Forwarded-Proto: https\r\n")
-	} else {
-		w.WriteString("\r\nX-Forwarded-Proto: http\r\n")
-	}
-	if len(r.authority) > 0 {
-		w.field(xfHostName, r.authority)
-	}
+	w.Write(r.Target)
+	w.WriteString(" HTTP/1.1\r\nHost: ")
+	w.Write(httpmsg.Authority(&r.Request, hop))
+	w.WriteString("\r\n")
+	fw.Fields(w, &r.Request, hop)
 	writeFraming(w, r, bodyLen)
 }
 
@@ -143,20 +80,13 @@ func methodWithoutBody(m []byte) bool {
 	return false
 }
 
-var (
-	hostName   = []byte("Host")
-	xfHostName = []byte("X-Forwarded-Host")
-	// requestIDName is the field the pipeline's request id goes in.
-	requestIDName = []byte("X-Request-Id")
-)
-
 // framing chooses how a response goes to the client that sent req:
 // whether it has a body, whether that body is chunked by us, and whether
 // the connection must close after it (an HTTP/1.0 client cannot take
 // chunks, so an unframed body runs to the close).
 func framing(req *request, r *response) (bodyOut, chunkOut, closeAfter bool) {
-	bodyOut = !(equalFold(req.method, "head") || r.status < 200 || r.status == 204 || r.status == 304)
-	if bodyOut && (r.chunked || r.untilClose) {
+	bodyOut = httpmsg.BodyAllowed(req.Method, r.Status)
+	if bodyOut && r.ContentLength < 0 {
 		if req.minor == 1 {
 			chunkOut = true
 		} else {
@@ -168,42 +98,32 @@ func framing(req *request, r *response) (bodyOut, chunkOut, closeAfter bool) {
 
 // writeResponseHead renders a backend's response head for the client,
 // without the Connection field and the final empty line: status line,
-// end-to-end fields (hop-by-hop dropped), and our own framing.
-func writeResponseHead(w *writer, r *response, chunkOut bool) {
+// end-to-end fields (hop-by-hop dropped), and our own framing: chunked
+// (chunkOut), or the length of a body whose length is known but came
+// with no Content-Length field (an HTTP/2 backend's may not).
+func writeResponseHead(w *writer, r *response, bodyOut, chunkOut bool) {
 	w.WriteString("HTTP/1.1 ")
 	if w.reserve(4) {
-		w.buf[w.n] = byte('0' + r.status/100)
-		w.buf[w.n+1] = byte('0' + r.status/10%10)
-		w.buf[w.n+2] = byte('0' + r.status%10)
+		w.buf[w.n] = byte('0' + r.Status/100)
+		w.buf[w.n+1] = byte('0' + r.Status/10%10)
+		w.buf[w.n+2] = byte('0' + r.Status%10)
 		w.buf[w.n+3] = ' '
 		w.n += 4
 	}
-	w.Write(r.reason)
-	w.WriteString("\r\n")
-	for i := range r.hdr.fields {
-		f := &r.hdr.fields[i]
-		if f.drop {
-			continue
-		}
-		switch f.kind {
-		case kConnection, kKeepAlive, kProxy, kTE, kUpgrade, kTransferEncoding:
-			continue
-		case kTrailer:
-			if !chunkOut {
-				continue
-			}
-		case kContentLength:
-			if r.chunked || r.untilClose {
-				// Transfer-Encoding won (a length comes with an until-close
-				// body only next to one); the length is not to be trusted,
-				// and must not go out next to our own chunked encoding.
-				continue
-			}
-		}
-		w.field(f.name, f.value)
+	if r.Proto == httpmsg.HTTP2 {
+		w.WriteString(http.StatusText(r.Status)) // HTTP/2 has no reason phrase
+	} else {
+		w.Write(r.Reason)
 	}
-	if chunkOut {
+	w.WriteString("\r\n")
+	httpmsg.ResponseFields(w, &r.Response, chunkOut)
+	switch {
+	case chunkOut:
 		w.WriteString("Transfer-Encoding: chunked\r\n")
+	case bodyOut && r.ContentLength >= 0 && !hasField(&r.Header, httpmsg.KindContentLength):
+		w.WriteString("Content-Length: ")
+		w.writeInt(r.ContentLength)
+		w.WriteString("\r\n")
 	}
 }
 
@@ -212,14 +132,16 @@ func isReset(err error) bool {
 }
 
 // writeFixedHead renders the head of an answer with a fixed body: status
-// line, Date, the caller's header lines and Content-Length. RFC 9110
-// §8.6: no Content-Length in a 1xx or 204 answer; in a 304 it would
+// line, Date, the fields of header (nil: none) and Content-Length. RFC
+// 9110 §8.6: no Content-Length in a 1xx or 204 answer; in a 304 it would
 // describe the representation, not this body. The caller adds its
 // Connection header and the blank line.
-func writeFixedHead(w *writer, statusLine, dateLine, header []byte, status, bodyLen int) {
+func writeFixedHead(w *writer, statusLine, dateLine []byte, header *httpmsg.Header, status, bodyLen int) {
 	w.Write(statusLine)
 	w.Write(dateLine)
-	w.Write(header)
+	if header != nil {
+		header.Emit(w)
+	}
 	if fixedBodyAllowed(status) {
 		w.WriteString("Content-Length: ")
 		w.writeInt(int64(bodyLen))
@@ -230,7 +152,7 @@ func writeFixedHead(w *writer, statusLine, dateLine, header []byte, status, body
 // writeFixedBody writes body unless the status or a HEAD request has
 // none, and returns the bytes it wrote.
 func writeFixedBody(w *writer, status int, method, body []byte) int64 {
-	if !fixedBodyAllowed(status) || equalFold(method, "head") {
+	if !fixedBodyAllowed(status) || httpmsg.EqualFold(method, "head") {
 		return 0
 	}
 	w.Write(body)
@@ -247,17 +169,23 @@ func writeFraming(w *writer, r *request, bodyLen int64) {
 		w.WriteString("Content-Length: ")
 		w.writeInt(bodyLen)
 		w.WriteString("\r\n")
-	case r.chunked:
+	case r.ContentLength < 0:
 		w.WriteString("Transfer-Encoding: chunked\r\n")
-	case r.contentLength > 0:
+	case r.ContentLength > 0:
 		w.WriteString("Content-Length: ")
-		w.writeInt(r.contentLength)
+		w.writeInt(r.ContentLength)
 		w.WriteString("\r\n")
-	case r.contentLength == 0 && !methodWithoutBody(r.method):
+	case !methodWithoutBody(r.Method) && hasField(&r.Header, httpmsg.KindContentLength):
 		w.WriteString("Content-Length: 0\r\n")
 	}
-	if r.upgrade {
+	if r.Upgrade != nil {
 		w.WriteString("Connection: Upgrade\r\n")
 	}
 	w.WriteString("\r\n")
+}
+
+// hasField reports whether h has a field of kind k.
+func hasField(h *httpmsg.Header, k httpmsg.Kind) bool {
+	_, ok := h.GetKind(k)
+	return ok
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"testing"
+
+	"github.com/helios-lb/helios/internal/httpmsg"
 )
 
 // This file holds what the fuzz targets (fuzz_*_test.go, issue 10) share.
@@ -96,37 +98,37 @@ func checkWireHead(t *testing.T, head []byte) {
 }
 
 // fieldLines renders fields as "name: value" strings, for comparisons.
-func fieldLines(fields []field) []string {
+func fieldLines(fields []httpmsg.Field) []string {
 	out := make([]string, 0, len(fields))
 	for _, f := range fields {
-		out = append(out, string(f.name)+": "+string(f.value))
+		out = append(out, string(f.Name)+": "+string(f.Value))
 	}
 	return out
 }
 
 // connectionTokens reports whether the Connection fields among fields hold
 // the tokens close and keep-alive.
-func connectionTokens(fields []field) (closeTok, keepAlive bool) {
+func connectionTokens(fields []httpmsg.Field) (closeTok, keepAlive bool) {
 	for _, f := range fields {
-		if f.kind != kConnection {
+		if f.Kind != httpmsg.KindConnection {
 			continue
 		}
-		for _, tok := range bytes.Split(f.value, []byte(",")) {
+		for _, tok := range bytes.Split(f.Value, []byte(",")) {
 			tok = bytes.Trim(tok, " \t")
 			// ASCII case only: strings.ToLower would fold the Kelvin
 			// sign to k.
-			closeTok = closeTok || equalFold(tok, "close")
-			keepAlive = keepAlive || equalFold(tok, "keep-alive")
+			closeTok = closeTok || httpmsg.EqualFold(tok, "close")
+			keepAlive = keepAlive || httpmsg.EqualFold(tok, "keep-alive")
 		}
 	}
 	return closeTok, keepAlive
 }
 
 // countKinds counts the fields of each kind.
-func countKinds(fields []field) map[kind]int {
-	n := make(map[kind]int)
+func countKinds(fields []httpmsg.Field) map[httpmsg.Kind]int {
+	n := make(map[httpmsg.Kind]int)
 	for _, f := range fields {
-		n[f.kind]++
+		n[f.Kind]++
 	}
 	return n
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/helios-lb/helios/internal/httpmsg"
 )
 
 // requestVectors are request heads built on known smuggling and spoofing
@@ -126,7 +128,7 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		checkRequest(t, head, &r, lim)
 		checkForwardedRequest(t, &r, -1)
-		if r.hasBody() {
+		if r.HasBody() {
 			// A body buffered whole goes with its length.
 			checkForwardedRequest(t, &r, 3)
 		}
@@ -146,56 +148,56 @@ func checkRequestError(t *testing.T, head []byte, err error) {
 // terms.
 func checkRequest(t *testing.T, head []byte, r *request, lim limits) {
 	t.Helper()
-	if !isToken(r.method) || r.minor > 1 {
-		t.Fatalf("%q: got method %q, HTTP/1.%d", head, r.method, r.minor)
+	if !httpmsg.IsToken(r.Method) || r.minor > 1 {
+		t.Fatalf("%q: got method %q, HTTP/1.%d", head, r.Method, r.minor)
 	}
-	if len(r.uri) == 0 || (r.uri[0] != '/' && string(r.uri) != "*") || !bytes.HasPrefix(r.uri, r.path) {
-		t.Fatalf("%q: got uri %q, path %q; want origin-form or *, and a path that starts it", head, r.uri, r.path)
+	if len(r.Target) == 0 || (r.Target[0] != '/' && string(r.Target) != "*") || !bytes.HasPrefix(r.Target, r.Path) {
+		t.Fatalf("%q: got uri %q, path %q; want origin-form or *, and a path that starts it", head, r.Target, r.Path)
 	}
-	if !validHost(r.authority) || !bytes.HasPrefix(r.authority, r.host) {
-		t.Fatalf("%q: got host %q, authority %q", head, r.host, r.authority)
+	if !validHost(r.Authority) || !bytes.HasPrefix(r.Authority, r.Host) {
+		t.Fatalf("%q: got host %q, authority %q", head, r.Host, r.Authority)
 	}
-	n := countKinds(r.hdr.fields)
-	if n[kContentLength] > 0 && n[kTransferEncoding] > 0 {
+	n := countKinds(r.Header.Fields)
+	if n[httpmsg.KindContentLength] > 0 && n[httpmsg.KindTransferEncoding] > 0 {
 		t.Fatalf("%q: accepted with both Content-Length and Transfer-Encoding", head)
 	}
-	if n[kHost] > 1 || n[kHost] == 0 && r.minor == 1 && !r.hostOverride {
-		t.Fatalf("%q: accepted with %d Host fields", head, n[kHost])
+	if n[httpmsg.KindHost] > 1 || n[httpmsg.KindHost] == 0 && r.minor == 1 && !r.hostOverride {
+		t.Fatalf("%q: accepted with %d Host fields", head, n[httpmsg.KindHost])
 	}
-	if !r.hostOverride && n[kHost] == 1 {
-		if v, _ := r.hdr.get("host"); !bytes.Equal(v, r.authority) || len(v) == 0 {
-			t.Fatalf("%q: got authority %q, want the Host field %q, not empty", head, r.authority, v)
+	if !r.hostOverride && n[httpmsg.KindHost] == 1 {
+		if v, _ := r.Header.Get("host"); !bytes.Equal(v, r.Authority) || len(v) == 0 {
+			t.Fatalf("%q: got authority %q, want the Host field %q, not empty", head, r.Authority, v)
 		}
 	}
 	switch {
 	case r.chunked:
-		if r.contentLength != -1 || r.minor != 1 || n[kTransferEncoding] != 1 {
-			t.Fatalf("%q: chunked with length %d, HTTP/1.%d, %d Transfer-Encoding fields", head, r.contentLength, r.minor, n[kTransferEncoding])
+		if r.ContentLength != -1 || r.minor != 1 || n[httpmsg.KindTransferEncoding] != 1 {
+			t.Fatalf("%q: chunked with length %d, HTTP/1.%d, %d Transfer-Encoding fields", head, r.ContentLength, r.minor, n[httpmsg.KindTransferEncoding])
 		}
-	case n[kTransferEncoding] > 0:
+	case n[httpmsg.KindTransferEncoding] > 0:
 		t.Fatalf("%q: accepted with a Transfer-Encoding other than chunked", head)
-	case n[kContentLength] == 0:
-		if r.contentLength != -1 {
-			t.Fatalf("%q: got length %d without a Content-Length field", head, r.contentLength)
+	case n[httpmsg.KindContentLength] == 0:
+		if r.ContentLength != 0 {
+			t.Fatalf("%q: got length %d without a Content-Length field", head, r.ContentLength)
 		}
 	}
-	for _, f := range r.hdr.fields {
-		if !isToken(f.name) || !validValue(f.value) || !bytes.Equal(trimOWS(f.value), f.value) {
-			t.Fatalf("%q: field %q: %q accepted", head, f.name, f.value)
+	for _, f := range r.Header.Fields {
+		if !httpmsg.IsToken(f.Name) || !httpmsg.ValidValue(f.Value) || !bytes.Equal(httpmsg.TrimOWS(f.Value), f.Value) {
+			t.Fatalf("%q: field %q: %q accepted", head, f.Name, f.Value)
 		}
-		if cl, ok := parseContentLength(f.value); f.kind == kContentLength && (!ok || cl != r.contentLength) {
-			t.Fatalf("%q: got length %d, want %q", head, r.contentLength, f.value)
+		if cl, ok := parseContentLength(f.Value); f.Kind == httpmsg.KindContentLength && (!ok || cl != r.ContentLength) {
+			t.Fatalf("%q: got length %d, want %q", head, r.ContentLength, f.Value)
 		}
-		if !lim.underscores && bytes.IndexByte(f.name, '_') >= 0 && !f.drop {
-			t.Fatalf("%q: field %q kept, want it dropped (underscores_in_headers off)", head, f.name)
+		if !lim.underscores && bytes.IndexByte(f.Name, '_') >= 0 && !f.Drop {
+			t.Fatalf("%q: field %q kept, want it dropped (underscores_in_headers off)", head, f.Name)
 		}
 	}
-	closeTok, keepTok := connectionTokens(r.hdr.fields)
+	closeTok, keepTok := connectionTokens(r.Header.Fields)
 	if r.keepAlive != (!closeTok && (r.minor == 1 || keepTok)) {
 		t.Fatalf("%q: got keep-alive %v with close %v, keep-alive %v in HTTP/1.%d", head, r.keepAlive, closeTok, keepTok, r.minor)
 	}
-	if r.expect100 && r.minor != 1 || r.upgrade && r.minor != 1 {
-		t.Fatalf("%q: got expect %v, upgrade %v in HTTP/1.%d", head, r.expect100, r.upgrade, r.minor)
+	if r.Expect100 && r.minor != 1 || (r.Upgrade != nil) && r.minor != 1 {
+		t.Fatalf("%q: got expect %v, upgrade %v in HTTP/1.%d", head, r.Expect100, (r.Upgrade != nil), r.minor)
 	}
 }
 
@@ -204,93 +206,93 @@ func checkRequest(t *testing.T, head []byte, r *request, lim limits) {
 // and parsed again.
 func checkForwardedRequest(t *testing.T, r *request, bodyLen int64) {
 	t.Helper()
-	out := renderHead(t, func(w *writer) { writeRequestHead(w, r, fuzzClient, false, fuzzBackend, bodyLen, false) })
+	var fw httpmsg.Forwarder
+	hop := httpmsg.Hop{Client: fuzzClient, Backend: fuzzBackend}
+	out := renderHead(t, func(w *writer) { writeRequestHead(w, &fw, r, &hop, bodyLen) })
 	checkWireHead(t, out)
 	var r2 request
 	if err := parseRequestLimits(out, &r2, limits{underscores: true, maxFields: 1 << 20}); err != nil {
 		t.Fatalf("forwarded head %q: got %v, want it parsed", out, err)
 	}
-	if !bytes.Equal(r2.method, r.method) || !bytes.Equal(r2.target, r.uri) || r2.minor != 1 || r2.hostOverride {
-		t.Fatalf("forwarded head %q: got %q %q HTTP/1.%d, want %q %q HTTP/1.1 in origin-form", out, r2.method, r2.target, r2.minor, r.method, r.uri)
+	if !bytes.Equal(r2.Method, r.Method) || !bytes.Equal(r2.rawTarget, r.Target) || r2.minor != 1 || r2.hostOverride {
+		t.Fatalf("forwarded head %q: got %q %q HTTP/1.%d, want %q %q HTTP/1.1 in origin-form", out, r2.Method, r2.rawTarget, r2.minor, r.Method, r.Target)
 	}
-	wantAuthority := string(r.authority)
+	wantAuthority := string(r.Authority)
 	if !r.hasHost && !r.hostOverride {
 		wantAuthority = fuzzBackend
 	}
-	if string(r2.authority) != wantAuthority {
-		t.Fatalf("forwarded head %q: got host %q, want %q", out, r2.authority, wantAuthority)
+	if string(r2.Authority) != wantAuthority {
+		t.Fatalf("forwarded head %q: got host %q, want %q", out, r2.Authority, wantAuthority)
 	}
-	wantCL := r.contentLength
+	wantCL := r.ContentLength
 	switch {
 	case bodyLen >= 0:
 		wantCL = bodyLen
-	case r.contentLength == 0 && methodWithoutBody(r.method):
-		wantCL = -1 // "GET with Content-Length: 0" loses the field
 	}
-	if r2.chunked != (r.chunked && bodyLen < 0) || r2.contentLength != wantCL {
-		t.Fatalf("forwarded head %q: got chunked %v, length %d; want %v, %d", out, r2.chunked, r2.contentLength, r.chunked && bodyLen < 0, wantCL)
+	if r2.chunked != (r.chunked && bodyLen < 0) || r2.ContentLength != wantCL {
+		t.Fatalf("forwarded head %q: got chunked %v, length %d; want %v, %d", out, r2.chunked, r2.ContentLength, r.chunked && bodyLen < 0, wantCL)
 	}
-	if r2.upgrade != r.upgrade || !r2.keepAlive {
-		t.Fatalf("forwarded head %q: got upgrade %v, keep-alive %v; want %v, true", out, r2.upgrade, r2.keepAlive, r.upgrade)
+	if (r2.Upgrade != nil) != (r.Upgrade != nil) || !r2.keepAlive {
+		t.Fatalf("forwarded head %q: got upgrade %v, keep-alive %v; want %v, true", out, (r2.Upgrade != nil), r2.keepAlive, (r.Upgrade != nil))
 	}
 	// Fields: the end-to-end ones in order, none the parser marked to
 	// drop, and only the hop-by-hop and X-Forwarded-* ones Helios writes.
-	var dropped, kept []field
-	for _, f := range r.hdr.fields {
+	var dropped, kept []httpmsg.Field
+	for _, f := range r.Header.Fields {
 		switch {
-		case f.drop:
+		case f.Drop:
 			dropped = append(dropped, f)
-		case f.kind == kOther || f.kind == kTrailer:
+		case f.Kind == httpmsg.KindOther || f.Kind == httpmsg.KindTrailer:
 			kept = append(kept, f)
 		}
 	}
-	var ends []field
-	for _, f := range r2.hdr.fields {
-		if f.kind == kOther || f.kind == kTrailer {
+	var ends []httpmsg.Field
+	for _, f := range r2.Header.Fields {
+		if f.Kind == httpmsg.KindOther || f.Kind == httpmsg.KindTrailer {
 			ends = append(ends, f)
 		}
 		for _, d := range dropped {
-			if equalFoldBytes(f.name, d.name) {
-				t.Fatalf("forwarded head %q: has %q, which the parser marked to drop", out, f.name)
+			if httpmsg.EqualFoldBytes(f.Name, d.Name) {
+				t.Fatalf("forwarded head %q: has %q, which the parser marked to drop", out, f.Name)
 			}
 		}
 	}
 	if got, want := fieldLines(ends), fieldLines(kept); !slices.Equal(got, want) {
 		t.Fatalf("forwarded head %q: got end-to-end fields %q, want %q", out, got, want)
 	}
-	n := countKinds(r2.hdr.fields)
+	n := countKinds(r2.Header.Fields)
 	up := 0
-	if r.upgrade {
+	if r.Upgrade != nil {
 		up = 1
 	}
 	for _, c := range []struct {
 		name string
-		k    kind
+		k    httpmsg.Kind
 		want int
 	}{
-		{"Host", kHost, 1}, {"X-Forwarded-For", kXForwardedFor, 1}, {"X-Forwarded-Proto", kXForwardedProto, 1},
-		{"Upgrade", kUpgrade, up}, {"Connection", kConnection, up},
-		{"Keep-Alive", kKeepAlive, 0}, {"Proxy-*", kProxy, 0}, {"TE", kTE, 0}, {"Expect", kExpect, 0},
+		{"Host", httpmsg.KindHost, 1}, {"X-Forwarded-For", httpmsg.KindXForwardedFor, 1}, {"X-Forwarded-Proto", httpmsg.KindXForwardedProto, 1},
+		{"Upgrade", httpmsg.KindUpgrade, up}, {"Connection", httpmsg.KindConnection, up},
+		{"Keep-Alive", httpmsg.KindKeepAlive, 0}, {"Proxy-*", httpmsg.KindProxy, 0}, {"TE", httpmsg.KindTE, 0}, {"Expect", httpmsg.KindExpect, 0},
 	} {
 		if n[c.k] != c.want {
 			t.Fatalf("forwarded head %q: got %d %s fields, want %d", out, n[c.k], c.name, c.want)
 		}
 	}
 	var prior []string
-	for _, f := range r.hdr.fields {
-		if f.kind == kXForwardedFor && len(f.value) > 0 {
-			prior = append(prior, string(f.value))
+	for _, f := range r.Header.Fields {
+		if f.Kind == httpmsg.KindXForwardedFor && len(f.Value) > 0 {
+			prior = append(prior, string(f.Value))
 		}
 	}
 	wantXFF := strings.Join(append(prior, fuzzClient.String()), ", ")
-	if v, _ := r2.hdr.get("x-forwarded-for"); string(v) != wantXFF {
+	if v, _ := r2.Header.Get("x-forwarded-for"); string(v) != wantXFF {
 		t.Fatalf("forwarded head %q: got X-Forwarded-For %q, want %q", out, v, wantXFF)
 	}
-	if v, _ := r2.hdr.get("x-forwarded-proto"); string(v) != "http" {
+	if v, _ := r2.Header.Get("x-forwarded-proto"); string(v) != "http" {
 		t.Fatalf("forwarded head %q: got X-Forwarded-Proto %q, want http", out, v)
 	}
-	if v, ok := r2.hdr.get("x-forwarded-host"); string(v) != string(r.authority) || ok != (len(r.authority) > 0) || n[kXForwardedHost] > 1 {
-		t.Fatalf("forwarded head %q: got X-Forwarded-Host %q (%d fields), want %q", out, v, n[kXForwardedHost], r.authority)
+	if v, ok := r2.Header.Get("x-forwarded-host"); string(v) != string(r.Authority) || ok != (len(r.Authority) > 0) || n[httpmsg.KindXForwardedHost] > 1 {
+		t.Fatalf("forwarded head %q: got X-Forwarded-Host %q (%d fields), want %q", out, v, n[httpmsg.KindXForwardedHost], r.Authority)
 	}
 }
 
@@ -308,12 +310,12 @@ var netHTTPExceptions = []struct {
 			"number (5 and 05); net/http compares their spellings. Helios forwards one Content-Length of its own.",
 		applies: func(r *request) bool {
 			var first []byte
-			for _, f := range r.hdr.fields {
-				if f.kind == kContentLength {
-					if first != nil && !bytes.Equal(f.value, first) {
+			for _, f := range r.Header.Fields {
+				if f.Kind == httpmsg.KindContentLength {
+					if first != nil && !bytes.Equal(f.Value, first) {
 						return true
 					}
-					first = f.value
+					first = f.Value
 				}
 			}
 			return false
@@ -324,7 +326,7 @@ var netHTTPExceptions = []struct {
 		why: "Helios checks a target only for bytes that would break the request line and forwards it as " +
 			"received, as nginx does; net/http parses it as a URL and refuses, for example, a bad percent-escape.",
 		applies: func(r *request) bool {
-			_, err := url.ParseRequestURI(string(r.target))
+			_, err := url.ParseRequestURI(string(r.rawTarget))
 			return err != nil
 		},
 	},
@@ -352,14 +354,14 @@ func compareRequestWithNetHTTP(t *testing.T, head []byte, r *request, err error)
 		t.Fatalf("%q: net/http refuses it (%v), Helios accepts it", head, goErr)
 	}
 	goChunked := len(goReq.TransferEncoding) > 0
-	wantCL := max(r.contentLength, 0)
+	wantCL := max(r.ContentLength, 0)
 	if r.chunked {
 		wantCL = -1
 	}
-	if goReq.Method != string(r.method) || goReq.RequestURI != string(r.target) || goReq.Host != string(r.authority) ||
+	if goReq.Method != string(r.Method) || goReq.RequestURI != string(r.rawTarget) || goReq.Host != string(r.Authority) ||
 		goChunked != r.chunked || goReq.ContentLength != wantCL || goReq.Close == r.keepAlive {
 		t.Fatalf("%q: net/http got %s %s host %q, chunked %v, length %d, close %v; Helios %s %s host %q, chunked %v, length %d, keep-alive %v",
 			head, goReq.Method, goReq.RequestURI, goReq.Host, goChunked, goReq.ContentLength, goReq.Close,
-			r.method, r.target, r.authority, r.chunked, r.contentLength, r.keepAlive)
+			r.Method, r.rawTarget, r.Authority, r.chunked, r.ContentLength, r.keepAlive)
 	}
 }

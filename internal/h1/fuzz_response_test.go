@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"slices"
 	"testing"
+
+	"github.com/helios-lb/helios/internal/httpmsg"
 )
 
 // responseVectors are response heads that have split caches and desynced
@@ -78,7 +80,7 @@ func FuzzParseResponse(f *testing.F) {
 		}
 		checkResponse(t, head, &r, forHEAD)
 		compareResponseWithNetHTTP(t, head, &r, forHEAD)
-		if r.status >= 200 {
+		if r.Status >= 200 {
 			// Interim answers are not relayed, and a 101 becomes a tunnel:
 			// only final heads are rendered for the client.
 			checkRelayedResponse(t, &r, forHEAD, http10Client)
@@ -95,46 +97,46 @@ func noResponseBody(status int, forHEAD bool) bool {
 // checkResponse checks what parseResponse made of head on its own terms.
 func checkResponse(t *testing.T, head []byte, r *response, forHEAD bool) {
 	t.Helper()
-	if r.status < 100 || r.status > 599 || r.minor > 1 {
-		t.Fatalf("%q: got status %d, HTTP/1.%d", head, r.status, r.minor)
+	if r.Status < 100 || r.Status > 599 || r.minor > 1 {
+		t.Fatalf("%q: got status %d, HTTP/1.%d", head, r.Status, r.minor)
 	}
 	// RFC 9112 §4: reason-phrase = *( HTAB / SP / VCHAR / obs-text ).
-	if !validValue(r.reason) {
-		t.Fatalf("%q: reason %q accepted", head, r.reason)
+	if !httpmsg.ValidValue(r.Reason) {
+		t.Fatalf("%q: reason %q accepted", head, r.Reason)
 	}
-	for _, f := range r.hdr.fields {
-		if !isToken(f.name) || !validValue(f.value) || !bytes.Equal(trimOWS(f.value), f.value) {
-			t.Fatalf("%q: field %q: %q accepted", head, f.name, f.value)
+	for _, f := range r.Header.Fields {
+		if !httpmsg.IsToken(f.Name) || !httpmsg.ValidValue(f.Value) || !bytes.Equal(httpmsg.TrimOWS(f.Value), f.Value) {
+			t.Fatalf("%q: field %q: %q accepted", head, f.Name, f.Value)
 		}
 	}
-	n := countKinds(r.hdr.fields)
+	n := countKinds(r.Header.Fields)
 	switch {
-	case noResponseBody(r.status, forHEAD):
-		if r.contentLength != 0 || r.chunked || r.untilClose {
-			t.Fatalf("%q: got length %d, chunked %v, until close %v; want no body", head, r.contentLength, r.chunked, r.untilClose)
+	case noResponseBody(r.Status, forHEAD):
+		if r.ContentLength != 0 || r.chunked || r.untilClose {
+			t.Fatalf("%q: got length %d, chunked %v, until close %v; want no body", head, r.ContentLength, r.chunked, r.untilClose)
 		}
 	case r.chunked:
-		if r.contentLength != -1 || r.untilClose || n[kTransferEncoding] == 0 {
-			t.Fatalf("%q: chunked with length %d, until close %v", head, r.contentLength, r.untilClose)
+		if r.ContentLength != -1 || r.untilClose || n[httpmsg.KindTransferEncoding] == 0 {
+			t.Fatalf("%q: chunked with length %d, until close %v", head, r.ContentLength, r.untilClose)
 		}
 	case r.untilClose:
-		if r.contentLength != -1 {
-			t.Fatalf("%q: until close with length %d", head, r.contentLength)
+		if r.ContentLength != -1 {
+			t.Fatalf("%q: until close with length %d", head, r.ContentLength)
 		}
 	default:
-		if r.contentLength < 0 || n[kTransferEncoding] > 0 {
-			t.Fatalf("%q: got length %d, with %d Transfer-Encoding fields; want a length and none", head, r.contentLength, n[kTransferEncoding])
+		if r.ContentLength < 0 || n[httpmsg.KindTransferEncoding] > 0 {
+			t.Fatalf("%q: got length %d, with %d Transfer-Encoding fields; want a length and none", head, r.ContentLength, n[httpmsg.KindTransferEncoding])
 		}
-		for _, f := range r.hdr.fields {
-			if cl, _ := parseContentLength(f.value); f.kind == kContentLength && cl != r.contentLength {
-				t.Fatalf("%q: got length %d, want %q", head, r.contentLength, f.value)
+		for _, f := range r.Header.Fields {
+			if cl, _ := parseContentLength(f.Value); f.Kind == httpmsg.KindContentLength && cl != r.ContentLength {
+				t.Fatalf("%q: got length %d, want %q", head, r.ContentLength, f.Value)
 			}
 		}
 	}
-	closeTok, keepTok := connectionTokens(r.hdr.fields)
+	closeTok, keepTok := connectionTokens(r.Header.Fields)
 	unsafe := r.untilClose || // the end of the body is the end of the connection
-		r.minor == 0 && n[kTransferEncoding] > 0 || // RFC 9112 §6.1: faulty framing
-		!noResponseBody(r.status, forHEAD) && n[kTransferEncoding] > 0 && n[kContentLength] > 0 // RFC 9112 §6.3 rule 3
+		r.minor == 0 && n[httpmsg.KindTransferEncoding] > 0 || // RFC 9112 §6.1: faulty framing
+		!noResponseBody(r.Status, forHEAD) && n[httpmsg.KindTransferEncoding] > 0 && n[httpmsg.KindContentLength] > 0 // RFC 9112 §6.3 rule 3
 	if r.keepAlive && (unsafe || closeTok || r.minor == 0 && !keepTok) {
 		t.Fatalf("%q: connection kept alive", head)
 	}
@@ -148,9 +150,9 @@ func checkResponse(t *testing.T, head []byte, r *response, forHEAD bool) {
 // and checks the result on the wire and parsed again.
 func checkRelayedResponse(t *testing.T, r *response, forHEAD, http10Client bool) {
 	t.Helper()
-	req := request{method: []byte("GET"), minor: 1}
+	req := request{Request: httpmsg.Request{Method: []byte("GET")}, minor: 1}
 	if forHEAD {
-		req.method = []byte("HEAD")
+		req.Method = []byte("HEAD")
 	}
 	if http10Client {
 		req.minor = 0
@@ -158,7 +160,7 @@ func checkRelayedResponse(t *testing.T, r *response, forHEAD, http10Client bool)
 	bodyOut, chunkOut, closeAfter := framing(&req, r)
 	render := func(r *response, chunkOut bool) []byte {
 		return renderHead(t, func(w *writer) {
-			writeResponseHead(w, r, chunkOut)
+			writeResponseHead(w, r, bodyOut, chunkOut)
 			w.WriteString("\r\n")
 		})
 	}
@@ -168,12 +170,12 @@ func checkRelayedResponse(t *testing.T, r *response, forHEAD, http10Client bool)
 	if err := parseResponse(out, &r2, forHEAD); err != nil {
 		t.Fatalf("relayed head %q: got %v, want it parsed", out, err)
 	}
-	if r2.status != r.status || !bytes.Equal(r2.reason, r.reason) || r2.minor != 1 {
-		t.Fatalf("relayed head %q: got status line %d %q HTTP/1.%d, want %d %q HTTP/1.1", out, r2.status, r2.reason, r2.minor, r.status, r.reason)
+	if r2.Status != r.Status || !bytes.Equal(r2.Reason, r.Reason) || r2.minor != 1 {
+		t.Fatalf("relayed head %q: got status line %d %q HTTP/1.%d, want %d %q HTTP/1.1", out, r2.Status, r2.Reason, r2.minor, r.Status, r.Reason)
 	}
 	switch {
 	case !bodyOut:
-		if r2.contentLength != 0 || r2.chunked || r2.untilClose {
+		if r2.ContentLength != 0 || r2.chunked || r2.untilClose {
 			t.Fatalf("relayed head %q has a body", out)
 		}
 	case chunkOut:
@@ -187,18 +189,18 @@ func checkRelayedResponse(t *testing.T, r *response, forHEAD, http10Client bool)
 			t.Fatalf("relayed head %q: got until close %v, closing %v; want both", out, r2.untilClose, closeAfter)
 		}
 	default:
-		if r2.contentLength != r.contentLength || r2.chunked || r2.untilClose {
-			t.Fatalf("relayed head %q: got length %d, want %d", out, r2.contentLength, r.contentLength)
+		if r2.ContentLength != r.ContentLength || r2.chunked || r2.untilClose {
+			t.Fatalf("relayed head %q: got length %d, want %d", out, r2.ContentLength, r.ContentLength)
 		}
 	}
 	// The end-to-end fields go on in order; hop-by-hop ones, those the
 	// Connection header named and framing the body no longer has do not.
-	var want []field
-	for _, f := range r.hdr.fields {
+	var want []httpmsg.Field
+	for _, f := range r.Header.Fields {
 		switch {
-		case f.drop, f.kind.hop(),
-			f.kind == kTrailer && !chunkOut,
-			f.kind == kContentLength && (r.chunked || r.untilClose):
+		case f.Drop, f.Kind.HopByHop(),
+			f.Kind == httpmsg.KindTrailer && !chunkOut,
+			f.Kind == httpmsg.KindContentLength && (r.chunked || r.untilClose):
 			continue
 		}
 		want = append(want, f)
@@ -207,7 +209,7 @@ func checkRelayedResponse(t *testing.T, r *response, forHEAD, http10Client bool)
 	if chunkOut {
 		wantLines = append(wantLines, "Transfer-Encoding: chunked")
 	}
-	if got := fieldLines(r2.hdr.fields); !slices.Equal(got, wantLines) {
+	if got := fieldLines(r2.Header.Fields); !slices.Equal(got, wantLines) {
 		t.Fatalf("relayed head %q: got fields %q, want %q", out, got, wantLines)
 	}
 	// What was relayed, relayed again, is the same bytes.
@@ -238,24 +240,24 @@ func compareResponseWithNetHTTP(t *testing.T, head []byte, r *response, forHEAD 
 		return
 	}
 	resp.Body.Close()
-	if resp.StatusCode != r.status {
-		t.Fatalf("%q: net/http got status %d, Helios %d", head, resp.StatusCode, r.status)
+	if resp.StatusCode != r.Status {
+		t.Fatalf("%q: net/http got status %d, Helios %d", head, resp.StatusCode, r.Status)
 	}
 	if resp.Close && r.keepAlive {
 		t.Fatalf("%q: net/http closes the connection, Helios keeps it", head)
 	}
-	if noResponseBody(r.status, forHEAD) {
+	if noResponseBody(r.Status, forHEAD) {
 		return
 	}
-	if r.minor == 0 && countKinds(r.hdr.fields)[kTransferEncoding] > 0 {
+	if r.minor == 0 && countKinds(r.Header.Fields)[httpmsg.KindTransferEncoding] > 0 {
 		// net/http ignores Transfer-Encoding in HTTP/1.0 messages (its
 		// issue 12785); Helios applies RFC 9112 §6.3 and then closes.
 		return
 	}
 	goChunked := len(resp.TransferEncoding) > 0
 	goUntilClose := !goChunked && resp.ContentLength < 0
-	if goChunked != r.chunked || goUntilClose != r.untilClose || !goChunked && !goUntilClose && resp.ContentLength != r.contentLength {
+	if goChunked != r.chunked || goUntilClose != r.untilClose || !goChunked && !goUntilClose && resp.ContentLength != r.ContentLength {
 		t.Fatalf("%q: net/http got chunked %v, length %d; Helios chunked %v, until close %v, length %d",
-			head, goChunked, resp.ContentLength, r.chunked, r.untilClose, r.contentLength)
+			head, goChunked, resp.ContentLength, r.chunked, r.untilClose, r.ContentLength)
 	}
 }

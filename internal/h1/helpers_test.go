@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/helios-lb/helios/internal/httpmsg"
 )
 
 // testTimeout bounds every blocking step of a socket test, so a broken
@@ -147,4 +149,19 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// lines renders what the section passes on (httpmsg.TrailerFields) as
+// "name: value\r\n" lines, for comparisons.
+func (t *trailerSection) lines() []byte {
+	var s lineSink
+	httpmsg.TrailerFields(&s, &t.hdr)
+	return s.b
+}
+
+// lineSink renders fields as HTTP/1.1 lines.
+type lineSink struct{ b []byte }
+
+func (s *lineSink) Field(name, value []byte) {
+	s.b = append(append(append(append(s.b, name...), ": "...), value...), "\r\n"...)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/helios-lb/helios/internal/bodybuf"
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/wire"
 )
 
@@ -25,7 +26,7 @@ import (
 // not wait for before the request begins.
 func (c *lconn) streamingBody() bool {
 	r := &c.req
-	return r.chunked || r.contentLength > maxLoopBody || r.expect100 && r.contentLength > 0
+	return r.chunked || r.ContentLength > maxLoopBody || r.Expect100 && r.ContentLength > 0
 }
 
 // holdSmallBody charges the connection's request buffers for a small body
@@ -43,10 +44,10 @@ func (c *lconn) holdSmallBody() bool {
 	if acct == nil {
 		return true
 	}
-	if !acct.Reserve(c.req.contentLength) {
+	if !acct.Reserve(c.req.ContentLength) {
 		return false
 	}
-	c.smallAcct, c.smallHeld = acct, c.req.contentLength
+	c.smallAcct, c.smallHeld = acct, c.req.ContentLength
 	return true
 }
 
@@ -107,7 +108,7 @@ func (c *lconn) pumpReq() {
 	if u == nil || !c.streaming {
 		return
 	}
-	chunked := c.req.chunked
+	chunked := c.req.ContentLength < 0
 	for {
 		if u.busy() && (u.fileLeft() || len(u.fw.pending) > c.opts.outputLimit()) {
 			return
@@ -145,7 +146,7 @@ func (c *lconn) pumpReq() {
 		case err == io.EOF:
 			if chunked {
 				u.w.WriteString("0\r\n")
-				u.w.Write(c.reqBody.trailer)
+				httpmsg.TrailerFields(&u.w, &c.reqTrailer().hdr)
 				u.w.WriteString("\r\n")
 			}
 			c.streaming = false
@@ -460,7 +461,7 @@ func (c *lconn) spilled(gen uint32, err error) {
 // goes when the file part has).
 func (c *lconn) sendBuffered() {
 	u := c.up
-	if c.req.chunked && c.bodyBuf == bufferedPrefix {
+	if c.req.ContentLength < 0 && c.bodyBuf == bufferedPrefix {
 		u.w.writeHex(c.bb.Len())
 		u.w.WriteString("\r\n")
 		c.prefixCRLF = true

@@ -10,11 +10,12 @@ import (
 	"os"
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
+
 	"golang.org/x/net/http2"
 	"golang.org/x/sys/unix"
 
 	"github.com/helios-lb/helios/internal/bodybuf"
-	"github.com/helios-lb/helios/internal/static"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -31,6 +32,7 @@ const (
 	lsTunnel                  // an upgraded connection: bytes both ways
 	lsFile                    // sending a static file (lfile.go)
 	lsFlush                   // answer done; output still pending
+	lsHello                   // a TLS connection waiting for its ClientHello (ltls.go)
 	lsHandshake               // a TLS handshake runs on its goroutine (ltls.go)
 	lsClosing                 // closed while its handshake runs: closes when it ends
 	lsH2                      // an HTTP/2 connection: its streams are exchanges of their own (lh2.go)
@@ -52,6 +54,8 @@ const (
 	dlQueue          // a connection to a capped backend
 	dlH2Tick         // an HTTP/2 connection's next tick
 	dlH2Linger       // an ended HTTP/2 connection waiting for the client's close
+	dlHello          // a TLS client's ClientHello
+	dlBackoff        // a retry's backoff (lwait.go)
 )
 
 // maxLoopBody is the largest request body the loop reads whole before the
@@ -136,6 +140,8 @@ type lconn struct {
 	bodyDeadline int64
 	// flowDone: the exchange's flow has been finished.
 	flowDone bool
+	// arena is the memory Alloc lends the exchange's pipeline.
+	arena []byte
 	// gen numbers the exchanges on this connection, so that a spill
 	// write finishing late knows whether its exchange is still on.
 	gen uint32
@@ -168,7 +174,7 @@ type lconn struct {
 	queued *lpool
 	// file is a static answer in progress; fileOff..fileEnd is what is
 	// left of its range (over TLS; without, fw keeps it).
-	file             static.Answer
+	file             wire.FileAnswer
 	fileOff, fileEnd int64
 	be               *upstream.Backend
 	up               *lupconn
@@ -177,6 +183,9 @@ type lconn struct {
 	chunkOut         bool
 	// resolving: the attempt waits for this pool's host name lookup.
 	resolving *lpool
+	// tryDeadline ends the current attempt (the transport's TryTimeout,
+	// lwait.go); 0: none.
+	tryDeadline int64
 }
 
 // allocConn returns a connection from the free list, or a new one.
@@ -235,11 +244,11 @@ func (l *loop) freeConn(c *lconn) {
 
 func (c *lconn) setDeadline(kind uint8, d time.Duration) {
 	c.dkind = kind
-	if d <= 0 {
-		c.deadline = 0
-		return
+	c.deadline = 0
+	if d > 0 {
+		c.deadline = c.l.now + int64(d)
 	}
-	c.deadline = c.l.now + int64(d)
+	c.boundTry()
 }
 
 // event handles readiness of the client socket.
@@ -254,6 +263,10 @@ func (c *lconn) event(ev uint32) {
 	}
 	if c.state == lsH2 {
 		c.h2event(ev)
+		return
+	}
+	if c.state == lsHello {
+		c.readHello()
 		return
 	}
 	if c.state == lsHandshake || c.state == lsClosing {
@@ -362,7 +375,11 @@ func (c *lconn) serveInput() {
 		}
 		if c.state == lsIdle {
 			c.opts = c.ll.opts.Load()
-			if !c.readHead() {
+			if c.h2s != nil {
+				if !c.streamHead() {
+					return
+				}
+			} else if !c.readHead() {
 				return // waiting for more bytes, or refused, or closed
 			}
 		}
@@ -419,6 +436,9 @@ func (c *lconn) readHead() bool {
 					}
 					c.refuse(err, false)
 					return false
+				}
+				if c.opts.TLS != nil {
+					c.req.Scheme = schemeHTTPS
 				}
 				c.reqDeadline = 0
 				if rt := c.opts.ReadTimeout; rt > 0 {
@@ -482,14 +502,14 @@ func (c *lconn) readHead() bool {
 // other body is read as the request goes on (streamingBody).
 func (c *lconn) readBody() bool {
 	r := &c.req
-	if r.contentLength <= 0 || c.streamingBody() || !c.holdSmallBody() {
+	if r.ContentLength <= 0 || c.streamingBody() || !c.holdSmallBody() {
 		return true
 	}
-	need := c.rd.pin + int(r.contentLength)
+	need := c.rd.pin + int(r.ContentLength)
 	if len(c.rd.buf) < need {
 		c.rd.grow(need)
 	}
-	for len(c.rd.buffered()) < int(r.contentLength) {
+	for len(c.rd.buffered()) < int(r.ContentLength) {
 		err := c.rd.fill()
 		switch {
 		case err == nil:
@@ -518,7 +538,7 @@ func (c *lconn) refuse(err error, routed bool) {
 		se = &statusError{400, "bad request"}
 	}
 	if !routed {
-		c.req.method = nil
+		c.req.Method = nil
 	}
 	c.req.keepAlive = false
 	c.closeAfter = true
@@ -526,7 +546,7 @@ func (c *lconn) refuse(err error, routed bool) {
 	c.respStarted = false
 	c.respondText(se.status, se.msg)
 	c.flow.Refused(c, se.status, err)
-	c.req.method = nil
+	c.req.Method = nil
 	c.endOutput()
 }
 
@@ -544,8 +564,10 @@ func (c *lconn) begin() {
 	c.bodySent = false
 	c.replay = false
 	c.tries = 0
+	c.tryDeadline = 0
 	c.deadline, c.dkind = 0, dlNone
 	c.gen++
+	c.arena = c.arena[:0]
 	c.flowDone = false
 	c.streaming, c.buffering, c.bufferEOF, c.prefixCRLF = false, false, false, false
 	c.inClosed, c.outClosed, c.inShut, c.outShut = false, false, false, false
@@ -554,12 +576,15 @@ func (c *lconn) begin() {
 	switch {
 	case c.req.chunked:
 		c.reqBody.reset(&c.rd, bodyChunked, 0)
-	case c.req.contentLength > 0:
-		c.reqBody.reset(&c.rd, bodyFixed, c.req.contentLength)
+	case c.req.ContentLength > 0:
+		c.reqBody.reset(&c.rd, bodyFixed, c.req.ContentLength)
+	case c.req.ContentLength < 0:
+		// A stream's body of undeclared length: as long as its DATA.
+		c.reqBody.reset(&c.rd, bodyUntilClose, 0)
 	default:
 		c.reqBody.reset(&c.rd, bodyNone, 0)
 	}
-	if c.req.expect100 && c.bodyPending() {
+	if c.req.Expect100 && c.bodyPending() {
 		c.reqBody.onFirstRead = c.continueFn
 	}
 	c.act(c.flow.Begin(c))
@@ -574,16 +599,22 @@ func (c *lconn) act(a wire.Action) {
 		c.flow.Sent(status, int64(len(body)), err)
 		c.finish()
 	case wire.ActServeHTTP:
-		// An in-process handler: files are served by the loop itself
-		// (lfile.go); a net/http handler, which may block, is forwarded
-		// to as an in-process backend (local.go).
+		// A net/http handler, which may block, is forwarded to as an
+		// in-process backend (local.go).
 		c.serveLocal(c.flow.Handler())
+	case wire.ActServeFile:
+		// Files are sent by the loop itself (lfile.go).
+		c.serveFile(c.flow.Files())
 	case wire.ActForward:
 		c.tr, c.be = c.flow.Target()
 		c.tries = 0
 		c.local = nil
 		c.flushOut() // earlier pipelined answers go before we wait
+		c.startTry()
 		c.attempt()
+	case wire.ActWait:
+		c.flushOut()
+		c.wait()
 	case wire.ActSend:
 		c.startSend()
 	case wire.ActBuffer:
@@ -612,7 +643,7 @@ func (c *lconn) forwarded(status int, err error) {
 func (c *lconn) startSend() {
 	u := c.up
 	r := &u.resp
-	if r.status == 101 {
+	if r.Status == 101 {
 		c.startTunnel()
 		return
 	}
@@ -622,14 +653,14 @@ func (c *lconn) startSend() {
 	}
 	c.state = lsSend
 	c.respStarted = true
-	c.respStatus = r.status
+	c.respStatus = r.Status
 	c.ensureWriter()
 	bodyOut, chunkOut, closeAfter := framing(&c.req, r)
 	if closeAfter {
 		c.closeAfter = true
 	}
 	c.chunkOut = chunkOut
-	writeResponseHead(&c.wr, r, chunkOut)
+	writeResponseHead(&c.wr, r, bodyOut, chunkOut)
 	c.writeConnectionHeader()
 	c.wr.WriteString("\r\n")
 	// The head has been copied out: its bytes need not stay pinned.
@@ -677,7 +708,7 @@ func (c *lconn) pump() {
 		case err == io.EOF:
 			if c.chunkOut {
 				w.WriteString("0\r\n")
-				w.Write(u.body.trailer)
+				httpmsg.TrailerFields(w, &u.respTrailer().hdr)
 				w.WriteString("\r\n")
 			}
 			c.sendDone(nil)
@@ -985,6 +1016,10 @@ func (c *lconn) timeout() {
 		c.forwarded(0, fmt.Errorf("%w: %s: no connection free within %v", wire.ErrBackendBusy, p.addr, c.tr.Settings.QueueTimeout))
 	case dlH2Tick, dlH2Linger:
 		c.h2tick()
+	case dlHello:
+		c.noHello()
+	case dlBackoff:
+		c.act(c.flow.Resume())
 	default:
 		c.deadline = 0
 	}
@@ -1057,23 +1092,23 @@ func (c *lconn) dropExchange() {
 
 // --- wire.Exchange ---
 
-func (c *lconn) Method() []byte         { return c.req.method }
-func (c *lconn) Host() []byte           { return c.req.host }
-func (c *lconn) Path() []byte           { return c.req.path }
+func (c *lconn) Method() []byte         { return c.req.Method }
+func (c *lconn) Host() []byte           { return c.req.Host }
+func (c *lconn) Path() []byte           { return c.req.Path }
 func (c *lconn) ClientAddr() netip.Addr { return c.remote.Addr() }
-func (c *lconn) HasBody() bool          { return c.req.hasBody() }
+func (c *lconn) HasBody() bool          { return c.req.HasBody() }
 func (c *lconn) BodyStarted() bool      { return c.bodySent }
-func (c *lconn) Upgrade() []byte        { return c.req.upgradeProtocols() }
-func (c *lconn) RefuseUpgrade()         { c.req.upgrade = false }
+func (c *lconn) Upgrade() []byte        { return c.req.Upgrade }
+func (c *lconn) RefuseUpgrade()         { c.req.Upgrade = nil }
 func (c *lconn) BodyLength() int64      { return bodyLength(&c.req) }
 func (c *lconn) BodyRead() int64        { return c.reqBody.read }
 
 // Header returns the first value of the request field named name (any
 // case); nil when absent (wire.Exchange, static.Request).
 func (c *lconn) Header(name string) []byte {
-	for i := range c.req.hdr.fields {
-		if f := &c.req.hdr.fields[i]; equalFoldBytes(f.name, name) {
-			return f.value
+	for i := range c.req.Header.Fields {
+		if f := &c.req.Header.Fields[i]; httpmsg.EqualFoldBytes(f.Name, name) {
+			return f.Value
 		}
 	}
 	return nil
@@ -1081,8 +1116,8 @@ func (c *lconn) Header(name string) []byte {
 
 // Query returns the query of the request target, without the "?".
 func (c *lconn) Query() []byte {
-	if i := bytes.IndexByte(c.req.uri, '?'); i >= 0 {
-		return c.req.uri[i+1:]
+	if i := bytes.IndexByte(c.req.Target, '?'); i >= 0 {
+		return c.req.Target[i+1:]
 	}
 	return nil
 }
@@ -1120,18 +1155,38 @@ var (
 	proto20                = []byte("HTTP/2.0")
 )
 
-// ForwardRequestID lends the request's id buffer to the pipeline; the
-// request goes to backends with that id as X-Request-Id, and the
-// client's X-Request-Id fields are dropped.
-func (c *lconn) ForwardRequestID(n int) []byte {
-	n = min(n, len(c.req.id))
-	c.req.idLen = n
-	for i := range c.req.hdr.fields {
-		if f := &c.req.hdr.fields[i]; equalFold(f.name, "x-request-id") {
-			f.drop = true
-		}
+// Request returns the request head (wire.Exchange).
+func (c *lconn) Request() *httpmsg.Request { return &c.req.Request }
+
+// Response returns the backend's answer's head once it has come
+// (wire.Exchange).
+func (c *lconn) Response() *httpmsg.Response {
+	if c.up == nil || c.up.state != upBody && c.up.state != upTunnel {
+		return nil
 	}
-	return c.req.id[:n]
+	return &c.up.resp.Response
+}
+
+// Alloc lends n bytes of the exchange's arena (wire.Exchange): from its
+// current block, or a new block when that has no room (slices lent from
+// the old one stay valid: the block lives as long as they do). The arena
+// starts over with each exchange.
+func (c *lconn) Alloc(n int) []byte {
+	if cap(c.arena)-len(c.arena) < n {
+		c.arena = make([]byte, 0, max(arenaBlock, n))
+	}
+	i := len(c.arena)
+	c.arena = c.arena[:i+n]
+	return c.arena[i : i+n : i+n]
+}
+
+// arenaBlock is the size of an exchange's arena block (Alloc).
+const arenaBlock = 512
+
+// hop says how the exchange's request is forwarded (ActForward, or an
+// in-process handler's ActServeHTTP).
+func (c *lconn) hop() httpmsg.Hop {
+	return httpmsg.Hop{Client: c.remote.Addr(), TLS: c.opts.TLS != nil, Local: c.local != nil, Backend: c.be.Addr}
 }
 
 // LimitBody bounds what is read of the request body: past max it fails
@@ -1142,14 +1197,14 @@ func (c *lconn) LimitBody(max int64) { c.reqBody.limit = max }
 // checkBuffered checks a body the loop already holds whole in its read
 // buffer against lim.
 func (c *lconn) checkBuffered(lim wire.BufferLimits) error {
-	if n := c.req.contentLength; !lim.Stream && !lim.Discard && n > int64(lim.Memory)+lim.File {
+	if n := c.req.ContentLength; !lim.Stream && !lim.Discard && n > int64(lim.Memory)+lim.File {
 		return fmt.Errorf("%w: %d bytes buffer at most %d", wire.ErrBodyTooLarge, n, int64(lim.Memory)+lim.File)
 	}
 	return nil
 }
 
 // Respond sends a complete answer with a fixed body.
-func (c *lconn) Respond(status int, header []byte, body []byte) error {
+func (c *lconn) Respond(status int, header *httpmsg.Header, body []byte) error {
 	if c.respStarted {
 		return errors.New("h1: response already started")
 	}
@@ -1163,7 +1218,7 @@ func (c *lconn) Respond(status int, header []byte, body []byte) error {
 	writeFixedHead(w, c.l.eng.status.line(status), c.l.eng.date.line(time.Unix(0, c.l.now)), header, status, len(body))
 	c.writeConnectionHeader()
 	w.WriteString("\r\n")
-	c.respBytes = writeFixedBody(w, status, c.req.method, body)
+	c.respBytes = writeFixedBody(w, status, c.req.Method, body)
 	if w.err != nil {
 		c.broken = true
 		return wrapClientErr(w.err)

@@ -6,28 +6,22 @@ import (
 	"io"
 	"time"
 
-	"github.com/helios-lb/helios/internal/static"
 	"github.com/helios-lb/helios/internal/wire"
 )
 
-// Static files on the loop. A route's file handler (internal/static)
-// plans the whole answer — status, head lines, and which byte range of
-// which open file — from its open-file cache, without writing anything;
+// Static files on the loop. A route's file planner (wire.Files,
+// internal/static's) plans the whole answer — status, fields, and which
+// byte range of which open file — from its open-file cache, without
+// writing anything;
 // the loop writes the head and sends the range with sendfile(2), so the
 // file's bytes never enter user space (over TLS they must: they are read
 // with pread and go through the tls.Conn, with the same backpressure as
 // any answer).
 
-// filePlanner is an in-process handler the loop serves itself: files
-// (static.Handler).
-type filePlanner interface {
-	Shard(i int) *static.Planner
-}
-
-// serveFile answers from a file planner.
-func (c *lconn) serveFile(fp filePlanner) {
+// serveFile answers from a file planner (ActServeFile).
+func (c *lconn) serveFile(fs wire.Files) {
 	a := &c.file
-	fp.Shard(c.l.id).Plan(c, a)
+	fs.PlanFile(c.l.id, c, a)
 	c.respStarted = true
 	c.respStatus = a.Status
 	if c.h2s != nil {
@@ -38,7 +32,7 @@ func (c *lconn) serveFile(fp filePlanner) {
 	w := &c.wr
 	w.Write(c.l.eng.status.line(a.Status))
 	w.Write(c.l.eng.date.line(time.Unix(0, c.l.now)))
-	w.Write(a.Header)
+	a.Header.Emit(w)
 	c.writeConnectionHeader()
 	w.WriteString("\r\n")
 	if a.File == nil {

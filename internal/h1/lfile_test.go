@@ -12,7 +12,6 @@ import (
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/static"
-	"github.com/helios-lb/helios/internal/wire"
 )
 
 // fileProxy is a loopProxy whose only route serves the files of a
@@ -26,7 +25,7 @@ func fileProxy(t *testing.T, k netpoll.Kind, files map[string][]byte, tp *testTL
 	}
 	p := startLoopProxy(t, k, cfg)
 	tab, err := route.New([]route.Entry[*proxy.Route]{{Name: "files", PathPrefix: "/files/",
-		Value: &proxy.Route{Name: "files", Static: &wire.Local{Name: "files", Handler: h}}}})
+		Value: &proxy.Route{Name: "files", Files: h}}})
 	if err != nil {
 		t.Fatal(err)
 	}

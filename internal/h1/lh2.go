@@ -22,12 +22,12 @@ import (
 //
 // Each stream is an exchange of its own, served by the same machine as an
 // HTTP/1.1 request: an lconn in the stream role (h2s set, no socket). Its
-// input is what the stream received, rendered as an HTTP/1.1 message — the
-// head from the validated HEADERS, the body from DATA (chunked when no
-// content-length was declared, with the trailers, if any, in the last
-// chunk) — so routing, request buffering, forwarding, retries, body
-// streaming with backpressure, timeouts and records are the ones every
-// request gets, in one place. Only the answer differs: it goes out as
+// request head is the protocol-neutral head (httpmsg.Request) filled from
+// the validated HEADERS (lh2req.go), its body the DATA as plain bytes
+// (streamBuf), with the trailers, if any, kept aside — so routing, request
+// buffering, forwarding, retries, body streaming with backpressure,
+// timeouts and records are the ones every request gets, in one place.
+// Only the answer differs: it goes out as
 // HEADERS and DATA on the stream (lh2send.go), sized by the stream's flow
 // control windows, which are what backpressure is over HTTP/2. Received
 // body bytes give window back as the exchange reads them, so a backend
@@ -69,8 +69,12 @@ type h2conn struct {
 type h2stream struct {
 	parent *lconn
 	s      *h2.Stream
-	// h1msg is what the stream received, rendered as HTTP/1.1.
-	h1msg
+	// streamBuf is the request body the stream received.
+	streamBuf
+	// cookie holds the request's cookie fields joined into one (RFC
+	// 9113 §8.2.3); headErr is why its head was refused.
+	cookie  []byte
+	headErr error
 	// pumping guards the answer's pump against re-entry from the
 	// stream's OnWritable; calling counts the exchange's calls into the
 	// stream under way (OnReset).
@@ -403,71 +407,8 @@ func (c *lconn) startStream(pc *lconn, s *h2.Stream, rh *h2.RequestHead, end boo
 	c.deadline, c.dkind = 0, dlNone
 	c.inc++
 	s.SetUser(c)
-	st.renderHead(rh, end)
+	st.headErr = c.streamRequest(rh, end)
 	c.l.streams.add(c)
-}
-
-// renderHead writes the request head as HTTP/1.1 into the stream's
-// input. The fields have been validated by the machine (RFC 9113 §8.2:
-// no connection-specific fields, no CR, LF or NUL), so what is written
-// parses back to the same request; cookies, which HTTP/2 may split into
-// several fields, are joined into one (§8.2.3).
-func (st *h2stream) renderHead(rh *h2.RequestHead, end bool) {
-	b := st.in[:0]
-	st.inR = 0
-	b = append(b, rh.Method...)
-	b = append(b, ' ')
-	if rh.Path != "" {
-		b = append(b, rh.Path...)
-	} else {
-		b = append(b, rh.Authority...) // CONNECT
-	}
-	b = append(b, " HTTP/1.1\r\n"...)
-	if rh.Authority != "" {
-		b = append(b, "Host: "...)
-		b = append(b, rh.Authority...)
-		b = append(b, "\r\n"...)
-	}
-	cookies := 0
-	for _, f := range rh.Fields {
-		switch f.Name {
-		case "host":
-			if rh.Authority != "" {
-				continue // :authority wins (§8.3.1)
-			}
-		case "cookie":
-			cookies++
-			continue
-		case "expect":
-			// 100-continue has no meaning across the hop: the client
-			// sends its body when the window allows.
-			continue
-		}
-		b = append(b, f.Name...)
-		b = append(b, ": "...)
-		b = append(b, f.Value...)
-		b = append(b, "\r\n"...)
-	}
-	if cookies > 0 {
-		b = append(b, "cookie: "...)
-		n := 0
-		for _, f := range rh.Fields {
-			if f.Name == "cookie" {
-				if n > 0 {
-					b = append(b, "; "...)
-				}
-				b = append(b, f.Value...)
-				n++
-			}
-		}
-		b = append(b, "\r\n"...)
-	}
-	st.chunked = !end && rh.ContentLength < 0
-	if st.chunked {
-		b = append(b, "Transfer-Encoding: chunked\r\n"...)
-	}
-	b = append(b, "\r\n"...)
-	st.in = b
 }
 
 // h2src reads a stream's input for its exchange, giving the bytes read
@@ -480,9 +421,6 @@ func (r h2src) Read(p []byte) (int, error) {
 	st := r.c.h2s
 	n, err := st.read(p)
 	if n > 0 && st.s != nil {
-		// Framing bytes count too: the credit runs ahead of the body by
-		// a head and a few bytes a frame, which the machine clamps to
-		// what it delivered.
 		st.calling++
 		st.s.Consumed(n)
 		st.calling--
@@ -532,7 +470,7 @@ func (c *lconn) streamDone() {
 		switch {
 		case c.broken || !c.respStarted:
 			s.Reset(c.brokenCode())
-		case !st.ended || st.inR < len(st.in):
+		case !st.ended || st.unread():
 			s.Reset(http2.ErrCodeNo)
 		}
 	}
@@ -595,7 +533,12 @@ func (l *loop) allocStream() *h2stream {
 // freeStream keeps stream state for reuse.
 func (l *loop) freeStream(st *h2stream) {
 	st.parent, st.s = nil, nil
-	st.h1msg.reset()
+	st.streamBuf.reset()
+	st.cookie = st.cookie[:0]
+	if cap(st.cookie) > maxIdlePending {
+		st.cookie = nil
+	}
+	st.headErr = nil
 	clear(st.fields)
 	st.fields = st.fields[:0]
 	st.pumping = false

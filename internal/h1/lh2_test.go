@@ -1015,7 +1015,7 @@ func addFileRoute(t *testing.T, p *loopProxy, files map[string][]byte) *static.H
 	t.Helper()
 	h := fileHandler(t, files)
 	tab, err := route.New([]route.Entry[*proxy.Route]{
-		{Name: "files", PathPrefix: "/files/", Value: &proxy.Route{Name: "files", Static: &wire.Local{Name: "files", Handler: h}}},
+		{Name: "files", PathPrefix: "/files/", Value: &proxy.Route{Name: "files", Files: h}},
 		{Name: "fixed", PathPrefix: "/fixed/", Value: &proxy.Route{Name: "fixed", Respond: &fixedRoute}},
 		{Name: "big", Path: "/big-fixed", Value: &proxy.Route{Name: "big", Respond: &bigFixed}},
 		{Name: "up", Value: &proxy.Route{Name: "up", Upstream: p.up}},
@@ -1411,15 +1411,6 @@ func testLoopH2ClientResets(t *testing.T, k netpoll.Kind) {
 func TestLoopH2BackendFailures(t *testing.T) { run(t, testLoopH2BackendFailures) }
 
 func testLoopH2BackendFailures(t *testing.T, k netpoll.Kind) {
-	deadAddr := func(t *testing.T) string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		return addr
-	}
 	answering := func(t *testing.T, resp string) string {
 		return startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
 			if readReqHead(br) != "" {

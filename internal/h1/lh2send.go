@@ -1,14 +1,14 @@
 package h1
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"strconv"
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
+
 	"github.com/helios-lb/helios/internal/h2"
-	"github.com/helios-lb/helios/internal/static"
 	"github.com/helios-lb/helios/internal/wire"
 )
 
@@ -20,7 +20,7 @@ import (
 // carry, which goes first when the stream may write again.
 
 // h2respond sends a fixed answer on the stream (Respond).
-func (c *lconn) h2respond(status int, header, body []byte) error {
+func (c *lconn) h2respond(status int, header *httpmsg.Header, body []byte) error {
 	st := c.h2s
 	c.respStarted = true
 	c.respStatus = status
@@ -29,7 +29,7 @@ func (c *lconn) h2respond(status int, header, body []byte) error {
 	if withBody {
 		fs = append(fs, h2.Field{Name: "content-length", Value: strconv.Itoa(len(body))})
 	}
-	if !withBody || equalFold(c.req.method, "head") {
+	if !withBody || httpmsg.EqualFold(c.req.Method, "head") {
 		body = nil
 	}
 	st.fields = fs
@@ -47,31 +47,15 @@ func (c *lconn) h2respond(status int, header, body []byte) error {
 	return nil
 }
 
-// h2fixedFields renders pre-rendered "Name: value\r\n" header lines, and
-// the Date, as the fields of an answer the proxy makes itself.
-func (c *lconn) h2fixedFields(header []byte) []h2.Field {
+// h2fixedFields returns the fields of an answer the proxy makes itself:
+// the Date, and header's (nil: none).
+func (c *lconn) h2fixedFields(header *httpmsg.Header) []h2.Field {
 	st := c.h2s
-	fs := append(st.fields[:0], h2.Field{Name: "date", Value: c.l.eng.date.value(time.Unix(0, c.l.now))})
-	return c.l.h2lines(fs, header)
-}
-
-// h2lines appends the fields of "Name: value\r\n" lines to fs.
-func (l *loop) h2lines(fs []h2.Field, lines []byte) []h2.Field {
-	for len(lines) > 0 {
-		line := lines
-		if i := bytes.IndexByte(lines, '\n'); i >= 0 {
-			line, lines = lines[:i], lines[i+1:]
-		} else {
-			lines = nil
-		}
-		line = bytes.TrimRight(line, "\r")
-		i := bytes.IndexByte(line, ':')
-		if i <= 0 {
-			continue
-		}
-		fs = append(fs, h2.Field{Name: l.h2name(line[:i]), Value: string(bytes.TrimSpace(line[i+1:]))})
+	sink := h2fields{l: c.l, fs: append(st.fields[:0], h2.Field{Name: "date", Value: c.l.eng.date.value(time.Unix(0, c.l.now))})}
+	if header != nil {
+		header.Emit(&sink)
 	}
-	return fs
+	return sink.fs
 }
 
 // errStreamGone is the error of an answer whose stream was reset, or
@@ -142,25 +126,17 @@ func (c *lconn) h2startSend() {
 	st := c.h2s
 	c.state = lsSend
 	c.respStarted = true
-	c.respStatus = r.status
-	fs := st.fields[:0]
-	for i := range r.hdr.fields {
-		f := &r.hdr.fields[i]
-		if f.drop || f.kind.hop() {
-			continue
-		}
-		if f.kind == kContentLength && (r.chunked || r.untilClose || u.h2 != nil && u.h2.addedLength) {
-			continue
-		}
-		fs = append(fs, h2.Field{Name: c.l.h2name(f.name), Value: string(f.value)})
-	}
+	c.respStatus = r.Status
+	sink := h2fields{l: c.l, fs: st.fields[:0]}
+	httpmsg.ResponseFields(&sink, &r.Response, true)
+	fs := sink.fs
 	st.fields = fs
 	bodyOut, _, _ := framing(&c.req, r)
 	// An HTTP/2 backend's answer that ended with its head stays one
 	// HEADERS frame (gRPC's trailers-only answers must).
 	noBody := !bodyOut || u.h2 != nil && u.h2.headersOnly
 	u.rd.unpin()
-	if err := c.h2head(r.status, fs, noBody); err != nil {
+	if err := c.h2head(r.Status, fs, noBody); err != nil {
 		c.sendDone(err)
 		return
 	}
@@ -193,8 +169,8 @@ func (c *lconn) h2pump() {
 		}
 		if st.eof {
 			if us := u.h2; us != nil {
-				// An HTTP/2 backend's answer of declared length: its
-				// trailers (gRPC's status) may still be on their way.
+				// An HTTP/2 backend's answer: its trailers (gRPC's
+				// status) may still be on their way.
 				if !us.ended {
 					c.deadline, c.dkind = 0, dlNone
 					return // its end resumes the pump
@@ -241,12 +217,10 @@ func (c *lconn) h2endBody() {
 	u := c.up
 	var err error
 	st.calling++
-	tr := u.body.trailer
-	if len(tr) == 0 && u.h2 != nil {
-		tr = u.h2.trailer
-	}
-	if len(tr) > 0 {
-		st.fields = c.l.h2lines(st.fields[:0], tr)
+	if tr := u.respTrailer(); !tr.empty() {
+		sink := h2fields{l: c.l, fs: st.fields[:0]}
+		httpmsg.TrailerFields(&sink, &tr.hdr)
+		st.fields = sink.fs
 		err = st.s.WriteTrailers(st.fields)
 	} else {
 		_, err = st.s.WriteData(nil, true)
@@ -262,10 +236,10 @@ func (c *lconn) h2endBody() {
 // h2serveFile answers from a file planner on the stream (serveFile):
 // the file's bytes are read with pread, as over TLS, and go out as the
 // windows allow.
-func (c *lconn) h2serveFile(a *static.Answer) {
-	fs := c.h2fixedFields(a.Header)
+func (c *lconn) h2serveFile(a *wire.FileAnswer) {
+	fs := c.h2fixedFields(&a.Header)
 	c.h2s.fields = fs
-	noBody := a.File == nil && len(a.Body) == 0 || a.File != nil && a.Length == 0 || equalFold(c.req.method, "head")
+	noBody := a.File == nil && len(a.Body) == 0 || a.File != nil && a.Length == 0 || httpmsg.EqualFold(c.req.Method, "head")
 	if err := c.h2head(a.Status, fs, noBody); err != nil || noBody {
 		c.fileDone(err)
 		return

@@ -1,12 +1,14 @@
 package h1
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
+
+	"github.com/helios-lb/helios/internal/httpmsg"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/sys/unix"
@@ -24,7 +26,7 @@ import (
 // being dialled when none has (up to the backend's connection cap). The
 // exchange holds a lupconn in the stream role (h2 set, no socket of its
 // own): its request goes out as HEADERS and DATA — the head written by
-// the same code as an HTTP/1.1 request's (writeRequestHead: one header
+// the same code as an HTTP/1.1 request's (writeRequestHead: one httpmsg.Header
 // policy, X-Forwarded-* included), its body as the stream's send window
 // allows — and the answer comes back rendered as an HTTP/1.1 message in
 // the lupconn's input (chunked, with the trailers, when it has no
@@ -72,25 +74,22 @@ type upWait struct {
 type h2upStream struct {
 	hu *h2up
 	s  *h2.Stream
-	// h1msg is the answer rendered as HTTP/1.1; err is what the stream
-	// ended with when it was reset.
-	h1msg
-	err error
+	// streamBuf is the answer's body as it arrives; err is what the
+	// stream ended with when it was reset; gotHead: the answer's head
+	// (u.resp) has come.
+	streamBuf
+	err     error
+	gotHead bool
 	// headersOnly: the answer ended with its head (gRPC's
 	// trailers-only answer), which an HTTP/2 client gets as one HEADERS
-	// frame ending the stream; addedLength: its content-length: 0 is
-	// ours (for HTTP/1.1 clients), not the backend's.
-	headersOnly, addedLength bool
+	// frame ending the stream.
+	headersOnly bool
 	// file, from fileOff to fileEnd, is the part of a buffered request
 	// body that went to a temporary file.
 	file             *os.File
 	fileOff, fileEnd int64
 	// calling counts the exchange's calls into the stream under way.
 	calling int
-	// trailer holds the trailers of an answer of declared length, as
-	// "name: value\r\n" lines (a chunked one carries them in its last
-	// chunk).
-	trailer []byte
 	// head is the request head, carry what a short write left of the
 	// body (carryEnd: with the stream's end).
 	head     h2.RequestHead
@@ -442,32 +441,36 @@ func (hu *h2up) streamEnded() {
 
 // --- h2.ClientHandler: the answers ---
 
-// OnResponse renders the answer's head into the stream's input.
+// OnResponse takes the answer's head: the neutral head every exchange
+// reads (u.resp), its fields slices of the machine's strings.
 func (hu *h2up) OnResponse(s *h2.Stream, h *h2.ResponseHead, end bool) {
 	u, _ := s.User().(*lupconn)
 	if u == nil || h.Status < 200 {
 		return // interim answers are not relayed
 	}
 	st := u.h2
-	b := append(st.in, hu.l.eng.status.line(h.Status)...)
-	b = appendFields(b, h.Fields)
-	switch {
-	case end:
+	r := &u.resp
+	r.reset()
+	r.Status = h.Status
+	r.Proto = httpmsg.HTTP2
+	r.minor = 1
+	r.keepAlive = true
+	for i := range h.Fields {
+		f := &h.Fields[i]
+		name := bytesOf(f.Name)
+		r.Header.Fields = append(r.Header.Fields, httpmsg.Field{Name: name, Value: bytesOf(f.Value), Kind: httpmsg.Classify(name)})
+	}
+	r.ContentLength = h.ContentLength
+	if end {
 		st.ended = true
 		st.headersOnly = true
-		if h.ContentLength < 0 {
-			st.addedLength = true
-			b = append(b, "content-length: 0\r\n"...)
-		}
-	case h.ContentLength < 0:
-		st.chunked = true
-		b = append(b, "transfer-encoding: chunked\r\n"...)
+		r.ContentLength = 0
 	}
-	st.in = append(b, "\r\n"...)
+	st.gotHead = true
 	hu.l.deliver(u, evIn)
 }
 
-// OnData takes the answer's body into the stream's input.
+// OnData takes the answer's body.
 func (hu *h2up) OnData(s *h2.Stream, p []byte, end bool) {
 	u, _ := s.User().(*lupconn)
 	if u == nil {
@@ -483,10 +486,7 @@ func (hu *h2up) OnTrailers(s *h2.Stream, fields []h2.Field) {
 	if u == nil {
 		return
 	}
-	st := u.h2
-	if !st.trailers(fields) {
-		st.trailer = appendTrailer(st.trailer[:0], fields)
-	}
+	u.h2.trailers(fields)
 	hu.l.deliver(u, evIn)
 }
 
@@ -545,7 +545,9 @@ func (l *loop) allocUpStream(hu *h2up) *lupconn {
 	u.state = upIdle
 	u.used = false
 	u.sending = false
-	u.body = body{trailer: u.body.trailer[:0]}
+	tr := u.body.trailer
+	tr.reset()
+	u.body = body{trailer: tr}
 	u.inc++
 	st := u.h2
 	st.hu = hu
@@ -580,9 +582,9 @@ func (u *lupconn) endStream() {
 	}
 	u.rd.r, u.rd.w, u.rd.pin = 0, 0, 0
 	hu := st.hu
-	msg := st.h1msg
+	msg := st.streamBuf
 	msg.reset()
-	*st = h2upStream{h1msg: msg, carry: st.carry[:0], trailer: st.trailer[:0], head: h2.RequestHead{Fields: st.head.Fields[:0]}}
+	*st = h2upStream{streamBuf: msg, carry: st.carry[:0], head: h2.RequestHead{Fields: st.head.Fields[:0]}}
 	if cap(st.carry) > maxIdlePending {
 		st.carry = nil
 	}
@@ -594,13 +596,13 @@ func (u *lupconn) endStream() {
 	}
 }
 
-// h2upSrc reads the answer rendered into a stream's input, giving the
-// bytes read back to the stream's window.
+// h2upSrc reads the answer's body from the stream, giving the bytes
+// read back to the stream's window.
 type h2upSrc struct{ u *lupconn }
 
 func (r h2upSrc) Read(p []byte) (int, error) {
 	st := r.u.h2
-	if st.inR == len(st.in) && st.err != nil {
+	if !st.unread() && st.err != nil {
 		return 0, st.err
 	}
 	n, err := st.read(p)
@@ -674,65 +676,47 @@ func (c *lconn) sendRequestH2() {
 	if len(st.carry) == 0 {
 		u.sending = false
 	}
-	if c.up == u && u.state == upWaitHead && len(st.in) > 0 {
+	if c.up == u && u.state == upWaitHead && (st.gotHead || st.err != nil) {
 		c.readUpHead()
 	}
 }
 
-// h2requestHead makes the request head for an HTTP/2 backend: the head
-// writeRequestHead renders for an HTTP/1.1 one (the one place hop-by-hop
-// fields are dropped and X-Forwarded-* and X-Request-Id set), taken
-// apart into :method, :path, :authority and fields.
+// h2requestHead makes the request head for an HTTP/2 backend from the
+// exchange's neutral head, by the forwarding rules every request goes by
+// (httpmsg.Forwarder: hop-by-hop fields dropped, X-Forwarded-* and
+// X-Request-Id set): :method, :scheme, :authority, :path, the fields,
+// content-length when the body's length is known, and te: trailers when
+// the client takes trailers (gRPC servers look for it; RFC 9113 §8.2.2
+// allows it).
 func (c *lconn) h2requestHead(h *h2.RequestHead, bodyLen int64) {
-	buf := c.l.writeBufs.get()
-	var sink headSink
-	var w writer
-	w.reset(&sink, buf)
-	writeRequestHead(&w, &c.req, c.remote.Addr(), c.opts.TLS != nil, c.be.Addr, bodyLen, c.local != nil)
-	head := append(sink.b, w.buf[:w.n]...)
-	c.l.writeBufs.put(buf)
-	line, rest := nextLine(head)
-	sp := bytes.IndexByte(line, ' ')
-	sp2 := bytes.LastIndexByte(line, ' ')
-	h.Method = methodString(line[:sp])
-	h.Path = string(line[sp+1 : sp2])
+	r := &c.req
+	hop := c.hop()
+	h.Method = methodString(r.Method)
+	h.Path = string(r.Target)
 	h.Scheme = "http"
 	if c.tr.Settings.TLS {
 		h.Scheme = "https"
 	}
-	h.Authority = ""
-	fs := h.Fields[:0]
-	for len(rest) > 0 {
-		line, rest = nextLine(rest)
-		i := bytes.IndexByte(line, ':')
-		if i <= 0 {
-			continue
-		}
-		name := c.l.h2name(line[:i])
-		value := bytes.TrimSpace(line[i+1:])
-		switch name {
-		case "host":
-			h.Authority = string(value)
-			continue
-		case "transfer-encoding", "connection":
-			continue // framing is HTTP/2's own
-		}
-		fs = append(fs, h2.Field{Name: name, Value: string(value)})
+	h.Authority = string(httpmsg.Authority(&r.Request, &hop))
+	sink := h2fields{l: c.l, fs: h.Fields[:0]}
+	c.l.fwd.Fields(&sink, &r.Request, &hop)
+	fs := sink.fs
+	cl := int64(-1)
+	switch {
+	case bodyLen >= 0:
+		cl = bodyLen
+	case r.ContentLength > 0:
+		cl = r.ContentLength
+	case r.ContentLength == 0 && !methodWithoutBody(r.Method) && hasField(&r.Header, httpmsg.KindContentLength):
+		cl = 0
+	}
+	if cl >= 0 {
+		fs = append(fs, h2.Field{Name: "content-length", Value: strconv.FormatInt(cl, 10)})
 	}
 	if c.req.teTrailers() {
-		// TE is hop-by-hop, but "trailers" says the client takes them,
-		// which gRPC servers look for (RFC 9113 §8.2.2 allows it).
 		fs = append(fs, h2.Field{Name: "te", Value: "trailers"})
 	}
 	h.Fields = fs
-}
-
-// headSink takes what a request head's writer could not buffer.
-type headSink struct{ b []byte }
-
-func (s *headSink) Write(p []byte) (int, error) {
-	s.b = append(s.b, p...)
-	return len(p), nil
 }
 
 // h2upData writes request body bytes on the stream, carrying what the
@@ -877,8 +861,11 @@ func (c *lconn) h2upEnd() {
 		return
 	}
 	st.calling++
-	if tr := c.reqBody.trailer; len(tr) > 0 {
-		st.s.WriteTrailers(c.l.h2lines(nil, tr))
+	if tr := c.reqTrailer(); !tr.empty() {
+		sink := h2fields{l: c.l, fs: st.head.Fields[:0]}
+		httpmsg.TrailerFields(&sink, &tr.hdr)
+		st.head.Fields = sink.fs
+		st.s.WriteTrailers(sink.fs)
 	} else {
 		st.s.WriteData(nil, true)
 	}
@@ -910,15 +897,15 @@ func methodString(m []byte) string {
 
 // teTrailers reports whether the request's TE field names "trailers".
 func (r *request) teTrailers() bool {
-	for i := range r.hdr.fields {
-		f := &r.hdr.fields[i]
-		if f.kind != kTE {
+	for i := range r.Header.Fields {
+		f := &r.Header.Fields[i]
+		if f.Kind != httpmsg.KindTE {
 			continue
 		}
-		for v := f.value; len(v) > 0; {
+		for v := f.Value; len(v) > 0; {
 			var tok []byte
-			tok, v = nextToken(v)
-			if equalFold(tok, "trailers") {
+			tok, v = httpmsg.NextToken(v)
+			if httpmsg.EqualFold(tok, "trailers") {
 				return true
 			}
 		}

@@ -65,10 +65,6 @@ func (e *Engine) closeLocals() {
 
 // serveLocal forwards the request to an in-process backend.
 func (c *lconn) serveLocal(loc *wire.Local) {
-	if fp, ok := loc.Handler.(filePlanner); ok {
-		c.serveFile(fp)
-		return
-	}
 	ls := c.l.eng.local(loc)
 	c.tr, c.be, c.local = ls.tr, ls.be, ls
 	c.tries = 0

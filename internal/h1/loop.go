@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/helios-lb/helios/internal/h2"
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -431,6 +432,8 @@ type loop struct {
 	spillLater []spillJob
 	// scratchBuf is a piece of request body on its way to a buffer.
 	scratchBuf []byte
+	// fwd applies the forwarding rules to the loop's requests.
+	fwd httpmsg.Forwarder
 
 	// Free lists: backend read buffers, client read buffers and write
 	// buffers. A client connection starts with a smaller buffer than a
@@ -712,7 +715,7 @@ func (l *loop) accept(ll *LoopListener, lfd int) {
 		l.startConn(c, ll, fd, remote)
 		c.opts = ll.opts.Load()
 		if c.opts.TLS != nil {
-			c.startHandshake(c.opts.TLS)
+			c.awaitHello(c.opts.TLS)
 			continue
 		}
 		c.setDeadline(dlIdle, c.opts.IdleTimeout)
@@ -777,8 +780,11 @@ func (l *loop) sweep() {
 			i-- // it closed, and the last took its place
 		}
 	}
-	for _, p := range l.pools {
+	for k, p := range l.pools {
 		p.reap(now)
+		if p.retired && p.unused() {
+			delete(l.pools, k)
+		}
 	}
 }
 
@@ -801,10 +807,15 @@ func (l *loop) drain() int {
 // its client connected to send one, which may still be on its way, and
 // unlike a request on a reused keep-alive connection it would not be
 // retried (clients retry only there). The drain's next round looks again.
+// A TLS connection waiting for its ClientHello is treated alike
+// (closeHelloIfDue).
 func (l *loop) closeIfIdle(c *lconn) bool {
 	if c.state == lsH2 {
 		c.h2drain()
 		return c.state == lsClosed
+	}
+	if c.state == lsHello {
+		return c.closeHelloIfDue()
 	}
 	if c.state != lsIdle || len(c.rd.buffered()) != 0 {
 		return false

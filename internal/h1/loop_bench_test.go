@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
 )
@@ -18,7 +19,7 @@ type keepAliveLoop struct {
 }
 
 var (
-	benchHeader = []byte("Content-Type: text/plain\r\n")
+	benchHeader = httpmsg.HeaderOf("Content-Type", "text/plain")
 	benchBody   = []byte("hello, world\n")
 )
 
@@ -35,7 +36,7 @@ func (l *keepAliveLoop) roundTrip() error {
 // from a fixed route) over loopback, with the client in keep-alive.
 func newLoopKeepAlive(t testing.TB) *keepAliveLoop {
 	backend := startLoopProxy(t, netpoll.KindEpoll, loopConfig{bare: true, fixed: map[string]proxy.Fixed{
-		"/bench": {Status: 200, Header: benchHeader, Body: benchBody},
+		"/bench": {Status: 200, Header: *benchHeader, Body: benchBody},
 	}, opts: Options{IdleTimeout: time.Minute, WriteTimeout: time.Minute}})
 	p := startLoopProxy(t, netpoll.KindEpoll, loopConfig{
 		backends: []string{backend.addr}, to: defaultTransport, bare: true,

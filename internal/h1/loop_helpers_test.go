@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/helios-lb/helios/internal/balancer"
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/route"
@@ -75,7 +76,7 @@ func run(t *testing.T, f func(t *testing.T, k netpoll.Kind)) {
 // the upstream.
 var (
 	fixedBody  = []byte("fixed")
-	fixedRoute = proxy.Fixed{Status: 200, Header: []byte("X-Test: 1\r\n"), Body: fixedBody}
+	fixedRoute = proxy.Fixed{Status: 200, Header: *httpmsg.HeaderOf("X-Test", "1"), Body: fixedBody}
 	// bigFixed is larger than socket buffers take at once.
 	bigFixed = proxy.Fixed{Status: 200, Body: []byte(strings.Repeat("B", 1<<20))}
 )
@@ -114,7 +115,7 @@ func startLoopProxy(t testing.TB, k netpoll.Kind, cfg loopConfig) *loopProxy {
 	for i, a := range cfg.backends {
 		backends = append(backends, &upstream.Backend{State: upstream.NewState(nil), Addr: a, Weight: 1, Index: i})
 	}
-	picker, err := balancer.New(balancer.RoundRobin, backends, nil)
+	picker, err := balancer.New(balancer.RoundRobin, backends, balancer.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func startLoopProxy(t testing.TB, k netpoll.Kind, cfg loopConfig) *loopProxy {
 	entries = append(entries,
 		route.Entry[*proxy.Route]{Name: "fixed", PathPrefix: "/fixed/", Value: &proxy.Route{Name: "fixed", Respond: &fixedRoute}},
 		route.Entry[*proxy.Route]{Name: "big", Path: "/big-fixed", Value: &proxy.Route{Name: "big", Respond: &bigFixed}},
-		route.Entry[*proxy.Route]{Name: "local", PathPrefix: "/local/", Value: &proxy.Route{Name: "local", Static: &wire.Local{Name: "local", Handler: localHandler()}}},
+		route.Entry[*proxy.Route]{Name: "local", PathPrefix: "/local/", Value: &proxy.Route{Name: "local", Local: &wire.Local{Name: "local", Handler: localHandler()}}},
 		route.Entry[*proxy.Route]{Name: "up", Value: &proxy.Route{Name: "up", Upstream: p.up, Upgrades: [][]byte{[]byte("websocket")}}},
 	)
 	table, err := route.New(entries)
@@ -472,7 +473,7 @@ func (f *checkedFlow) Begin(ex wire.Exchange) wire.Action {
 	return f.last
 }
 
-func (f *checkedFlow) Answer() (int, []byte, []byte) {
+func (f *checkedFlow) Answer() (int, *httpmsg.Header, []byte) {
 	if !f.busy || f.last != wire.ActRespond {
 		f.fail("Answer after action %d (busy %v)", f.last, f.busy)
 	}
@@ -484,6 +485,13 @@ func (f *checkedFlow) Handler() *wire.Local {
 		f.fail("Handler after action %d (busy %v)", f.last, f.busy)
 	}
 	return f.f.Handler()
+}
+
+func (f *checkedFlow) Files() wire.Files {
+	if !f.busy || f.last != wire.ActServeFile {
+		f.fail("Files after action %d (busy %v)", f.last, f.busy)
+	}
+	return f.f.Files()
 }
 
 func (f *checkedFlow) BufferLimits() wire.BufferLimits {
@@ -516,15 +524,30 @@ func (f *checkedFlow) Target() (*wire.Transport, *upstream.Backend) {
 }
 
 func (f *checkedFlow) Forwarded(status int, err error) wire.Action {
-	if !f.busy || f.last != wire.ActForward && f.last != wire.ActServeHTTP {
+	if !f.busy || f.last != wire.ActForward && f.last != wire.ActServeHTTP && f.last != wire.ActWait {
 		f.fail("Forwarded(%d, %v) after action %d (busy %v)", status, err, f.last, f.busy)
 	}
 	f.last = f.f.Forwarded(status, err)
 	return f.last
 }
 
+func (f *checkedFlow) Delay() time.Duration {
+	if !f.busy || f.last != wire.ActWait {
+		f.fail("Delay after action %d (busy %v)", f.last, f.busy)
+	}
+	return f.f.Delay()
+}
+
+func (f *checkedFlow) Resume() wire.Action {
+	if !f.busy || f.last != wire.ActWait {
+		f.fail("Resume after action %d (busy %v)", f.last, f.busy)
+	}
+	f.last = f.f.Resume()
+	return f.last
+}
+
 func (f *checkedFlow) Sent(status int, n int64, err error) {
-	if !f.busy || f.sent || (f.last != wire.ActRespond && f.last != wire.ActSend && f.last != wire.ActServeHTTP) {
+	if !f.busy || f.sent || (f.last != wire.ActRespond && f.last != wire.ActSend && f.last != wire.ActServeHTTP && f.last != wire.ActServeFile) {
 		f.fail("Sent(%d, %d, %v) after action %d (busy %v, sent %v)", status, n, err, f.last, f.busy, f.sent)
 	}
 	f.sent = true

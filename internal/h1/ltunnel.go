@@ -3,6 +3,8 @@ package h1
 import (
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -37,17 +39,7 @@ func (c *lconn) startTunnel() {
 	c.ensureWriter()
 	w := &c.wr
 	w.WriteString("HTTP/1.1 101 Switching Protocols\r\n")
-	for i := range r.hdr.fields {
-		f := &r.hdr.fields[i]
-		if f.drop {
-			continue
-		}
-		switch f.kind {
-		case kConnection, kKeepAlive, kProxy, kTE, kTransferEncoding, kContentLength:
-			continue
-		}
-		w.field(f.name, f.value)
-	}
+	httpmsg.ResponseFields(w, &r.Response, true)
 	w.WriteString("Connection: Upgrade\r\n\r\n")
 	u.rd.unpin()
 	if b := u.rd.buffered(); len(b) > 0 {

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/helios-lb/helios/internal/h2"
@@ -30,9 +32,13 @@ type lpool struct {
 	idle  []*lupconn
 	opts  wire.TransportSettings
 	local *localServer // an in-process backend (nil: a network one)
-	// lastUsed is when an attempt last took the pool (sweeps drop pools
-	// left unused).
+	// lastUsed is when an attempt last took the pool.
 	lastUsed int64
+	// retired: the backend left its upstream (Engine.RetireBackend);
+	// connections close as their exchanges end, and the sweep drops the
+	// pool once nothing uses it. An attempt that takes the pool again
+	// (the backend came back) clears it.
+	retired bool
 	// The connection cap (wire.TransportSettings.MaxConnsPerBackend),
 	// shared out among the loops (shareOf; each gets one at least, so a
 	// cap below the number of loops is exceeded, as nginx's max_conns is
@@ -96,6 +102,7 @@ func (l *loop) pool(t *wire.Transport, addr string, local *localServer) *lpool {
 		l.pools[k] = p
 	}
 	p.lastUsed = l.now
+	p.retired = false
 	return p
 }
 
@@ -253,7 +260,7 @@ func (p *lpool) get() *lupconn {
 
 // put keeps a connection for reuse, or closes it when the pool is full.
 func (p *lpool) put(u *lupconn) {
-	if len(p.idle) >= p.opts.MaxIdlePerBackend || p.l.eng.stopped.Load() {
+	if len(p.idle) >= p.opts.MaxIdlePerBackend || p.l.eng.stopped.Load() || p.retired {
 		u.close()
 		return
 	}
@@ -306,6 +313,43 @@ func (p *lpool) closeIdle() {
 	}
 	clear(p.idle)
 	p.idle = p.idle[:0]
+}
+
+// RetireBackend drains the connections every loop keeps to backend addr
+// of the transport named name, for a backend that left its upstream (a
+// reload, DNS or file discovery took it out) or that an operator drains:
+// idle connections, HTTP/2 ones without a stream included, close now;
+// busy ones close when their exchange ends instead of going back to the
+// pool. An attempt that uses the backend again keeps its connections
+// again. It returns at once; the loops do the work.
+func (e *Engine) RetireBackend(name, addr string) {
+	for _, l := range e.loops {
+		l.post(func() {
+			for k, p := range l.pools {
+				if k.name == name && k.addr == addr {
+					p.retire()
+				}
+			}
+		})
+	}
+}
+
+// retire closes the pool's idle connections and marks it retired.
+func (p *lpool) retire() {
+	p.retired = true
+	p.closeIdle()
+	for i := 0; i < len(p.h2); i++ {
+		if hu := p.h2[i]; !hu.connecting && !hu.closed && hu.conn.ActiveStreams() == 0 {
+			hu.close(nil) // takes hu out of p.h2
+			i--
+		}
+	}
+}
+
+// unused reports whether nothing refers to the pool any more: no
+// connection, nobody queued or waiting for its address.
+func (p *lpool) unused() bool {
+	return p.open == 0 && len(p.idle) == 0 && len(p.h2) == 0 && len(p.queue) == 0 && len(p.waiters) == 0 && !p.resolving
 }
 
 type upState uint8
@@ -504,7 +548,8 @@ func (c *lconn) sendRequest() {
 	if c.bodyBuf == bufferedWhole {
 		bodyLen = c.bb.Len()
 	}
-	writeRequestHead(&u.w, &c.req, c.remote.Addr(), c.opts.TLS != nil, c.be.Addr, bodyLen, c.local != nil)
+	hop := c.hop()
+	writeRequestHead(&u.w, &c.l.fwd, &c.req, &hop, bodyLen)
 	switch {
 	case c.bodyBuf != notBuffered:
 		c.sendBuffered()
@@ -681,7 +726,17 @@ func (u *lupconn) event(ev uint32) {
 // readUpHead reads the backend's response head.
 func (c *lconn) readUpHead() {
 	u := c.up
-	head := equalFold(c.req.method, "head")
+	if st := u.h2; st != nil {
+		// An HTTP/2 backend's head came whole (OnResponse).
+		switch {
+		case st.gotHead:
+			c.gotHead()
+		case st.err != nil:
+			c.upFailed(st.err, true)
+		}
+		return
+	}
+	head := httpmsg.EqualFold(c.req.Method, "head")
 	for {
 		b := u.rd.buffered()
 		if end, _ := findHeadEnd(b, 0); end > 0 {
@@ -692,11 +747,11 @@ func (c *lconn) readUpHead() {
 				c.upFailed(fmt.Errorf("%w: %w", wire.ErrBackend, err), true)
 				return
 			}
-			if u.resp.status < 200 && u.resp.status != 101 {
+			if u.resp.Status < 200 && u.resp.Status != 101 {
 				u.rd.pin = 0 // interim answers are not relayed, nor kept
 				continue
 			}
-			if u.resp.status == 101 && !c.req.upgrade {
+			if u.resp.Status == 101 && c.req.Upgrade == nil {
 				// Switching to a protocol nobody asked for (or the route
 				// refused) would open a tunnel past routing.
 				c.upFailed(fmt.Errorf("%w: 101 Switching Protocols to a request without Upgrade", wire.ErrBackend), true)
@@ -742,13 +797,14 @@ func (c *lconn) gotHead() {
 	switch {
 	case u.resp.chunked:
 		u.body.reset(&u.rd, bodyChunked, 0)
-	case u.resp.untilClose:
+	case u.resp.ContentLength < 0:
+		// Until the connection closes, or the stream ends.
 		u.body.reset(&u.rd, bodyUntilClose, 0)
 	default:
-		u.body.reset(&u.rd, bodyFixed, max(u.resp.contentLength, 0))
+		u.body.reset(&u.rd, bodyFixed, max(u.resp.ContentLength, 0))
 	}
 	c.deadline, c.dkind = 0, dlNone
-	c.forwarded(u.resp.status, nil)
+	c.forwarded(u.resp.Status, nil)
 }
 
 // upFailed handles an attempt that failed before a response head. A
@@ -764,7 +820,7 @@ func (c *lconn) upFailed(err error, sent bool) {
 		u.close()
 	}
 	stale := used && c.tries == 0 && isStale(err) && !c.bodySent &&
-		(!wrote || idempotent(c.req.method))
+		(!wrote || idempotent(c.req.Method))
 	// An HTTP/2 backend that refused the stream, or whose GOAWAY left it
 	// unprocessed, did nothing with it: it goes again, transparently,
 	// on another stream (RFC 9113 §8.7), a few times at most.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/h2"
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/wire"
 )
 
@@ -133,7 +134,7 @@ const (
 	writeBufSize             = 4 << 10
 )
 
-var textPlain = []byte("Content-Type: text/plain; charset=utf-8\r\n")
+var textPlain = httpmsg.HeaderOf("Content-Type", "text/plain; charset=utf-8")
 
 // wrapClientErr marks a failed write to the client as the client's doing.
 func wrapClientErr(err error) error {

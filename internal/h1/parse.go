@@ -2,6 +2,8 @@ package h1
 
 import (
 	"bytes"
+
+	"github.com/helios-lb/helios/internal/httpmsg"
 )
 
 // statusError is a request the engine refuses before any handler runs. The
@@ -15,55 +17,30 @@ func (e *statusError) Error() string { return e.msg }
 
 func badRequest(msg string) error { return &statusError{400, msg} }
 
-// request is a parsed request head. Slices point into the connection's
-// read buffer (pinned until the exchange ends).
+// request is a parsed request head: the protocol-neutral head (whose
+// ContentLength is -1 for a chunked body and 0 for none), and what only
+// HTTP/1.1 has. Slices point into the connection's read buffer (pinned
+// until the exchange ends). An HTTP/2 stream's request fills the neutral
+// head and leaves the rest zero (lh2.go).
 type request struct {
-	method []byte
-	target []byte // request-target as received
-	uri    []byte // origin-form target to forward: path and query
-	path   []byte // path of the target, without query
-	minor  byte   // HTTP/1.minor
-	hdr    header
-
-	host      []byte // host for routing, without port
-	authority []byte // host[:port] as the client named it
+	httpmsg.Request
+	rawTarget []byte // request-target as received
+	minor     byte   // HTTP/1.minor
 	// hostOverride is set when an absolute-form target named the host;
 	// it replaces the Host header when forwarding (RFC 9112 §3.2.2).
 	hostOverride bool
 	// hasHost: the request had a Host field (HTTP/1.0 ones may not).
 	hasHost bool
 
-	contentLength int64 // -1 when absent
-	chunked       bool
-	keepAlive     bool
-	upgrade       bool // Connection: upgrade with an Upgrade header
-	expect100     bool
-	hasXFF        bool
-
-	// id is the request id the pipeline made, forwarded as X-Request-Id
-	// in place of the client's when idLen > 0 (ForwardRequestID).
-	id    [32]byte
-	idLen int
+	chunked   bool
+	keepAlive bool
 }
 
 func (r *request) reset() {
-	hdr := r.hdr
-	hdr.reset()
-	*r = request{hdr: hdr, contentLength: -1}
+	r.Request.Reset()
+	r.rawTarget, r.minor, r.hostOverride, r.hasHost = nil, 0, false, false
+	r.chunked, r.keepAlive = false, false
 }
-
-// upgradeProtocols returns the Upgrade header's value when the request
-// asks for an upgrade, nil otherwise.
-func (r *request) upgradeProtocols() []byte {
-	if !r.upgrade {
-		return nil
-	}
-	v, _ := r.hdr.get("upgrade")
-	return v
-}
-
-// hasBody reports whether the request carries a body.
-func (r *request) hasBody() bool { return r.chunked || r.contentLength > 0 }
 
 // findHeadEnd returns the length of the head (through the empty line) in
 // b, or -1 when b does not yet hold a complete head. from is where a
@@ -134,13 +111,7 @@ func parseRequest(head []byte, r *request) error { return parseRequestLimits(hea
 // §11.2), and the bounds of lim.
 func parseRequestLimits(head []byte, r *request, lim limits) error {
 	r.reset()
-	maxFields, maxMethod := lim.maxFields, lim.maxMethod
-	if maxFields <= 0 {
-		maxFields = defaultMaxHeaderCount
-	}
-	if maxMethod <= 0 {
-		maxMethod = defaultMaxMethodBytes
-	}
+	r.Scheme = schemeHTTP
 	// RFC 9112 §2.2: ignore empty lines before the request line.
 	for len(head) > 0 && (head[0] == '\r' || head[0] == '\n') {
 		head = head[1:]
@@ -150,35 +121,32 @@ func parseRequestLimits(head []byte, r *request, lim limits) error {
 	if sp1 <= 0 {
 		return badRequest("malformed request line")
 	}
-	r.method = line[:sp1]
-	if !isToken(r.method) {
-		return badRequest("malformed method")
-	}
-	if len(r.method) > maxMethod {
-		return &statusError{501, "method not implemented"}
+	r.Method = line[:sp1]
+	if err := lim.checkMethod(r.Method); err != nil {
+		return err
 	}
 	line = line[sp1+1:]
 	sp2 := bytes.LastIndexByte(line, ' ')
 	if sp2 <= 0 {
 		return badRequest("malformed request line")
 	}
-	r.target = line[:sp2]
+	r.rawTarget = line[:sp2]
 	version := line[sp2+1:]
 	switch string(version) {
 	case "HTTP/1.1":
 		r.minor = 1
+		r.Proto = httpmsg.HTTP11
 	case "HTTP/1.0":
 		r.minor = 0
+		r.Proto = httpmsg.HTTP10
 	default:
 		if len(version) > 5 && string(version[:5]) == "HTTP/" {
 			return &statusError{505, "HTTP version not supported"}
 		}
 		return badRequest("malformed HTTP version")
 	}
-	for _, c := range r.target {
-		if c <= ' ' || c == 0x7f {
-			return badRequest("malformed request target")
-		}
+	if err := checkTarget(r.rawTarget); err != nil {
+		return err
 	}
 	if err := r.splitTarget(); err != nil {
 		return err
@@ -204,58 +172,49 @@ func parseRequestLimits(head []byte, r *request, lim limits) error {
 			return badRequest("malformed header line")
 		}
 		name := line[:colon]
-		if !isToken(name) {
+		if !httpmsg.IsToken(name) {
 			// Includes whitespace before the colon (RFC 9112 §5.1).
 			return badRequest("malformed header name")
 		}
-		value := trimOWS(line[colon+1:])
-		if !validValue(value) {
-			return badRequest("invalid character in header value")
+		value := httpmsg.TrimOWS(line[colon+1:])
+		k, err := r.addField(name, value, lim)
+		if err != nil {
+			return err
 		}
-		if len(r.hdr.fields) == maxFields {
-			return &statusError{431, "too many header fields"}
-		}
-		k := classify(name)
-		r.hdr.fields = append(r.hdr.fields, field{name: name, value: value, kind: k,
-			// No name Helios acts on has an underscore: such a field is
-			// kOther, and dropping it only keeps it from the backend.
-			drop: !lim.underscores && indexByte(name, '_') >= 0})
 		switch k {
-		case kHost:
+		case httpmsg.KindHost:
 			hostSeen++
 			if !r.hostOverride {
-				r.authority = value
+				r.Authority = value
 			}
-		case kContentLength:
+		case httpmsg.KindContentLength:
 			n, ok := parseContentLength(value)
 			if !ok {
 				return badRequest("invalid Content-Length")
 			}
-			if clSeen > 0 && n != r.contentLength {
+			if clSeen > 0 && n != r.ContentLength {
 				return badRequest("conflicting Content-Length headers")
 			}
 			clSeen++
-			r.contentLength = n
-		case kTransferEncoding:
+			r.ContentLength = n
+		case httpmsg.KindTransferEncoding:
 			teSeen++
 			teValue = value
-		case kConnection:
+		case httpmsg.KindConnection:
 			if nConn < len(connValues) {
 				connValues[nConn] = value
 				nConn++
 			} else {
 				return badRequest("too many Connection headers")
 			}
-		case kExpect:
-			if !equalFold(value, "100-continue") {
+		case httpmsg.KindExpect:
+			if !httpmsg.EqualFold(value, "100-continue") {
 				return &statusError{417, "unsupported expectation"}
 			}
 			// RFC 9110 §10.1.1: a server must ignore a 100-continue
 			// expectation in an HTTP/1.0 request (the client cannot parse
 			// an interim response).
-			r.expect100 = r.minor == 1
-		case kXForwardedFor:
-			r.hasXFF = true
+			r.Expect100 = r.minor == 1
 		}
 	}
 
@@ -266,16 +225,16 @@ func parseRequestLimits(head []byte, r *request, lim limits) error {
 		return badRequest("multiple Host headers")
 	}
 	r.hasHost = hostSeen == 1
-	if r.hasHost && len(r.authority) == 0 {
+	if r.hasHost && len(r.Authority) == 0 {
 		// RFC 9112 §3.2 allows an empty Host only for a target without
 		// an authority, which a proxy has no use for: every route and
 		// every backend wants a host.
 		return badRequest("empty Host")
 	}
-	if !validHost(r.authority) {
+	if !validHost(r.Authority) {
 		return badRequest("invalid Host")
 	}
-	r.host = stripPort(r.authority)
+	r.Host = stripPort(r.Authority)
 
 	if teSeen > 0 {
 		if r.minor == 0 {
@@ -286,21 +245,24 @@ func parseRequestLimits(head []byte, r *request, lim limits) error {
 			// both is the classic smuggling vector, so refuse it.
 			return badRequest("both Content-Length and Transfer-Encoding")
 		}
-		if teSeen > 1 || !equalFold(teValue, "chunked") {
+		if teSeen > 1 || !httpmsg.EqualFold(teValue, "chunked") {
 			return &statusError{501, "unsupported Transfer-Encoding"}
 		}
 		r.chunked = true
+		r.ContentLength = -1
+	} else if clSeen == 0 {
+		r.ContentLength = 0
 	}
 
 	var closeTok, keepTok, upTok bool
 	for i := 0; i < nConn; i++ {
-		c, k, u := r.hdr.markConnectionOptions(connValues[i])
+		c, k, u := r.Header.MarkConnectionOptions(connValues[i])
 		closeTok, keepTok, upTok = closeTok || c, keepTok || k, upTok || u
 	}
 	r.keepAlive = !closeTok && (r.minor == 1 || keepTok)
 	if upTok {
-		if _, ok := r.hdr.get("upgrade"); ok && r.minor == 1 {
-			r.upgrade = true
+		if v, ok := r.Header.GetKind(httpmsg.KindUpgrade); ok && r.minor == 1 {
+			r.Upgrade = v
 		}
 	}
 	return nil
@@ -308,52 +270,112 @@ func parseRequestLimits(head []byte, r *request, lim limits) error {
 
 // splitTarget derives uri, path and (for absolute-form) the host.
 func (r *request) splitTarget() error {
-	t := r.target
+	t := r.rawTarget
 	switch {
 	case len(t) > 0 && t[0] == '/':
-		r.uri = t
+		r.Target = t
 	case len(t) == 1 && t[0] == '*':
-		if !equalFold(r.method, "options") {
+		if !httpmsg.EqualFold(r.Method, "options") {
 			return badRequest("asterisk target outside OPTIONS")
 		}
-		r.uri = t
-		r.path = t
+		r.Target = t
+		r.Path = t
 		return nil
-	case hasPrefixFold(t, "http://") || hasPrefixFold(t, "https://"):
+	case httpmsg.HasPrefixFold(t, "http://") || httpmsg.HasPrefixFold(t, "https://"):
 		rest := t[indexByte(t, ':')+3:]
 		slash := indexByte(rest, '/')
 		auth := rest
-		r.uri = []byte("/")
+		r.Target = []byte("/")
 		if slash >= 0 {
 			auth = rest[:slash]
-			r.uri = rest[slash:]
+			r.Target = rest[slash:]
 		} else if q := indexByte(rest, '?'); q >= 0 {
 			return badRequest("malformed absolute target")
 		}
 		if len(auth) == 0 || indexByte(auth, '@') >= 0 {
 			return badRequest("malformed absolute target")
 		}
-		r.authority = auth
+		r.Authority = auth
 		r.hostOverride = true
 	default:
-		if equalFold(r.method, "connect") {
+		if httpmsg.EqualFold(r.Method, "connect") {
 			return &statusError{405, "CONNECT is not supported"}
 		}
 		return badRequest("malformed request target")
 	}
-	r.path = r.uri
-	if q := indexByte(r.path, '?'); q >= 0 {
-		r.path = r.path[:q]
+	r.Path = pathOf(r.Target)
+	return nil
+}
+
+// pathOf returns the path of an origin-form target: without its query
+// or fragment.
+func pathOf(t []byte) []byte {
+	if q := indexByte(t, '?'); q >= 0 {
+		t = t[:q]
 	}
-	if h := indexByte(r.path, '#'); h >= 0 {
-		r.path = r.path[:h]
+	if h := indexByte(t, '#'); h >= 0 {
+		t = t[:h]
+	}
+	return t
+}
+
+// The checks every request head passes, whatever protocol carried it
+// (parseRequestLimits for HTTP/1.1, streamRequest for HTTP/2).
+
+// checkMethod refuses a method that is no token (400) or longer than
+// the listener allows (501).
+func (lim limits) checkMethod(m []byte) error {
+	if !httpmsg.IsToken(m) {
+		return badRequest("malformed method")
+	}
+	max := lim.maxMethod
+	if max <= 0 {
+		max = defaultMaxMethodBytes
+	}
+	if len(m) > max {
+		return &statusError{501, "method not implemented"}
 	}
 	return nil
 }
 
-func hasPrefixFold(b []byte, prefix string) bool {
-	return len(b) >= len(prefix) && equalFold(b[:len(prefix)], prefix)
+// checkTarget refuses a request target with white space or control
+// characters.
+func checkTarget(t []byte) error {
+	for _, c := range t {
+		if c <= ' ' || c == 0x7f {
+			return badRequest("malformed request target")
+		}
+	}
+	return nil
 }
+
+// addField appends a field to the request's head under lim: a value
+// with control characters is refused (400), and so are fields past the
+// listener's count (431); a name with an underscore is marked to drop
+// unless the listener keeps them.
+func (r *request) addField(name, value []byte, lim limits) (httpmsg.Kind, error) {
+	if !httpmsg.ValidValue(value) {
+		return 0, badRequest("invalid character in header value")
+	}
+	max := lim.maxFields
+	if max <= 0 {
+		max = defaultMaxHeaderCount
+	}
+	if len(r.Header.Fields) == max {
+		return 0, &statusError{431, "too many header fields"}
+	}
+	k := httpmsg.Classify(name)
+	r.Header.Fields = append(r.Header.Fields, httpmsg.Field{Name: name, Value: value, Kind: k,
+		// No name Helios acts on has an underscore: such a field is
+		// KindOther, and dropping it only keeps it from the backend.
+		Drop: !lim.underscores && indexByte(name, '_') >= 0})
+	return k, nil
+}
+
+var (
+	schemeHTTP  = []byte("http")
+	schemeHTTPS = []byte("https")
+)
 
 // parseContentLength accepts 1 to 18 decimal digits, nothing else (no
 // sign, no spaces, no lists), so the value cannot overflow or be read two
@@ -442,15 +464,14 @@ func stripPort(a []byte) []byte {
 	return a
 }
 
-// response is a parsed backend response head.
+// response is a parsed backend response head: the protocol-neutral head
+// (ContentLength -1 when the body's length is not declared), and what
+// only HTTP/1.1 has. An HTTP/2 backend's answer fills the neutral head
+// (lh2up.go).
 type response struct {
-	status int
-	minor  byte
-	reason []byte
-	hdr    header
-
-	contentLength int64 // -1 when absent
-	chunked       bool
+	httpmsg.Response
+	minor   byte
+	chunked bool
 	// untilClose: the body runs until the backend closes (no framing).
 	untilClose bool
 	keepAlive  bool
@@ -458,9 +479,8 @@ type response struct {
 }
 
 func (r *response) reset() {
-	hdr := r.hdr
-	hdr.reset()
-	*r = response{hdr: hdr, contentLength: -1}
+	r.Response.Reset()
+	r.minor, r.chunked, r.untilClose, r.keepAlive, r.hasTrailer = 0, false, false, false, false
 }
 
 // parseResponse parses a complete response head. headRequest says whether
@@ -483,16 +503,16 @@ func parseResponse(head []byte, r *response, headRequest bool) error {
 	if d0 < '1' || d0 > '5' || d1 < '0' || d1 > '9' || d2 < '0' || d2 > '9' {
 		return errMalformedResponse
 	}
-	r.status = int(d0-'0')*100 + int(d1-'0')*10 + int(d2-'0')
+	r.Status = int(d0-'0')*100 + int(d1-'0')*10 + int(d2-'0')
 	if len(line) > 12 {
 		if line[12] != ' ' {
 			return errMalformedResponse
 		}
-		r.reason = line[13:]
+		r.Reason = line[13:]
 		// RFC 9112 §4: no controls but HTAB. The reason is relayed to the
 		// client, and a bare CR in it could read as a line break there
 		// (§2.2).
-		if !validValue(r.reason) {
+		if !httpmsg.ValidValue(r.Reason) {
 			return errMalformedResponse
 		}
 	}
@@ -515,39 +535,39 @@ func parseResponse(head []byte, r *response, headRequest bool) error {
 			return errMalformedResponse
 		}
 		name := line[:colon]
-		if !isToken(name) {
+		if !httpmsg.IsToken(name) {
 			return errMalformedResponse
 		}
-		value := trimOWS(line[colon+1:])
-		if !validValue(value) {
+		value := httpmsg.TrimOWS(line[colon+1:])
+		if !httpmsg.ValidValue(value) {
 			return errMalformedResponse
 		}
-		k := classify(name)
-		r.hdr.fields = append(r.hdr.fields, field{name: name, value: value, kind: k})
+		k := httpmsg.Classify(name)
+		r.Header.Fields = append(r.Header.Fields, httpmsg.Field{Name: name, Value: value, Kind: k})
 		switch k {
-		case kContentLength:
+		case httpmsg.KindContentLength:
 			n, ok := parseContentLength(value)
-			if !ok || (clSeen > 0 && n != r.contentLength) {
+			if !ok || (clSeen > 0 && n != r.ContentLength) {
 				return errMalformedResponse
 			}
 			clSeen++
-			r.contentLength = n
-		case kTransferEncoding:
+			r.ContentLength = n
+		case httpmsg.KindTransferEncoding:
 			teSeen++
 			teLast = value
-		case kConnection:
+		case httpmsg.KindConnection:
 			if nConn == len(connValues) {
 				return errMalformedResponse
 			}
 			connValues[nConn] = value
 			nConn++
-		case kTrailer:
+		case httpmsg.KindTrailer:
 			r.hasTrailer = true
 		}
 	}
 	var closeTok, keepTok bool
 	for i := 0; i < nConn; i++ {
-		c, k, _ := r.hdr.markConnectionOptions(connValues[i])
+		c, k, _ := r.Header.MarkConnectionOptions(connValues[i])
 		closeTok, keepTok = closeTok || c, keepTok || k
 	}
 	r.keepAlive = !closeTok && (r.minor == 1 || keepTok)
@@ -559,8 +579,8 @@ func parseResponse(head []byte, r *response, headRequest bool) error {
 
 	// RFC 9112 §6.3: message body length.
 	switch {
-	case headRequest || r.status < 200 || r.status == 204 || r.status == 304:
-		r.contentLength = 0
+	case headRequest || r.Status < 200 || r.Status == 204 || r.Status == 304:
+		r.ContentLength = 0
 		r.chunked = false
 	case teSeen > 0:
 		// Transfer-Encoding overrides Content-Length; a message with both
@@ -568,7 +588,7 @@ func parseResponse(head []byte, r *response, headRequest bool) error {
 		if clSeen > 0 {
 			r.keepAlive = false
 		}
-		r.contentLength = -1
+		r.ContentLength = -1
 		if lastCodingChunked(teLast) {
 			r.chunked = true
 		} else {
@@ -589,5 +609,5 @@ func lastCodingChunked(v []byte) bool {
 	if i := bytes.LastIndexByte(v, ','); i >= 0 {
 		v = v[i+1:]
 	}
-	return equalFold(trimOWS(v), "chunked")
+	return httpmsg.EqualFold(httpmsg.TrimOWS(v), "chunked")
 }

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/helios-lb/helios/internal/httpmsg"
 )
 
 // statusOf returns the status a parse error asks for: 0 for nil, -1 for an
@@ -31,19 +33,19 @@ type reqSummary struct {
 
 func summarize(r *request) reqSummary {
 	return reqSummary{
-		Method: string(r.method), URI: string(r.uri), Path: string(r.path),
-		Host: string(r.host), Authority: string(r.authority), Minor: r.minor,
-		CL: r.contentLength, Chunked: r.chunked, KeepAlive: r.keepAlive, Upgrade: r.upgrade,
-		Expect100: r.expect100, HostOverride: r.hostOverride,
+		Method: string(r.Method), URI: string(r.Target), Path: string(r.Path),
+		Host: string(r.Host), Authority: string(r.Authority), Minor: r.minor,
+		CL: r.ContentLength, Chunked: r.chunked, KeepAlive: r.keepAlive, Upgrade: (r.Upgrade != nil),
+		Expect100: r.Expect100, HostOverride: r.hostOverride,
 	}
 }
 
 // droppedNames lists the fields marked to drop, lower-cased, in order.
-func droppedNames(h *header) []string {
+func droppedNames(h *httpmsg.Header) []string {
 	var out []string
-	for _, f := range h.fields {
-		if f.drop {
-			out = append(out, strings.ToLower(string(f.name)))
+	for _, f := range h.Fields {
+		if f.Drop {
+			out = append(out, strings.ToLower(string(f.Name)))
 		}
 	}
 	return out
@@ -55,7 +57,7 @@ func crlf(s string) string { return strings.ReplaceAll(s, "\n", "\r\n") }
 // getExample is the summary of "GET uri" to Host example.com.
 func getExample(uri string) reqSummary {
 	return reqSummary{Method: "GET", URI: uri, Path: uri, Host: "example.com", Authority: "example.com",
-		Minor: 1, CL: -1, KeepAlive: true}
+		Minor: 1, CL: 0, KeepAlive: true}
 }
 
 // requestOKTests are request heads Helios accepts; the fuzz targets start
@@ -85,19 +87,19 @@ var requestOKTests = []struct {
 		name: "query and fragment cut from path",
 		head: crlf("GET /p?x=1#f HTTP/1.1\nHost: example.com\n\n"),
 		want: reqSummary{Method: "GET", URI: "/p?x=1#f", Path: "/p", Host: "example.com", Authority: "example.com",
-			Minor: 1, CL: -1, KeepAlive: true},
+			Minor: 1, CL: 0, KeepAlive: true},
 	},
 	{
 		name: "host port stripped for routing",
 		head: crlf("GET / HTTP/1.1\nHost: Example.com:8080\n\n"),
 		want: reqSummary{Method: "GET", URI: "/", Path: "/", Host: "Example.com", Authority: "Example.com:8080",
-			Minor: 1, CL: -1, KeepAlive: true},
+			Minor: 1, CL: 0, KeepAlive: true},
 	},
 	{
 		name: "ipv6 host",
 		head: crlf("GET / HTTP/1.1\nHost: [::1]:80\n\n"),
 		want: reqSummary{Method: "GET", URI: "/", Path: "/", Host: "[::1]", Authority: "[::1]:80",
-			Minor: 1, CL: -1, KeepAlive: true},
+			Minor: 1, CL: 0, KeepAlive: true},
 	},
 	{
 		name: "value whitespace trimmed, tab allowed inside",
@@ -131,28 +133,28 @@ var requestOKTests = []struct {
 	{
 		name: "http/1.0 without keep-alive",
 		head: crlf("GET / HTTP/1.0\n\n"),
-		want: reqSummary{Method: "GET", URI: "/", Path: "/", Minor: 0, CL: -1},
+		want: reqSummary{Method: "GET", URI: "/", Path: "/", Minor: 0, CL: 0},
 	},
 	{
 		name: "http/1.0 with keep-alive",
 		head: crlf("GET / HTTP/1.0\nConnection: Keep-Alive\n\n"),
-		want: reqSummary{Method: "GET", URI: "/", Path: "/", Minor: 0, CL: -1, KeepAlive: true},
+		want: reqSummary{Method: "GET", URI: "/", Path: "/", Minor: 0, CL: 0, KeepAlive: true},
 	},
 	{
 		name: "http/1.1 connection close",
 		head: crlf("GET / HTTP/1.1\nHost: example.com\nConnection: close\n\n"),
-		want: reqSummary{Method: "GET", URI: "/", Path: "/", Host: "example.com", Authority: "example.com", Minor: 1, CL: -1},
+		want: reqSummary{Method: "GET", URI: "/", Path: "/", Host: "example.com", Authority: "example.com", Minor: 1, CL: 0},
 	},
 	{
 		name: "close wins over keep-alive",
 		head: crlf("GET / HTTP/1.1\nHost: example.com\nConnection: keep-alive\nConnection: close\n\n"),
-		want: reqSummary{Method: "GET", URI: "/", Path: "/", Host: "example.com", Authority: "example.com", Minor: 1, CL: -1},
+		want: reqSummary{Method: "GET", URI: "/", Path: "/", Host: "example.com", Authority: "example.com", Minor: 1, CL: 0},
 	},
 	{
 		name: "connection names headers to drop",
 		head: crlf("GET / HTTP/1.1\nHost: example.com\nX-Secret: 1\nConnection: x-secret, , Foo\nfoo: 2\nX-Keep: 3\n\n"),
 		want: getExample("/"),
-		// Only kOther fields can be named away; Host can never be.
+		// Only httpmsg.KindOther fields can be named away; Host can never be.
 		dropped: []string{"x-secret", "foo"},
 	},
 	{
@@ -165,24 +167,24 @@ var requestOKTests = []struct {
 		name: "upgrade",
 		head: crlf("GET /ws HTTP/1.1\nHost: example.com\nConnection: Upgrade\nUpgrade: websocket\n\n"),
 		want: reqSummary{Method: "GET", URI: "/ws", Path: "/ws", Host: "example.com", Authority: "example.com",
-			Minor: 1, CL: -1, KeepAlive: true, Upgrade: true},
+			Minor: 1, CL: 0, KeepAlive: true, Upgrade: true},
 	},
 	{
 		name: "upgrade header without connection token",
 		head: crlf("GET /ws HTTP/1.1\nHost: example.com\nUpgrade: websocket\n\n"),
 		want: reqSummary{Method: "GET", URI: "/ws", Path: "/ws", Host: "example.com", Authority: "example.com",
-			Minor: 1, CL: -1, KeepAlive: true},
+			Minor: 1, CL: 0, KeepAlive: true},
 	},
 	{
 		name: "connection upgrade without upgrade header",
 		head: crlf("GET /ws HTTP/1.1\nHost: example.com\nConnection: upgrade\n\n"),
 		want: reqSummary{Method: "GET", URI: "/ws", Path: "/ws", Host: "example.com", Authority: "example.com",
-			Minor: 1, CL: -1, KeepAlive: true},
+			Minor: 1, CL: 0, KeepAlive: true},
 	},
 	{
 		name: "upgrade ignored in http/1.0",
 		head: crlf("GET /ws HTTP/1.0\nConnection: upgrade\nUpgrade: websocket\n\n"),
-		want: reqSummary{Method: "GET", URI: "/ws", Path: "/ws", Minor: 0, CL: -1},
+		want: reqSummary{Method: "GET", URI: "/ws", Path: "/ws", Minor: 0, CL: 0},
 	},
 	{
 		name: "expect 100-continue",
@@ -201,19 +203,19 @@ var requestOKTests = []struct {
 		name: "absolute-form target names the host",
 		head: crlf("GET http://Origin.example:81/p?q HTTP/1.1\nHost: other.example\n\n"),
 		want: reqSummary{Method: "GET", URI: "/p?q", Path: "/p", Host: "Origin.example", Authority: "Origin.example:81",
-			Minor: 1, CL: -1, KeepAlive: true, HostOverride: true},
+			Minor: 1, CL: 0, KeepAlive: true, HostOverride: true},
 	},
 	{
 		name: "absolute-form without path",
 		head: crlf("GET HTTPS://origin.example HTTP/1.1\nHost: origin.example\n\n"),
 		want: reqSummary{Method: "GET", URI: "/", Path: "/", Host: "origin.example", Authority: "origin.example",
-			Minor: 1, CL: -1, KeepAlive: true, HostOverride: true},
+			Minor: 1, CL: 0, KeepAlive: true, HostOverride: true},
 	},
 	{
 		name: "options asterisk",
 		head: crlf("OPTIONS * HTTP/1.1\nHost: example.com\n\n"),
 		want: reqSummary{Method: "OPTIONS", URI: "*", Path: "*", Host: "example.com", Authority: "example.com",
-			Minor: 1, CL: -1, KeepAlive: true},
+			Minor: 1, CL: 0, KeepAlive: true},
 	},
 }
 
@@ -227,7 +229,7 @@ func TestParseRequestOK(t *testing.T) {
 			if got := summarize(&r); got != tt.want {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
-			if got := droppedNames(&r.hdr); !equalStrings(got, tt.dropped) {
+			if got := droppedNames(&r.Header); !equalStrings(got, tt.dropped) {
 				t.Errorf("dropped: got %v, want %v", got, tt.dropped)
 			}
 		})
@@ -365,7 +367,7 @@ func TestParseRequestLimits(t *testing.T) {
 			if got := statusOf(err); got != tt.status {
 				t.Fatalf("got status %v (%v), want %v", got, err, tt.status)
 			}
-			if got := droppedNames(&r.hdr); strings.Join(got, ",") != strings.Join(tt.dropped, ",") {
+			if got := droppedNames(&r.Header); strings.Join(got, ",") != strings.Join(tt.dropped, ",") {
 				t.Errorf("got dropped %v, want %v", got, tt.dropped)
 			}
 		})
@@ -383,11 +385,11 @@ func TestParseRequestReuse(t *testing.T) {
 	if err := parseRequest([]byte(crlf("GET /b HTTP/1.1\nHost: b\n\n")), &r); err != nil {
 		t.Fatal(err)
 	}
-	want := reqSummary{Method: "GET", URI: "/b", Path: "/b", Host: "b", Authority: "b", Minor: 1, CL: -1, KeepAlive: true}
+	want := reqSummary{Method: "GET", URI: "/b", Path: "/b", Host: "b", Authority: "b", Minor: 1, CL: 0, KeepAlive: true}
 	if got := summarize(&r); got != want {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
-	if got := len(r.hdr.fields); got != 1 {
+	if got := len(r.Header.Fields); got != 1 {
 		t.Errorf("fields: got %v, want %v", got, 1)
 	}
 }
@@ -467,7 +469,7 @@ func TestParseResponse(t *testing.T) {
 			if err := parseResponse([]byte(crlf(tt.head)), &r, tt.forHEAD); err != nil {
 				t.Fatalf("got error %v, want none", err)
 			}
-			got := respSummary{Status: r.status, Minor: r.minor, Reason: string(r.reason), CL: r.contentLength,
+			got := respSummary{Status: r.Status, Minor: r.minor, Reason: string(r.Reason), CL: r.ContentLength,
 				Chunked: r.chunked, UntilClose: r.untilClose, KeepAlive: r.keepAlive}
 			if got != tt.want {
 				t.Errorf("got %+v, want %+v", got, tt.want)
@@ -612,18 +614,18 @@ func TestParseContentLength(t *testing.T) {
 func TestClassify(t *testing.T) {
 	tests := []struct {
 		name string
-		want kind
+		want httpmsg.Kind
 	}{
-		{"Host", kHost}, {"HOST", kHost}, {"content-length", kContentLength},
-		{"Transfer-Encoding", kTransferEncoding}, {"Connection", kConnection},
-		{"Keep-Alive", kKeepAlive}, {"Proxy", kProxy}, {"Proxy-Connection", kProxy},
-		{"proxy-authorization", kProxy}, {"TE", kTE}, {"Trailer", kTrailer}, {"Upgrade", kUpgrade},
-		{"Expect", kExpect}, {"X-Forwarded-For", kXForwardedFor}, {"x-forwarded-proto", kXForwardedProto},
-		{"X-Forwarded-Host", kXForwardedHost}, {"Hosts", kOther}, {"Proxy-", kOther}, {"X-Other", kOther},
+		{"Host", httpmsg.KindHost}, {"HOST", httpmsg.KindHost}, {"content-length", httpmsg.KindContentLength},
+		{"Transfer-Encoding", httpmsg.KindTransferEncoding}, {"Connection", httpmsg.KindConnection},
+		{"Keep-Alive", httpmsg.KindKeepAlive}, {"Proxy", httpmsg.KindProxy}, {"Proxy-Connection", httpmsg.KindProxy},
+		{"proxy-authorization", httpmsg.KindProxy}, {"TE", httpmsg.KindTE}, {"Trailer", httpmsg.KindTrailer}, {"Upgrade", httpmsg.KindUpgrade},
+		{"Expect", httpmsg.KindExpect}, {"X-Forwarded-For", httpmsg.KindXForwardedFor}, {"x-forwarded-proto", httpmsg.KindXForwardedProto},
+		{"X-Forwarded-Host", httpmsg.KindXForwardedHost}, {"Hosts", httpmsg.KindOther}, {"Proxy-", httpmsg.KindOther}, {"X-Other", httpmsg.KindOther},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := classify([]byte(tt.name)); got != tt.want {
+			if got := httpmsg.Classify([]byte(tt.name)); got != tt.want {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})

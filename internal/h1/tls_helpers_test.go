@@ -10,21 +10,23 @@ import (
 	"crypto/x509/pkix"
 	"math/big"
 	"net"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/helios-lb/helios/internal/tlsconf"
 )
 
 // testTLS is a listener's TLS provider for tests: one self-signed ECDSA
-// certificate for localhost and 127.0.0.1, a cap on handshakes, and
-// counters of what it saw.
+// certificate for localhost and 127.0.0.1, and the provider's gate (the
+// cap on handshakes in progress, shedding, and the counts of how
+// handshakes ended).
 type testTLS struct {
-	cfg        *tls.Config
-	pool       *x509.CertPool
-	timeout    time.Duration
-	max        int32
-	inProgress atomic.Int32
-	ok, failed atomic.Int32
+	cfg          *tls.Config
+	pool         *x509.CertPool
+	timeout      time.Duration
+	helloTimeout time.Duration
+	max          int
+	gate         tlsconf.Gate
 }
 
 func newTestTLS(t testing.TB) *testTLS {
@@ -61,22 +63,24 @@ func newTestTLS(t testing.TB) *testTLS {
 	}
 }
 
-func (p *testTLS) TLSConfig() *tls.Config          { return p.cfg }
-func (p *testTLS) HandshakeTimeout() time.Duration { return p.timeout }
-func (p *testTLS) EndHandshake()                   { p.inProgress.Add(-1) }
-func (p *testTLS) BeginHandshake() bool {
-	if p.inProgress.Add(1) > p.max {
-		p.inProgress.Add(-1)
-		return false
-	}
-	return true
+func (p *testTLS) TLSConfig() *tls.Config            { return p.cfg }
+func (p *testTLS) HandshakeTimeout() time.Duration   { return p.timeout }
+func (p *testTLS) ClientHelloTimeout() time.Duration { return p.helloTimeout }
+func (p *testTLS) NoHello()                          { p.gate.NoHello() }
+func (p *testTLS) BeginHandshake(stop func()) *tlsconf.Handshake {
+	return p.gate.Begin(p.max, stop)
 }
-func (p *testTLS) Record(_ tls.ConnectionState, err error) {
-	if err == nil {
-		p.ok.Add(1)
-	} else {
-		p.failed.Add(1)
-	}
+
+// count returns how many handshakes ended with result (tlsconf.Result's
+// label: ok, failed, timeout, refused, shed, no_hello).
+func (p *testTLS) count(result string) uint64 {
+	var n uint64
+	p.gate.Stats().Each(func(r, _ string, _ bool, c uint64) {
+		if r == result {
+			n += c
+		}
+	})
+	return n
 }
 
 // dialTLS connects to addr over TLS trusting p's certificate.

@@ -121,7 +121,7 @@ func (w *writer) writeHex(v int64) {
 }
 
 // field writes "name: value\r\n".
-func (w *writer) field(name, value []byte) {
+func (w *writer) Field(name, value []byte) {
 	if w.reserve(len(name) + len(value) + 4) {
 		w.n += copy(w.buf[w.n:], name)
 		w.buf[w.n] = ':'

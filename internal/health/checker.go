@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/helios-lb/helios/internal/upstream"
 )
 
 // CheckPolicy configures active health checks.
@@ -118,8 +120,13 @@ func (c *Checker) loop(ctx context.Context, i int) {
 	}
 }
 
-// CheckOnce checks backend i now and applies the result.
+// CheckOnce checks backend i now and applies the result. A backend
+// disabled through the admin API is in maintenance: it is not checked,
+// and keeps the verdict it had until it is enabled again.
 func (c *Checker) CheckOnce(ctx context.Context, i int) {
+	if c.trackers[i].state.Admin() == upstream.AdminDisabled {
+		return
+	}
 	cctx, cancel := context.WithTimeout(ctx, c.policy.Timeout)
 	status, err := c.probe(cctx, c.addrs[i])
 	cancel()

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/helios-lb/helios/internal/acme"
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/tlsconf"
@@ -16,11 +17,12 @@ import (
 type fakeSource struct{ h2 map[string]*h2.Stats }
 
 func (fakeSource) Graph() *proxy.Graph                { return &proxy.Graph{} }
-func (fakeSource) BreakerState(string, int) int       { return -1 }
+func (fakeSource) BreakerState(string, string) int    { return -1 }
 func (fakeSource) OpenConnections() map[string]int64  { return nil }
 func (fakeSource) AcceptErrors() map[string]uint64    { return nil }
 func (fakeSource) Panics() uint64                     { return 0 }
 func (fakeSource) TLSProviders() []*tlsconf.Provider  { return nil }
+func (fakeSource) ACMEManagers() []*acme.Manager      { return nil }
 func (s fakeSource) HTTP2Stats() map[string]*h2.Stats { return s.h2 }
 func (fakeSource) RequestBuffersHeld() (int64, int64) { return 3, 4 }
 

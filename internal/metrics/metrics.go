@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/helios-lb/helios/internal/acme"
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/tlsconf"
@@ -25,9 +26,10 @@ import (
 type Source interface {
 	// Graph returns the routing graph being served.
 	Graph() *proxy.Graph
-	// BreakerState returns the breaker state of backend i of the named
-	// upstream: 0 closed, 1 half-open, 2 open, -1 no breaker.
-	BreakerState(upstreamName string, i int) int
+	// BreakerState returns the breaker state of the backend at addr of
+	// the named upstream: 0 closed, 1 half-open, 2 open, -1 no breaker
+	// (or no such backend).
+	BreakerState(upstreamName, addr string) int
 	// OpenConnections returns open client connections by listener name.
 	OpenConnections() map[string]int64
 	// AcceptErrors returns failed accepts by reason (emfile, enfile,
@@ -43,21 +45,27 @@ type Source interface {
 	// RequestBuffersHeld returns the request-body bytes request
 	// buffering holds across the process, in memory and in files.
 	RequestBuffersHeld() (memory, file int64)
+	// ACMEManagers returns the ACME managers of the listeners that have
+	// one.
+	ACMEManagers() []*acme.Manager
 }
 
 // Metrics holds Helios's collectors.
 type Metrics struct {
-	src      Source
-	duration *prometheus.HistogramVec
-	checks   *prometheus.CounterVec
-	noRoute  proxy.RouteStats
+	src       Source
+	duration  *prometheus.HistogramVec
+	checks    *prometheus.CounterVec
+	discovery *prometheus.CounterVec
+	noRoute   proxy.RouteStats
 
 	requestsDesc, retriesDesc, noBackendDesc                    *prometheus.Desc
 	upDesc, ejectedDesc, inflightDesc, backendReqDesc, failDesc *prometheus.Desc
 	breakerDesc, openConnsDesc, acceptErrsDesc, panicsDesc      *prometheus.Desc
+	adminDesc, weightDesc                                       *prometheus.Desc
 	protocolDesc, reqBufDesc                                    *prometheus.Desc
 	tls                                                         tlsDescs
 	http2                                                       http2Descs
+	acme                                                        acmeDescs
 	protocols                                                   Protocols
 }
 
@@ -78,6 +86,10 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 			Name: "helios_health_checks_total",
 			Help: "Active health checks by upstream, backend and result (pass, fail).",
 		}, []string{"upstream", "backend", "result"}),
+		discovery: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "helios_discovery_errors_total",
+			Help: "Failed lookups of discovery sources (a DNS failure, an empty answer, a backends file that cannot be read or has a problem), by upstream and source; the last good set of backends stays.",
+		}, []string{"upstream", "source"}),
 		requestsDesc: prometheus.NewDesc("helios_requests_total",
 			"Requests answered, by route, upstream and status code (499: the client went away).",
 			[]string{"route", "upstream", "code"}, nil),
@@ -98,6 +110,10 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 			"Attempts that failed (connect error, timeout, broken or failure-status response).", []string{"upstream", "backend"}, nil),
 		breakerDesc: prometheus.NewDesc("helios_circuit_breaker_state",
 			"Circuit breaker state: 0 closed, 1 half-open, 2 open (absent without a breaker).", []string{"upstream", "backend"}, nil),
+		adminDesc: prometheus.NewDesc("helios_backend_admin_state",
+			"What the admin API asked of the backend: 0 enabled, 1 draining, 2 disabled.", []string{"upstream", "backend"}, nil),
+		weightDesc: prometheus.NewDesc("helios_backend_weight",
+			"The backend's weight: the configured or discovered one, or the one set through the admin API.", []string{"upstream", "backend"}, nil),
 		openConnsDesc: prometheus.NewDesc("helios_open_connections",
 			"Open client connections by listener.", []string{"listener"}, nil),
 		acceptErrsDesc: prometheus.NewDesc("helios_accept_errors_total",
@@ -113,10 +129,11 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 			[]string{"where"}, nil),
 		tls:   newTLSDescs(),
 		http2: newHTTP2Descs(),
+		acme:  newACMEDescs(),
 	}
 	m.noRoute.Duration = m.duration.WithLabelValues(noRouteLabel, "")
 	for _, c := range []prometheus.Collector{
-		m.duration, m.checks, m,
+		m.duration, m.checks, m.discovery, m,
 		prometheus.NewGoCollector(),
 		prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
 	} {
@@ -142,11 +159,19 @@ func (m *Metrics) HealthCheckResult(upstreamName, backend string, pass bool) {
 	m.checks.WithLabelValues(upstreamName, backend, result).Inc()
 }
 
+// DiscoveryError counts one failed lookup of a discovery source (a
+// discovery.Options.OnError hook).
+func (m *Metrics) DiscoveryError(upstreamName, source string) {
+	m.discovery.WithLabelValues(upstreamName, source).Inc()
+}
+
 // Record counts a finished request; Metrics is a proxy.Recorder.
 func (m *Metrics) Record(ex wire.Exchange, r proxy.Record) {
 	m.protocols.count(ex)
-	if r.Route != nil && r.Route.Stats != nil {
-		r.Route.Stats.Count(r.Status, r.Duration)
+	if r.Route != nil {
+		if s := r.Route.StatsOf(r.Upstream); s != nil {
+			s.Count(r.Status, r.Duration)
+		}
 		return
 	}
 	m.noRoute.Count(r.Status, r.Duration)
@@ -169,13 +194,20 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			up = rt.Upstream.Name
 		}
 		emitCodes(ch, m.requestsDesc, rt.Stats, rt.Name, up)
+		if rt.Split != nil {
+			for i := range rt.Split.Variants {
+				if v := &rt.Split.Variants[i]; v.Stats != nil {
+					emitCodes(ch, m.requestsDesc, v.Stats, rt.Name, v.Upstream.Name)
+				}
+			}
+		}
 	}
 	for _, up := range g.Upstreams {
 		if up.Stats != nil {
 			ch <- prometheus.MustNewConstMetric(m.retriesDesc, prometheus.CounterValue, float64(up.Stats.Retries.Load()), up.Name)
 			ch <- prometheus.MustNewConstMetric(m.noBackendDesc, prometheus.CounterValue, float64(up.Stats.NoBackend.Load()), up.Name)
 		}
-		for _, b := range up.Backends {
+		for _, b := range up.Members().Backends {
 			m.collectBackend(ch, up.Name, b)
 		}
 	}
@@ -192,6 +224,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.collectTLS(ch, time.Now())
 	m.protocols.collect(ch, m.protocolDesc)
 	m.collectHTTP2(ch)
+	m.collectACME(ch, time.Now())
 }
 
 func (m *Metrics) collectBackend(ch chan<- prometheus.Metric, upName string, b *upstream.Backend) {
@@ -208,7 +241,9 @@ func (m *Metrics) collectBackend(ch chan<- prometheus.Metric, upName string, b *
 	ch <- prometheus.MustNewConstMetric(m.inflightDesc, prometheus.GaugeValue, float64(b.Inflight()), upName, b.Addr)
 	ch <- prometheus.MustNewConstMetric(m.backendReqDesc, prometheus.CounterValue, float64(b.Requests()), upName, b.Addr)
 	ch <- prometheus.MustNewConstMetric(m.failDesc, prometheus.CounterValue, float64(b.Failures()), upName, b.Addr)
-	if s := m.src.BreakerState(upName, b.Index); s >= 0 {
+	ch <- prometheus.MustNewConstMetric(m.adminDesc, prometheus.GaugeValue, float64(b.Admin()), upName, b.Addr)
+	ch <- prometheus.MustNewConstMetric(m.weightDesc, prometheus.GaugeValue, float64(b.Weight), upName, b.Addr)
+	if s := m.src.BreakerState(upName, b.Addr); s >= 0 {
 		ch <- prometheus.MustNewConstMetric(m.breakerDesc, prometheus.GaugeValue, float64(s), upName, b.Addr)
 	}
 }

@@ -10,7 +10,7 @@ import (
 // tlsDescs are the TLS series, read from the listeners' providers when
 // Prometheus scrapes: handshakes cost the engine one atomic add each.
 type tlsDescs struct {
-	expiry, stapled, handshakes, inProgress *prometheus.Desc
+	expiry, stapled, handshakes, inProgress, waiting *prometheus.Desc
 }
 
 func newTLSDescs() tlsDescs {
@@ -22,10 +22,13 @@ func newTLSDescs() tlsDescs {
 			"1 while an OCSP response is stapled to the certificate, 0 otherwise (no responder, or none reachable).",
 			[]string{"listener", "name"}, nil),
 		handshakes: prometheus.NewDesc("helios_tls_handshakes_total",
-			"TLS handshakes by listener, result (ok, failed, timeout, refused), version (1.2, 1.3, unknown) and resumed (true, false).",
+			"TLS handshakes by listener, result (ok, failed, timeout, refused, shed, no_hello), version (1.2, 1.3, unknown) and resumed (true, false).",
 			[]string{"listener", "result", "version", "resumed"}, nil),
 		inProgress: prometheus.NewDesc("helios_tls_handshakes_in_progress",
-			"TLS handshakes under way, by listener (capped by tls.max_handshakes).",
+			"TLS handshakes under way (ClientHello received), by listener (capped by tls.max_handshakes).",
+			[]string{"listener"}, nil),
+		waiting: prometheus.NewDesc("helios_tls_handshakes_waiting",
+			"TLS handshakes under way that wait for their client, by listener: those shed, oldest first, at tls.max_handshakes.",
 			[]string{"listener"}, nil),
 	}
 }
@@ -46,5 +49,6 @@ func (m *Metrics) collectTLS(ch chan<- prometheus.Metric, now time.Time) {
 			ch <- prometheus.MustNewConstMetric(m.tls.handshakes, prometheus.CounterValue, float64(n), name, result, version, strconv.FormatBool(resumed))
 		})
 		ch <- prometheus.MustNewConstMetric(m.tls.inProgress, prometheus.GaugeValue, float64(p.HandshakesInProgress()), name)
+		ch <- prometheus.MustNewConstMetric(m.tls.waiting, prometheus.GaugeValue, float64(p.HandshakesWaiting()), name)
 	}
 }

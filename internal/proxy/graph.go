@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
@@ -29,6 +30,10 @@ type Graph struct {
 	Upstreams []*Upstream
 	// Recorder receives one Record per request; nil records nothing.
 	Recorder Recorder
+	// ACME answers HTTP-01 challenges and says which hosts are
+	// redirected to HTTPS; nil when no listener gets certificates
+	// through ACME.
+	ACME ACME
 }
 
 // Route is a compiled route with exactly one action set.
@@ -37,15 +42,23 @@ type Route struct {
 	Name string
 	// Upstream forwards the request; nil when another action is set.
 	Upstream *Upstream
+	// Split forwards the request to one of several upstreams; nil when
+	// another action is set.
+	Split *Split
 	// Respond answers with a fixed response; nil when another action is set.
 	Respond *Fixed
-	// Static answers from files (served as an in-process handler); nil
-	// when another action is set.
-	Static *wire.Local
+	// Files answers from files, sent by the engine itself
+	// (ActServeFile); nil when another action is set.
+	Files wire.Files
+	// Local answers with an in-process net/http handler, which the
+	// engine forwards to as to a backend (ActServeHTTP); nil when
+	// another action is set.
+	Local *wire.Local
 	// Index is the route's position in the configuration.
 	Index int
-	// Stats counts the route's requests; nil counts nothing. It is kept
-	// across reloads for a route of the same name and upstream.
+	// Stats counts the route's requests (for a split, those that did not
+	// get as far as a variant); nil counts nothing. It is kept across
+	// reloads for a route of the same name and upstream.
 	Stats *RouteStats
 	// Upgrades lists the protocols (lower case, without a version) a
 	// request may switch to through the route; nil allows none.
@@ -59,6 +72,24 @@ type Route struct {
 	// backend is chosen (request buffering), under these limits; nil
 	// streams bodies to the backend as they arrive.
 	Buffer *wire.BufferLimits
+	// NoHTTPSRedirect serves the route's cleartext requests for hosts
+	// whose certificates come from ACME, which are otherwise redirected
+	// to HTTPS (Graph.ACME).
+	NoHTTPSRedirect bool
+}
+
+// StatsOf returns the counters of the route's requests to up: the
+// variant's for a split route, the route's otherwise (and for a request
+// that reached no upstream).
+func (rt *Route) StatsOf(up *Upstream) *RouteStats {
+	if rt.Split != nil && up != nil {
+		for i := range rt.Split.Variants {
+			if v := &rt.Split.Variants[i]; v.Upstream == up {
+				return v.Stats
+			}
+		}
+	}
+	return rt.Stats
 }
 
 // refuses reports whether the route refuses method m: TRACE and CONNECT
@@ -140,8 +171,9 @@ type UpstreamStats struct {
 // Fixed is a pre-rendered response.
 type Fixed struct {
 	Status int
-	// Header holds "Name: value\r\n" lines.
-	Header []byte
+	// Header holds its fields (but Date and framing, which the engine
+	// adds).
+	Header httpmsg.Header
 	Body   []byte
 }
 
@@ -154,27 +186,66 @@ type Upstream struct {
 	Strategy string
 	// Checked says active health checks run for this upstream.
 	Checked bool
-	// Backends are the pool's members; Backends[i].Index == i.
+	// Backends are the members the upstream was built with;
+	// Backends[i].Index == i. Members returns them, with Picker and
+	// Guard, until SetMembers replaces them: read Members, not these
+	// fields, to see the backends being served.
 	Backends []*upstream.Backend
-	// Picker chooses a backend.
+	// Picker chooses a backend among Backends.
 	Picker upstream.Picker
 	// Transport says how the engine reaches the backends.
 	Transport *wire.Transport
-	// HashClient says the picker uses upstream.Key.Hash (ip_hash), so the
-	// pipeline computes it.
-	HashClient bool
+	// Key is where the request's key for consistent_hash is read; KeyNone
+	// for the strategies that do not hash.
+	Key RequestKey
 	// Retry says when to try another backend.
 	Retry RetryPolicy
 	// Budget bounds retries; nil means unbounded (tests only).
 	Budget *Budget
-	// Guard admits requests and learns outcomes (breaker, passive
-	// ejection); nil admits everything.
+	// Guard admits requests to Backends and learns outcomes (breaker,
+	// passive ejection); nil admits everything.
 	Guard Guard
 	// Index is the upstream's position in the configuration.
 	Index int
 	// Stats counts retries and unavailability; never nil in a built graph.
 	Stats *UpstreamStats
+
+	// members are the members being served once Members or SetMembers
+	// has run; nil before.
+	members atomic.Pointer[Members]
 }
+
+// Members are an upstream's backends at one moment, with the picker that
+// chooses among them and the guard that admits to them. A Members never
+// changes once the upstream serves it: a change of membership (DNS or file
+// discovery) or of weights (the admin API) builds a new one, which
+// SetMembers swaps in, and a request keeps the Members it started with to
+// its end, retries included, so Key.Exclude always names its backends.
+type Members struct {
+	// Backends are the members; Backends[i].Index == i.
+	Backends []*upstream.Backend
+	// Picker chooses among Backends.
+	Picker upstream.Picker
+	// Guard admits requests to Backends and learns outcomes; nil admits
+	// everything.
+	Guard Guard
+}
+
+// Members returns the members being served: those SetMembers installed
+// last, or the Backends, Picker and Guard the upstream was built with. It
+// takes no lock: one atomic load (and, on the first call of an upstream
+// built without SetMembers, one allocation).
+func (u *Upstream) Members() *Members {
+	if m := u.members.Load(); m != nil {
+		return m
+	}
+	u.members.CompareAndSwap(nil, &Members{Backends: u.Backends, Picker: u.Picker, Guard: u.Guard})
+	return u.members.Load()
+}
+
+// SetMembers installs m for requests that start from now on; requests
+// already running finish with the members they started with.
+func (u *Upstream) SetMembers(m *Members) { u.members.Store(m) }
 
 // Outcome is what an attempt on a backend says about the backend.
 type Outcome uint8

@@ -3,9 +3,9 @@ package proxy
 import (
 	"bytes"
 	"errors"
-	"net/netip"
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -17,7 +17,7 @@ const StatusClientClosed = 499
 // Short bodies of the answers Helios makes itself. Never a 500 for a
 // proxy error: the status says whose fault it was.
 var (
-	textHeader   = []byte("Content-Type: text/plain; charset=utf-8\r\n")
+	textHeader   = httpmsg.HeaderOf("Content-Type", "text/plain; charset=utf-8")
 	bodyNoRoute  = []byte("404 Not Found: no route matches this request\n")
 	bodyNoBacked = []byte("503 Service Unavailable: no backend is available\n")
 	bodyBadGW    = []byte("502 Bad Gateway: the backend could not be reached or failed\n")
@@ -28,7 +28,7 @@ var (
 	bodyBusy     = []byte("503 Service Unavailable: the backend is at its connection limit\n")
 	bodyBuffers  = []byte("503 Service Unavailable: the request buffers are full; try again later\n")
 	// RFC 9110 §15.5.6: a 405 lists the methods that are allowed.
-	notAllowedHeader = []byte("Allow: GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH\r\nContent-Type: text/plain; charset=utf-8\r\n")
+	notAllowedHeader = httpmsg.HeaderOf("Allow", "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH", "Content-Type", "text/plain; charset=utf-8")
 	bodyNotAllowed   = []byte("405 Method Not Allowed: this route does not accept the method\n")
 )
 
@@ -48,7 +48,13 @@ type flow struct {
 	g   *Graph
 	ex  wire.Exchange
 	rec Record
-	up  *Upstream
+	// dest is the upstream the route forwards to (for a split, the
+	// variant chosen); up is set once forwarding starts.
+	dest *Upstream
+	up   *Upstream
+	// m are up's members as the request found them: every attempt picks
+	// among them.
+	m   *Members
 	key upstream.Key
 	// idem: the method is idempotent.
 	idem bool
@@ -57,6 +63,9 @@ type flow struct {
 	ticket func(error)
 	// next: a backend already picked (and checked to exist) for a retry.
 	next *upstream.Backend
+	// waiting: a retry waits its backoff (ActWait) for delay.
+	waiting bool
+	delay   time.Duration
 	// status of the response being sent; failed: it counts as a backend
 	// failure.
 	status int
@@ -65,17 +74,39 @@ type flow struct {
 	// reports on.
 	last wire.Action
 	// The answer for ActRespond.
-	ansStatus       int
-	ansHeader, ansB []byte
+	ansStatus int
+	ansHeader *httpmsg.Header
+	ansB      []byte
+	// local is the in-process handler of an ActServeHTTP that is not a
+	// route's (the ACME challenge solver); nil otherwise.
+	local *wire.Local
+	// redirect holds the Location of an https redirect and redirectHdr
+	// its fields, reused by the connection's requests.
+	redirect    []byte
+	redirectHdr httpmsg.Header
 }
 
 // Begin routes the request.
 func (f *flow) Begin(ex wire.Exchange) wire.Action {
 	p := f.p
-	*f = flow{p: p, g: p.graph.Load(), ex: ex}
+	*f = flow{p: p, g: p.graph.Load(), ex: ex, redirect: f.redirect, redirectHdr: f.redirectHdr}
 	f.rec.Start = time.Now()
 	f.setRequestID(ex)
+	if a := f.g.ACME; a != nil {
+		if act, ok := f.acmeChallenge(a, ex); ok {
+			return act
+		}
+	}
 	rt, ok := f.g.Routes.Match(ex.Host(), ex.Path())
+	if a := f.g.ACME; a != nil {
+		var r *Route
+		if ok {
+			r = rt
+		}
+		if act, ok := f.httpsRedirect(a, ex, r); ok {
+			return act
+		}
+	}
 	if ok {
 		if rt.refuses(ex.Method()) {
 			f.rec.Route = rt
@@ -91,8 +122,12 @@ func (f *flow) Begin(ex wire.Exchange) wire.Action {
 	switch {
 	case !ok:
 		return f.answer(404, textHeader, bodyNoRoute)
-	case rt.Upstream != nil:
+	case rt.Upstream != nil || rt.Split != nil:
 		f.rec.Route = rt
+		f.dest = rt.Upstream
+		if rt.Split != nil {
+			f.dest = rt.Split.choose(ex).Upstream
+		}
 		if ex.HasBody() {
 			if rt.MaxBody > 0 && ex.BodyLength() > rt.MaxBody {
 				return f.answer(413, textHeader, bodyTooLarge)
@@ -103,14 +138,18 @@ func (f *flow) Begin(ex wire.Exchange) wire.Action {
 				return wire.ActBuffer
 			}
 		}
-		return f.startForward(rt.Upstream)
+		return f.startForward(f.dest)
 	case rt.Respond != nil:
 		f.rec.Route = rt
-		return f.answer(rt.Respond.Status, rt.Respond.Header, rt.Respond.Body)
-	default:
+		return f.answer(rt.Respond.Status, &rt.Respond.Header, rt.Respond.Body)
+	case rt.Local != nil:
 		f.rec.Route = rt
 		f.last = wire.ActServeHTTP
 		return wire.ActServeHTTP
+	default:
+		f.rec.Route = rt
+		f.last = wire.ActServeFile
+		return wire.ActServeFile
 	}
 }
 
@@ -126,17 +165,25 @@ func isGRPC(ex wire.Exchange) bool {
 
 var grpcType = []byte("application/grpc")
 
-func (f *flow) answer(status int, header, body []byte) wire.Action {
+func (f *flow) answer(status int, header *httpmsg.Header, body []byte) wire.Action {
 	f.ansStatus, f.ansHeader, f.ansB = status, header, body
 	f.last = wire.ActRespond
 	return wire.ActRespond
 }
 
 // Answer returns the answer for ActRespond.
-func (f *flow) Answer() (int, []byte, []byte) { return f.ansStatus, f.ansHeader, f.ansB }
+func (f *flow) Answer() (int, *httpmsg.Header, []byte) { return f.ansStatus, f.ansHeader, f.ansB }
 
 // Handler returns the route's in-process handler for ActServeHTTP.
-func (f *flow) Handler() *wire.Local { return f.rec.Route.Static }
+func (f *flow) Handler() *wire.Local {
+	if f.local != nil {
+		return f.local
+	}
+	return f.rec.Route.Local
+}
+
+// Files returns the route's file planner for ActServeFile.
+func (f *flow) Files() wire.Files { return f.rec.Route.Files }
 
 // BufferLimits returns the route's request buffering limits.
 func (f *flow) BufferLimits() wire.BufferLimits { return *f.rec.Route.Buffer }
@@ -147,7 +194,7 @@ func (f *flow) Buffered(err error) wire.Action {
 		f.rec.Err = err
 		return f.fail(err)
 	}
-	return f.startForward(f.rec.Route.Upstream)
+	return f.startForward(f.dest)
 }
 
 // Target returns the upstream's transport and the backend to try.
@@ -155,10 +202,9 @@ func (f *flow) Target() (*wire.Transport, *upstream.Backend) { return f.up.Trans
 
 func (f *flow) startForward(up *Upstream) wire.Action {
 	f.up = up
+	f.m = up.Members()
 	f.rec.Upstream = up
-	if up.HashClient {
-		f.key.Hash = hashAddr(f.ex.ClientAddr())
-	}
+	f.key.Hash, f.key.Hashed = up.Key.hash(f.ex)
 	if up.Budget != nil {
 		up.Budget.Earn(f.rec.Start)
 	}
@@ -168,12 +214,12 @@ func (f *flow) startForward(up *Upstream) wire.Action {
 
 // pick chooses and admits the backend of the next attempt.
 func (f *flow) pick() wire.Action {
-	up := f.up
+	up, m := f.up, f.m
 	for {
 		b := f.next
 		f.next = nil
 		if b == nil {
-			b = up.Picker.Pick(f.key)
+			b = m.Picker.Pick(f.key)
 		}
 		if b == nil {
 			// Nothing (left) to try: an earlier attempt's error decides
@@ -181,9 +227,9 @@ func (f *flow) pick() wire.Action {
 			return f.fail(f.rec.Err)
 		}
 		var ticket func(error)
-		if up.Guard != nil {
+		if m.Guard != nil {
 			var ok bool
-			if ticket, ok = up.Guard.Admit(b); !ok {
+			if ticket, ok = m.Guard.Admit(b); !ok {
 				f.key.Exclude.Add(b.Index)
 				continue
 			}
@@ -203,8 +249,8 @@ func (f *flow) pick() wire.Action {
 // done closes the current attempt with its outcome.
 func (f *flow) done(out Outcome) {
 	f.b.End(out == Failure)
-	if f.up.Guard != nil {
-		f.up.Guard.Done(f.b, f.ticket, out)
+	if f.m.Guard != nil {
+		f.m.Guard.Done(f.b, f.ticket, out)
 	}
 	f.ticket = nil
 }
@@ -212,6 +258,12 @@ func (f *flow) done(out Outcome) {
 // Forwarded takes the result of an attempt and decides: send it, retry
 // elsewhere, or answer with an error.
 func (f *flow) Forwarded(status int, err error) wire.Action {
+	if f.waiting {
+		// The client went away during a backoff: no attempt is open.
+		f.waiting, f.next = false, nil
+		f.rec.Err = err
+		return f.fail(err)
+	}
 	up := f.up
 	if up == nil {
 		// An in-process handler (ActServeHTTP): no backend to judge,
@@ -246,7 +298,7 @@ func (f *flow) Forwarded(status int, err error) wire.Action {
 		// only; the budget guards against re-sending work.
 		if f.mayRetry() && up.Retry.retryableErr(err, f.idem) &&
 			(errors.Is(err, wire.ErrConnect) || spend(up)) {
-			return f.pick()
+			return f.retry()
 		}
 		return f.fail(err)
 	}
@@ -255,15 +307,38 @@ func (f *flow) Forwarded(status int, err error) wire.Action {
 	if f.failed && f.mayRetry() && up.Retry.retryableStatus(status, f.idem) {
 		// Only give up this answer for another backend that exists.
 		f.key.Exclude.Add(f.b.Index)
-		if next := up.Picker.Pick(f.key); next != nil && spend(up) {
+		if next := f.m.Picker.Pick(f.key); next != nil && spend(up) {
 			f.done(Failure)
 			f.rec.Err = nil
 			f.next = next
-			return f.pick()
+			return f.retry()
 		}
 	}
 	f.last = wire.ActSend
 	return wire.ActSend
+}
+
+// retry goes on to the next attempt, after the upstream's backoff when
+// it has one.
+func (f *flow) retry() wire.Action {
+	if d := f.up.Retry.Backoff.delay(f.rec.Attempts); d > 0 {
+		f.waiting, f.delay = true, d
+		f.last = wire.ActWait
+		return wire.ActWait
+	}
+	return f.pick()
+}
+
+// Delay returns the backoff to wait for ActWait.
+func (f *flow) Delay() time.Duration { return f.delay }
+
+// Resume picks the next attempt's backend once the backoff is over.
+func (f *flow) Resume() wire.Action {
+	f.waiting = false
+	if f.next != nil && !f.next.Usable(f.key) {
+		f.next = nil // it went out of rotation during the wait
+	}
+	return f.pick()
 }
 
 // Sent records how the answer went.
@@ -405,16 +480,4 @@ func idempotent(m []byte) bool {
 		return true
 	}
 	return false
-}
-
-// hashAddr hashes a client address for consistent strategies (FNV-1a
-// over the 16-byte form, so IPv4 and IPv4-mapped IPv6 agree).
-func hashAddr(a netip.Addr) uint64 {
-	b := a.As16()
-	h := uint64(14695981039346656037)
-	for _, c := range b {
-		h ^= uint64(c)
-		h *= 1099511628211
-	}
-	return h
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
@@ -32,24 +33,48 @@ type fakeExchange struct {
 	limit     int64
 	buffered  *wire.BufferLimits
 	bufferErr error
-	// forwarded is what the engine would send as X-Request-Id.
-	forwarded []byte
+	// req is the head the pipeline may edit; arena backs Alloc.
+	req   httpmsg.Request
+	arena []byte
+	// hdr, path, query and addr, when set, are the request's header
+	// fields, path, query and client address (for request keys).
+	hdr   []field
+	path  []byte
+	query []byte
+	addr  netip.Addr
+}
+
+// field is a request header field.
+type field struct {
+	name  string
+	value []byte
 }
 
 var (
 	fakeHost  = []byte("example.test")
 	fakePath  = []byte("/")
 	fakeProto = []byte("HTTP/1.1")
+	fakeAddr  = netip.MustParseAddr("192.0.2.1")
 	methods   = map[string][]byte{"GET": []byte("GET"), "POST": []byte("POST"), "PUT": []byte("PUT"),
 		"TRACE": []byte("TRACE"), "CONNECT": []byte("CONNECT")}
 )
 
-func (e *fakeExchange) Method() []byte         { return methods[e.method] }
-func (e *fakeExchange) Host() []byte           { return fakeHost }
-func (e *fakeExchange) Path() []byte           { return fakePath }
-func (e *fakeExchange) ClientAddr() netip.Addr { return netip.MustParseAddr("192.0.2.1") }
-func (e *fakeExchange) HasBody() bool          { return e.body }
-func (e *fakeExchange) BodyStarted() bool      { return e.bodyStarted }
+func (e *fakeExchange) Method() []byte { return methods[e.method] }
+func (e *fakeExchange) Host() []byte   { return fakeHost }
+func (e *fakeExchange) Path() []byte {
+	if e.path != nil {
+		return e.path
+	}
+	return fakePath
+}
+func (e *fakeExchange) ClientAddr() netip.Addr {
+	if e.addr.IsValid() {
+		return e.addr
+	}
+	return fakeAddr
+}
+func (e *fakeExchange) HasBody() bool     { return e.body }
+func (e *fakeExchange) BodyStarted() bool { return e.bodyStarted }
 func (e *fakeExchange) Upgrade() []byte {
 	if e.upgrade == "" || e.upgradeRefused {
 		return nil
@@ -71,21 +96,39 @@ func (e *fakeExchange) BufferBody(lim wire.BufferLimits) error {
 	e.buffered = &lim
 	return e.bufferErr
 }
-func (e *fakeExchange) Respond(status int, header []byte, body []byte) error {
-	e.status, e.respHeader, e.respBody = status, string(header), string(body)
+func (e *fakeExchange) Respond(status int, header *httpmsg.Header, body []byte) error {
+	e.status, e.respBody = status, string(body)
+	e.respHeader = ""
+	if header != nil {
+		for _, f := range header.Fields {
+			e.respHeader += string(f.Name) + ": " + string(f.Value) + "\r\n"
+		}
+	}
 	return nil
 }
-func (e *fakeExchange) Query() []byte        { return nil }
-func (e *fakeExchange) Proto() []byte        { return fakeProto }
-func (e *fakeExchange) TLSVersion() []byte   { return nil }
-func (e *fakeExchange) Header(string) []byte { return nil }
-func (e *fakeExchange) ForwardRequestID(n int) []byte {
-	if cap(e.forwarded) < n {
-		e.forwarded = make([]byte, n)
+func (e *fakeExchange) Query() []byte      { return e.query }
+func (e *fakeExchange) Proto() []byte      { return fakeProto }
+func (e *fakeExchange) TLSVersion() []byte { return nil }
+func (e *fakeExchange) Header(name string) []byte {
+	for _, f := range e.hdr {
+		if strings.EqualFold(f.name, name) {
+			return f.value
+		}
 	}
-	e.forwarded = e.forwarded[:n]
-	return e.forwarded
+	return nil
 }
+func (e *fakeExchange) Request() *httpmsg.Request   { return &e.req }
+func (e *fakeExchange) Response() *httpmsg.Response { return nil }
+func (e *fakeExchange) Alloc(n int) []byte {
+	if cap(e.arena) < n {
+		e.arena = make([]byte, n)
+	}
+	return e.arena[:n]
+}
+
+// begin makes the exchange ready for its next request, as an engine's
+// is: a head of its own.
+func (e *fakeExchange) begin() { e.req.Reset() }
 
 // fakeTransport answers each backend from a script: an error or a status.
 type fakeTransport struct {
@@ -127,7 +170,11 @@ func serve(f wire.Flow, s scripted, ex *fakeExchange) {
 		act = f.Buffered(ex.BufferBody(f.BufferLimits()))
 	}
 	status := 0
-	for act == wire.ActForward {
+	for act == wire.ActForward || act == wire.ActWait {
+		if act == wire.ActWait {
+			act = f.Resume() // the engine waits f.Delay() first
+			continue
+		}
 		_, b := f.Target()
 		var err error
 		status, err = s.attempt(ex, b)

@@ -63,8 +63,8 @@ func (g *requestIDs) next(dst *[requestIDLen]byte) {
 const hexDigits = "0123456789abcdef"
 
 // setRequestID gives the request its id: the client's X-Request-Id when
-// it is a sane token, or a new one, which the engine forwards in place of
-// the client's.
+// it is a sane token, or a new one, which goes to the backend in place
+// of the client's.
 func (f *flow) setRequestID(ex wire.Exchange) {
 	if id := ex.Header("X-Request-Id"); saneRequestID(id) {
 		f.rec.RequestID.client = id
@@ -72,8 +72,13 @@ func (f *flow) setRequestID(ex wire.Exchange) {
 	}
 	f.p.ids.next(&f.rec.RequestID.made)
 	f.rec.RequestID.isMade = true
-	copy(ex.ForwardRequestID(requestIDLen), f.rec.RequestID.made[:])
+	id := ex.Alloc(requestIDLen)
+	copy(id, f.rec.RequestID.made[:])
+	ex.Request().Header.Set(requestIDName, id)
 }
+
+// requestIDName is the field a request's id goes in.
+var requestIDName = []byte("X-Request-Id")
 
 // saneRequestID reports whether id can be passed on and logged as it
 // is: 1 to 200 visible ASCII characters.

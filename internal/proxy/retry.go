@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"errors"
+	"math/bits"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -17,7 +19,9 @@ type RetryPolicy struct {
 	OnConnectError bool
 	// OnBackendError retries idempotent requests whose backend broke the
 	// connection before sending a response head (reset, early close,
-	// unparsable answer), like nginx's proxy_next_upstream error.
+	// unparsable answer), like nginx's proxy_next_upstream error: the
+	// configuration's reset. Nothing of the answer has reached the client
+	// then (an engine relays the head as soon as it has it).
 	OnBackendError bool
 	// OnTimeout retries requests whose backend timed out.
 	OnTimeout bool
@@ -27,6 +31,43 @@ type RetryPolicy struct {
 	// IdempotentOnly limits timeout and status retries to idempotent
 	// methods (connect errors are always safe to retry).
 	IdempotentOnly bool
+	// Backoff spaces the retries out; the zero Backoff retries at once.
+	Backoff Backoff
+}
+
+// Backoff spaces retries out: before the n-th retry (from 1) of a request
+// the pipeline waits a random time in [0, min(Max, Base·2^(n-1))] ("full
+// jitter"), so that requests that failed together do not all come back
+// together. The wait runs on the engine's timers (wire.ActWait), never
+// blocking. A retry for a backend at its connection cap
+// (wire.ErrBackendBusy) does not wait: nothing failed.
+type Backoff struct {
+	// Base is the ceiling of the first wait; zero or less: no waiting.
+	Base time.Duration
+	// Max caps the ceiling as it doubles; at least Base.
+	Max time.Duration
+	// Rand supplies the draws and must be safe for concurrent use; nil
+	// means math/rand/v2's Uint64. Tests pass a deterministic source.
+	Rand func() uint64
+}
+
+// delay returns the wait before the n-th retry (n from 1).
+func (b *Backoff) delay(n int) time.Duration {
+	if b.Base <= 0 {
+		return 0
+	}
+	ceil := b.Max
+	if n >= 1 && n < 32 {
+		if c := b.Base << (n - 1); c > 0 && c < ceil {
+			ceil = c
+		}
+	}
+	x := b.Rand
+	if x == nil {
+		x = rand.Uint64
+	}
+	hi, _ := bits.Mul64(x(), uint64(ceil)+1)
+	return time.Duration(hi)
 }
 
 // StatusSet is a set of 5xx statuses; bit i is status 500+i.

@@ -8,16 +8,15 @@ import (
 	"strings"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/helios-lb/helios/internal/balancer"
 	"github.com/helios-lb/helios/internal/config"
+	"github.com/helios-lb/helios/internal/discovery"
 	"github.com/helios-lb/helios/internal/health"
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/static"
 	"github.com/helios-lb/helios/internal/tlsconf"
-	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
 )
 
@@ -43,22 +42,20 @@ type generation struct {
 	// clientTLS is the TLS config of each upstream whose transport has a
 	// tls block, by name, for the engine to dial its backends with.
 	clientTLS map[string]*tlsconf.Client
-	// Kept across generations, by stateKey: what is known about each
-	// backend.
-	states   map[string]*upstream.State
-	trackers map[string]*health.Tracker
-	// By upstream name, in backend order.
-	upTrackers map[string][]*health.Tracker
-	guards     map[string]*health.Guard
-	checkers   []*health.Checker
+	// pools are the upstreams' memberships, by upstream name; what is
+	// known about each backend is carried to the next generation by
+	// upstream name and address.
+	pools map[string]*pool
+	// watchers are the discovery sources this generation owns (stops
+	// when it closes), by key (watchedSource.key); carried are those it
+	// uses that the generation it replaces still owns until commit hands
+	// them over.
+	watchers, carried map[string]*discovery.Watcher
 	// Counters kept across generations for routes and upstreams that stay.
 	routeStats map[string]*proxy.RouteStats // by route name + upstream
 	upStats    map[string]*proxy.UpstreamStats
 	statics    []*static.Handler
 }
-
-// stateKey identifies a backend across generations.
-func stateKey(upstreamName, addr string) string { return upstreamName + "\x00" + addr }
 
 // build turns a validated configuration into a generation. Backends that
 // prev also had keep their state; the engine keeps warm connections for
@@ -69,10 +66,9 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 		cfg:        cfg,
 		graph:      &proxy.Graph{},
 		clientTLS:  make(map[string]*tlsconf.Client),
-		states:     make(map[string]*upstream.State),
-		trackers:   make(map[string]*health.Tracker),
-		upTrackers: make(map[string][]*health.Tracker),
-		guards:     make(map[string]*health.Guard),
+		pools:      make(map[string]*pool),
+		watchers:   make(map[string]*discovery.Watcher),
+		carried:    make(map[string]*discovery.Watcher),
 		routeStats: make(map[string]*proxy.RouteStats),
 		upStats:    make(map[string]*proxy.UpstreamStats),
 	}
@@ -81,9 +77,15 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 			g.close()
 		}
 	}()
+	var resolver *discovery.Resolver
+	if usesDNS(cfg) {
+		if resolver, err = discoveryResolver(cfg.Discovery); err != nil {
+			return nil, err
+		}
+	}
 	byName := make(map[string]*proxy.Upstream)
 	for i, uc := range cfg.Upstreams {
-		up, err := s.buildUpstream(g, prev, uc)
+		up, err := s.buildUpstream(g, prev, uc, resolver)
 		if err != nil {
 			return nil, err
 		}
@@ -93,7 +95,7 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 	}
 	entries := make([]route.Entry[*proxy.Route], 0, len(cfg.Routes))
 	for i, rc := range cfg.Routes {
-		rt := &proxy.Route{Name: rc.Name, Index: i}
+		rt := &proxy.Route{Name: rc.Name, Index: i, NoHTTPSRedirect: !rc.HTTPSRedirects()}
 		for _, u := range rc.Upgrades {
 			rt.Upgrades = append(rt.Upgrades, []byte(strings.ToLower(u)))
 		}
@@ -119,6 +121,10 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 			if rt.Upstream == nil {
 				return nil, fmt.Errorf("route %s: upstream %q is not defined", rc.Name, rc.Upstream)
 			}
+		case config.ActionSplit:
+			if rt.Split, err = s.buildSplit(g, prev, rc, byName); err != nil {
+				return nil, err
+			}
 		case config.ActionRespond:
 			rt.Respond = renderFixed(rc.Respond)
 		case config.ActionStatic:
@@ -127,20 +133,11 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 				return nil, fmt.Errorf("route %s: %w", rc.Name, err)
 			}
 			g.statics = append(g.statics, h)
-			rt.Static = &wire.Local{Name: rc.Name, Handler: h}
+			rt.Files = h
 		default:
 			return nil, fmt.Errorf("route %s: no action", rc.Name)
 		}
-		if s.metrics != nil {
-			up := rc.Upstream
-			key := rc.Name + "\x00" + up
-			if prev != nil && prev.routeStats[key] != nil {
-				rt.Stats = prev.routeStats[key]
-			} else {
-				rt.Stats = s.metrics.RouteStats(rc.Name, up)
-			}
-			g.routeStats[key] = rt.Stats
-		}
+		rt.Stats = s.routeStats(g, prev, rc.Name, rc.Upstream)
 		entries = append(entries, route.Entry[*proxy.Route]{
 			Name: rc.Name, Host: rc.Match.Host, Path: rc.Match.Path, PathPrefix: rc.Match.PathPrefix, Value: rt,
 		})
@@ -153,36 +150,92 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 	return g, nil
 }
 
-func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream) (*proxy.Upstream, error) {
-	up := &proxy.Upstream{Name: uc.Name, Strategy: uc.Strategy, Checked: uc.HealthCheck != nil}
-	addrs := make([]string, len(uc.Backends))
-	trackers := make([]*health.Tracker, len(uc.Backends))
-	for i, bc := range uc.Backends {
-		key := stateKey(uc.Name, bc.Address)
-		var (
-			st *upstream.State
-			tr *health.Tracker
-		)
-		if prev != nil {
-			st, tr = prev.states[key], prev.trackers[key]
-		}
-		if st == nil || tr == nil {
-			st = upstream.NewState(s.clock)
-			tr = health.NewTracker(st)
-		}
-		g.states[key], g.trackers[key] = st, tr
-		trackers[i] = tr
-		up.Backends = append(up.Backends, &upstream.Backend{State: st, Addr: bc.Address, Weight: bc.Weight, Index: i})
-		addrs[i] = bc.Address
+// routeStats returns the counters of a route's requests to the named
+// upstream ("" for a route that does not forward, or for a split's
+// requests that reached no upstream): those of the previous generation
+// when it had them, so that counts survive a reload. Nil when metrics are
+// off.
+func (s *Server) routeStats(g, prev *generation, route, upstreamName string) *proxy.RouteStats {
+	if s.metrics == nil {
+		return nil
 	}
-	g.upTrackers[uc.Name] = trackers
-	picker, err := balancer.New(uc.Strategy, up.Backends, nil)
-	if err != nil {
-		return nil, fmt.Errorf("upstream %s: %w", uc.Name, err)
+	key := route + "\x00" + upstreamName
+	st := prev.keptRouteStats(key)
+	if st == nil {
+		st = s.metrics.RouteStats(route, upstreamName)
 	}
-	up.Picker = picker
-	up.HashClient = uc.Strategy == balancer.IPHash
+	g.routeStats[key] = st
+	return st
+}
 
+// keptRouteStats returns the generation's counters under key; nil when
+// there is no generation or it had none.
+func (g *generation) keptRouteStats(key string) *proxy.RouteStats {
+	if g == nil {
+		return nil
+	}
+	return g.routeStats[key]
+}
+
+// buildSplit compiles a split route's targets.
+func (s *Server) buildSplit(g, prev *generation, rc config.Route, byName map[string]*proxy.Upstream) (*proxy.Split, error) {
+	sp := &proxy.Split{}
+	if rc.SplitKey != "" {
+		k, err := requestKey(rc.SplitKey)
+		if err != nil {
+			return nil, fmt.Errorf("route %s: split_key: %w", rc.Name, err)
+		}
+		sp.Key = k
+	}
+	for _, t := range rc.Split {
+		up := byName[t.Upstream]
+		if up == nil {
+			return nil, fmt.Errorf("route %s: split upstream %q is not defined", rc.Name, t.Upstream)
+		}
+		v := proxy.Variant{Upstream: up, Weight: uint64(max(t.Weight, 0)), Stats: s.routeStats(g, prev, rc.Name, t.Upstream)}
+		if m := t.Match; m != nil {
+			v.Pin = &proxy.Pin{Key: proxy.RequestKey{Kind: proxy.KeyHeader, Name: m.Header}}
+			if m.Cookie != "" {
+				v.Pin.Key = proxy.RequestKey{Kind: proxy.KeyCookie, Name: m.Cookie}
+			}
+			if m.Value != "" {
+				v.Pin.Value = []byte(m.Value)
+			}
+		}
+		sp.Variants = append(sp.Variants, v)
+	}
+	return sp, nil
+}
+
+// requestKey turns a hash_key or split_key into the pipeline's RequestKey.
+func requestKey(s string) (proxy.RequestKey, error) {
+	k, err := config.ParseHashKey(s)
+	if err != nil {
+		return proxy.RequestKey{}, err
+	}
+	kind := proxy.KeyClientIP
+	switch k.Kind {
+	case config.KeyHeader:
+		kind = proxy.KeyHeader
+	case config.KeyCookie:
+		kind = proxy.KeyCookie
+	case config.KeyPath:
+		kind = proxy.KeyPath
+	case config.KeyQuery:
+		kind = proxy.KeyQuery
+	}
+	return proxy.RequestKey{Kind: kind, Name: k.Name}, nil
+}
+
+func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream, r *discovery.Resolver) (*proxy.Upstream, error) {
+	up := &proxy.Upstream{Name: uc.Name, Strategy: uc.Strategy, Checked: uc.HealthCheck != nil}
+	if balancer.IsHash(uc.Strategy) {
+		k, err := requestKey(uc.HashKey)
+		if err != nil {
+			return nil, fmt.Errorf("upstream %s: hash_key: %w", uc.Name, err)
+		}
+		up.Key = k
+	}
 	if err := s.buildClientTLS(g, prev, uc); err != nil {
 		return nil, err
 	}
@@ -198,6 +251,9 @@ func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream) (*proxy.
 		Protocol:              wireProtocol(uc.Transport.Protocol),
 		TLS:                   uc.Transport.TLS != nil,
 	}}
+	if uc.Retries != nil {
+		up.Transport.Settings.TryTimeout = uc.Retries.PerTryTimeout.D()
+	}
 	if ct := g.clientTLS[uc.Name]; ct != nil { // a nil *Client in the interface would not be nil
 		up.Transport.TLS = ct
 	}
@@ -207,9 +263,12 @@ func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream) (*proxy.
 		up.Retry = proxy.RetryPolicy{
 			Attempts:       rc.Attempts,
 			OnConnectError: cond.ConnectError,
-			OnBackendError: cond.ConnectError,
+			OnBackendError: cond.Reset,
 			OnTimeout:      cond.Timeout,
 			IdempotentOnly: rc.Idempotent(),
+		}
+		if b := rc.Backoff; b != nil {
+			up.Retry.Backoff = proxy.Backoff{Base: b.Base.D(), Max: b.Max.D()}
 		}
 		for code := 500; code <= 599; code++ {
 			if cond.Statuses.Contains(code) {
@@ -227,44 +286,15 @@ func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream) (*proxy.
 	}
 	g.upStats[uc.Name] = up.Stats
 
-	guard := health.NewGuard(uc.Name, up.Backends, trackers, passivePolicy(uc.Passive), breakerPolicy(uc.CircuitBreaker))
-	log := s.log.With(zap.String("upstream", uc.Name))
-	guard.OnEject = func(addr string, d time.Duration) {
-		if d == 0 {
-			log.Warn("backend failing but not ejected: it is the last one available", zap.String("backend", addr))
-			return
-		}
-		log.Warn("backend ejected after repeated failures", zap.String("backend", addr), zap.Duration("for", d))
+	var prevPool *pool
+	if prev != nil {
+		prevPool = prev.pools[uc.Name]
 	}
-	g.guards[uc.Name] = guard
-	if guard.Active() {
-		up.Guard = guard
+	p, err := s.newPool(uc, up, s.buildWatchers(g, prev, uc, r), prevPool)
+	if err != nil {
+		return nil, err
 	}
-
-	if hc := uc.HealthCheck; hc != nil {
-		expect := hc.Expect()
-		c := health.NewChecker(health.CheckPolicy{
-			Path:     hc.Path,
-			Interval: hc.Interval.D(),
-			Timeout:  hc.Timeout.D(),
-			Fails:    hc.Fails,
-			Passes:   hc.Passes,
-			Expect:   expect.Contains,
-		}, addrs, trackers, nil)
-		name := uc.Name
-		if s.metrics != nil {
-			m := s.metrics
-			c.OnResult = func(addr string, pass bool) { m.HealthCheckResult(name, addr, pass) }
-		}
-		c.OnChange = func(addr string, down bool, reason string) {
-			if down {
-				log.Warn("backend down: health checks failing", zap.String("backend", addr), zap.String("reason", reason))
-			} else {
-				log.Info("backend up: health checks passing", zap.String("backend", addr))
-			}
-		}
-		g.checkers = append(g.checkers, c)
-	}
+	g.pools[uc.Name] = p
 	return up, nil
 }
 
@@ -289,30 +319,43 @@ func breakerPolicy(c *config.CircuitBreaker) *health.BreakerPolicy {
 	}
 }
 
-// commit makes a built generation's health machinery live: the previous
-// generation's checks stop, breakers and ejection follow the new
-// policies, backends of upstreams without checks are marked up, and the
-// new checks start.
+// commit makes a built generation's membership live: the previous
+// generation's pools retire (their checks stop), this one's take in what
+// discovery found since the build, apply their breaker and ejection
+// policies, mark up the backends of upstreams without checks and start
+// their checks and watchers; backends the previous generation had and
+// this one does not are drained, and its watchers that this one does not
+// use stop.
 func (g *generation) commit(prev *generation) {
-	if prev != nil {
-		prev.stopChecks()
-	}
 	for _, up := range g.graph.Upstreams {
-		g.guards[up.Name].Apply()
-		if !up.Checked {
-			health.Reset(g.upTrackers[up.Name])
+		var old *pool
+		if prev != nil {
+			old = prev.pools[up.Name]
 		}
+		g.pools[up.Name].goLive(old)
 	}
-	for _, c := range g.checkers {
-		c.Start()
+	if prev == nil {
+		return
 	}
+	for name, old := range prev.pools {
+		old.retire() // an upstream the new configuration dropped
+		old.drainLeft(g.pools[name])
+	}
+	g.adopt(prev)
 }
 
-func (g *generation) stopChecks() {
-	for _, c := range g.checkers {
-		c.Stop()
+// adopt takes over the discovery watchers of prev (the generation
+// replaced) that g uses, and stops the others.
+func (g *generation) adopt(prev *generation) {
+	for key, w := range g.carried {
+		delete(prev.watchers, key)
+		g.watchers[key] = w
 	}
-	g.checkers = nil
+	g.carried = nil
+	for _, w := range prev.watchers {
+		w.Stop()
+	}
+	prev.watchers = nil
 }
 
 // renderFixed pre-renders a respond action's header lines, sorted by name
@@ -327,15 +370,12 @@ func renderFixed(r *config.Respond) *proxy.Fixed {
 		}
 	}
 	sort.Strings(names)
-	var hdr []byte
+	var hdr httpmsg.Header
 	for _, k := range names {
-		hdr = append(hdr, k...)
-		hdr = append(hdr, ": "...)
-		hdr = append(hdr, r.Headers[k]...)
-		hdr = append(hdr, "\r\n"...)
+		hdr.Add([]byte(k), []byte(r.Headers[k]))
 	}
 	if !hasType && r.Body != "" {
-		hdr = append(hdr, "Content-Type: text/plain; charset=utf-8\r\n"...)
+		hdr.Add([]byte("Content-Type"), []byte("text/plain; charset=utf-8"))
 	}
 	status := r.Status
 	if status == 0 {
@@ -347,7 +387,12 @@ func renderFixed(r *config.Respond) *proxy.Fixed {
 // close releases a generation's resources. Requests still running on it
 // must have finished (or be allowed to fail).
 func (g *generation) close() {
-	g.stopChecks()
+	for _, p := range g.pools {
+		p.retire()
+	}
+	for _, w := range g.watchers {
+		w.Stop()
+	}
 	for _, h := range g.statics {
 		h.Close()
 	}

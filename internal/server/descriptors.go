@@ -30,7 +30,12 @@ func descriptorNeed(cfg *config.Config) listener.DescriptorNeed {
 		n.Fixed++
 	}
 	for _, uc := range cfg.Upstreams {
+		// A dns or srv entry, or a backends file, counts as one backend:
+		// how many it stands for is known only once it answers.
 		n.Reserve += len(uc.Backends)
+		if uc.BackendsFile != "" {
+			n.Reserve++
+		}
 	}
 	for _, rc := range cfg.Routes {
 		if rc.Static != nil {

@@ -32,17 +32,23 @@ func startBackends(t *testing.T, n int) []*testBackend {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := &testBackend{Backend: backend.New(fmt.Sprintf("b%d", i)), addr: ln.Addr().String(), ln: ln}
-		go b.Serve(ln)
-		t.Cleanup(func() {
-			ln.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			b.Shutdown(ctx)
-		})
-		bs = append(bs, b)
+		bs = append(bs, serveBackend(t, fmt.Sprintf("b%d", i), ln))
 	}
 	return bs
+}
+
+// serveBackend serves a built-in backend named name on ln until the test
+// ends.
+func serveBackend(t *testing.T, name string, ln net.Listener) *testBackend {
+	b := &testBackend{Backend: backend.New(name), addr: ln.Addr().String(), ln: ln}
+	go b.Serve(ln)
+	t.Cleanup(func() {
+		ln.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		b.Shutdown(ctx)
+	})
+	return b
 }
 
 // stop closes a backend's listener and its connections: the backend is

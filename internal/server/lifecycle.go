@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"time"
+
+	"github.com/helios-lb/helios/internal/upstream"
 )
 
 // HealthChecked reports whether every backend of every upstream with
@@ -14,8 +16,10 @@ func (s *Server) HealthChecked() bool {
 		if !up.Checked {
 			continue
 		}
-		for _, tr := range g.upTrackers[up.Name] {
-			if tr.Snapshot().LastCheck.IsZero() {
+		members, _ := g.pools[up.Name].snapshot()
+		for _, m := range members {
+			// A disabled backend is not checked.
+			if m.st.Admin() != upstream.AdminDisabled && m.tr.Snapshot().LastCheck.IsZero() {
 				return false
 			}
 		}

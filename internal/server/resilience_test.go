@@ -194,22 +194,14 @@ type upstreamView struct {
 
 func adminUpstreams(t *testing.T, s *Server, token string) []upstreamView {
 	t.Helper()
-	req, _ := http.NewRequest("GET", "http://"+s.AdminAddr().String()+"/api/v1/upstreams", nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	status, body := adminDo(t, s, token, "GET", "/api/v1/upstreams", "")
+	if status != 200 {
+		t.Fatalf("GET /api/v1/upstreams: got %d %s", status, body)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var v struct {
 		Upstreams []upstreamView `json:"upstreams"`
 	}
-	if resp.StatusCode != 200 {
-		t.Fatalf("GET /api/v1/upstreams: got %s", resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
 		t.Fatal(err)
 	}
 	return v.Upstreams
@@ -320,20 +312,7 @@ admin: {address: "127.0.0.1:1", token: secret}
 	os.WriteFile(file, []byte(good("v1")), 0o644)
 	cfg := yamlConfig(t, good("v1"), bs)
 	s, url := startServer(t, cfg, Options{ConfigPath: file})
-	adminURL := "http://" + s.AdminAddr().String()
-	post := func(token string) (int, string) {
-		req, _ := http.NewRequest("POST", adminURL+"/api/v1/reload", nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	post := func(token string) (int, string) { return adminDo(t, s, token, "POST", "/api/v1/reload", "") }
 	if code, _ := post(""); code != 401 {
 		t.Errorf("reload without the token: got %d, want 401", code)
 	}

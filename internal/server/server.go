@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/helios-lb/helios/internal/acme"
 	"github.com/helios-lb/helios/internal/admin"
 	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/clock"
@@ -54,6 +55,10 @@ type Options struct {
 	// admin API): the configuration now served, or the error. Nil:
 	// nobody is told.
 	OnReload func(cfg *config.Config, err error)
+	// ACME is what the listeners' ACME managers take from outside the
+	// config (how often they check for renewals). Zero: the defaults;
+	// the log is Logger's.
+	ACME acme.Env
 }
 
 // Server is a running Helios: listeners, pipeline, upstreams.
@@ -74,9 +79,12 @@ type Server struct {
 	onReload   func(*config.Config, error)
 	draining   atomic.Bool
 	cur        atomic.Pointer[generation] // the generation being served
+	acmeEnv    acme.Env
+	acmeSolver *acme.Solver // answers HTTP-01 from shared storage, for the process's life
 
 	mu        sync.Mutex                  // serialises Start, Reload and Shutdown
-	engines   map[netpoll.Kind]*h1.Engine // the event loops, by poller, made when a listener needs them
+	engines   map[netpoll.Kind]*h1.Engine // the event loops, by poller, made when a listener needs them (written under engMu too)
+	engMu     sync.Mutex                  // guards engines for retireBackend, which runs without mu
 	gen       *generation
 	listeners map[string]*boundListener // by address
 	admin     *admin.Server
@@ -101,6 +109,10 @@ type boundListener struct {
 	h2 *h2.Stats
 	// reqBufs are the request-buffering budgets every listener shares.
 	reqBufs *requestBuffers
+	// acme gets and renews the certificates of a listener with
+	// tls.acme; nil otherwise. A reload that changes the acme block
+	// replaces it.
+	acme *acme.Manager
 }
 
 // stop stops accepting and closes the listener's sockets.
@@ -111,6 +123,9 @@ func (bl *boundListener) stop() {
 	bl.pool.Close()
 	if bl.tls != nil {
 		bl.tls.Close()
+	}
+	if bl.acme != nil {
+		bl.acme.Stop()
 	}
 }
 
@@ -137,6 +152,8 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		onReload:   o.OnReload,
 		listeners:  make(map[string]*boundListener),
 		reqBufs:    newRequestBuffers(cfg.RequestBuffers),
+		acmeEnv:    o.ACME,
+		acmeSolver: acme.NewSolver(),
 	}
 	if s.log == nil {
 		s.log = zap.NewNop()
@@ -176,6 +193,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		}
 		s.listeners[lc.Address] = bl
 	}
+	s.installACME(g, s.listeners)
 	if cfg.Admin.Enabled() {
 		ln, err := s.adminListener(cfg.Admin.Address)
 		if err != nil {
@@ -266,10 +284,21 @@ func (r *requestBuffers) set(rb config.RequestBuffers) config.RequestBuffers {
 func (s *Server) RequestBuffersHeld() (memory, file int64) { return s.reqBufs.budget.Held() }
 
 func (s *Server) bind(cfg *config.Config, lc config.Listener) (*boundListener, error) {
-	var tp *tlsconf.Provider
+	var (
+		tp *tlsconf.Provider
+		am *acme.Manager
+	)
 	if lc.TLS != nil {
 		var err error
-		if tp, err = s.newTLSProvider(cfg, lc); err != nil {
+		if lc.TLS.ACME != nil {
+			if am, err = s.newACME(cfg, lc); err != nil {
+				return nil, err
+			}
+		}
+		if tp, err = s.newTLSProvider(cfg, lc, am); err != nil {
+			if am != nil {
+				am.Stop()
+			}
 			return nil, err
 		}
 	}
@@ -284,9 +313,12 @@ func (s *Server) bind(cfg *config.Config, lc config.Listener) (*boundListener, e
 		if tp != nil {
 			tp.Close()
 		}
+		if am != nil {
+			am.Stop()
+		}
 		return nil, err
 	}
-	return &boundListener{cfg: lc, pool: pool, tls: tp, h2: new(h2.Stats), reqBufs: s.reqBufs}, nil
+	return &boundListener{cfg: lc, pool: pool, tls: tp, h2: new(h2.Stats), acme: am, reqBufs: s.reqBufs}, nil
 }
 
 // Start begins accepting on every listener. An error (the event loops
@@ -305,6 +337,13 @@ func (s *Server) Start() error {
 				}
 			}
 			return fmt.Errorf("listener %s: %w", bl.cfg.Name, err)
+		}
+	}
+	for _, bl := range s.listeners {
+		if bl.acme != nil {
+			if err := s.startACME(bl, s.listeners); err != nil {
+				return err
+			}
 		}
 	}
 	s.started = true
@@ -379,7 +418,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 	// Load the certificates of the listeners that stay before anything
 	// starts: a bad one refuses the reload.
-	commitTLS, err := s.prepareTLS(cfg)
+	tlsr, err := s.prepareTLS(cfg)
 	if err != nil {
 		g.close()
 		return err
@@ -411,6 +450,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 			for _, f := range fresh {
 				f.stop()
 			}
+			tlsr.abort()
 			g.close()
 			s.fds = oldFDs
 			s.reqBufs.set(oldBufs)
@@ -420,12 +460,25 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 
 	// Commit: swap the graph, hand health over, then adjust listeners.
-	commitTLS()
+	startACME := tlsr.commit()
+	next := make(map[string]*boundListener, len(keep)+len(fresh))
+	for a, bl := range keep {
+		next[a] = bl
+	}
+	for a, bl := range fresh {
+		next[a] = bl
+		if bl.acme != nil {
+			startACME = append(startACME, bl)
+		}
+	}
+	s.installACME(g, next)
 	s.pipeline.Swap(g.graph)
 	s.cur.Store(g)
 	s.gen = g
 	if s.started {
 		g.commit(old)
+	} else {
+		g.adopt(old) // Start commits g
 	}
 	s.applyAdmin(old.cfg.Admin, cfg.Admin)
 	var retired []*boundListener
@@ -443,14 +496,17 @@ func (s *Server) Reload(cfg *config.Config) error {
 			s.updateListener(bl, lc)
 		}
 	}
-	s.listeners = make(map[string]*boundListener, len(keep)+len(fresh))
-	for a, bl := range keep {
-		s.listeners[a] = bl
-	}
-	for a, bl := range fresh {
-		s.listeners[a] = bl
+	s.listeners = next
+	for _, bl := range fresh {
 		if s.started {
 			s.log.Info("listening", zap.String("listener", bl.cfg.Name), zap.String("address", bl.pool.Addr().String()))
+		}
+	}
+	if s.started {
+		for _, bl := range startACME {
+			if err := s.startACME(bl, next); err != nil {
+				s.log.Error("ACME could not start; the listener serves what it has", zap.String("listener", bl.cfg.Name), zap.Error(err))
+			}
 		}
 	}
 	// Retired listeners stop accepting now and drain in the background;
@@ -472,10 +528,12 @@ func (s *Server) startListener(bl *boundListener) error {
 		}
 		eng.SetErrorLog(func(msg string, err error) { s.log.Warn(msg, zap.Error(err)) })
 		eng.SetAcceptErrorHook(s.acceptErrs.Observe)
+		s.engMu.Lock()
 		if s.engines == nil {
 			s.engines = make(map[netpoll.Kind]*h1.Engine)
 		}
 		s.engines[kind] = eng
+		s.engMu.Unlock()
 	}
 	fds, err := bl.pool.FDs()
 	if err != nil {
@@ -487,6 +545,18 @@ func (s *Server) startListener(bl *boundListener) error {
 	}
 	bl.loop = ll
 	return nil
+}
+
+// retireBackend makes every engine drain its connections to backend addr
+// of upstream name (h1.Engine.RetireBackend): the backend left the
+// upstream, or an operator drains it. It does not wait, and takes no lock
+// that a reload holds, so discovery's goroutines may call it.
+func (s *Server) retireBackend(name, addr string) {
+	s.engMu.Lock()
+	defer s.engMu.Unlock()
+	for _, eng := range s.engines {
+		eng.RetireBackend(name, addr)
+	}
 }
 
 // pollerOf returns the poller a listener's engine setting asks for.

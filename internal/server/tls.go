@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/helios-lb/helios/internal/acme"
 	"github.com/helios-lb/helios/internal/config"
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/tlsconf"
@@ -32,14 +33,16 @@ func tlsVersion(v string) uint16 {
 	return tls.VersionTLS12
 }
 
-// serverTLSOptions maps a listener's tls block onto tlsconf.
-func serverTLSOptions(cfg *config.Config, lc config.Listener) tlsconf.ServerOptions {
+// serverTLSOptions maps a listener's tls block onto tlsconf; m is its
+// ACME manager, nil without acme.
+func serverTLSOptions(cfg *config.Config, lc config.Listener, m *acme.Manager) tlsconf.ServerOptions {
 	t := lc.TLS
 	o := tlsconf.ServerOptions{
 		MinVersion:            tlsVersion(t.MinVersion),
 		HTTP2:                 lc.OffersHTTP2(),
 		DisableSessionTickets: !t.Tickets(),
 		HandshakeTimeout:      t.HandshakeTimeout.D(),
+		ClientHelloTimeout:    t.ClientHelloTimeout.D(),
 		MaxHandshakes:         t.MaxHandshakes,
 	}
 	if t.ClientCAFile != "" {
@@ -47,6 +50,9 @@ func serverTLSOptions(cfg *config.Config, lc config.Listener) tlsconf.ServerOpti
 	}
 	for _, p := range t.Pairs() {
 		o.Certificates = append(o.Certificates, tlsconf.KeyPairFiles{CertFile: p.CertFile, KeyFile: p.KeyFile})
+	}
+	if m != nil { // a nil *Manager in the interface would not be nil
+		o.Managed = m
 	}
 	return o
 }
@@ -70,9 +76,9 @@ func clientTLSOptions(cfg *config.Config, t config.Transport) tlsconf.ClientOpti
 }
 
 // newTLSProvider builds the TLS provider of a listener with a tls block.
-func (s *Server) newTLSProvider(cfg *config.Config, lc config.Listener) (*tlsconf.Provider, error) {
+func (s *Server) newTLSProvider(cfg *config.Config, lc config.Listener, m *acme.Manager) (*tlsconf.Provider, error) {
 	log := s.log.With(zap.String("listener", lc.Name))
-	p, err := tlsconf.NewProvider(lc.Name, serverTLSOptions(cfg, lc), tlsconf.Env{
+	p, err := tlsconf.NewProvider(lc.Name, serverTLSOptions(cfg, lc, m), tlsconf.Env{
 		OnStaple: func(file string, next time.Time, err error) {
 			if err != nil {
 				log.Warn("OCSP staple not refreshed; serving the last valid one, if any", zap.String("certificate", file), zap.Error(err))
@@ -87,13 +93,60 @@ func (s *Server) newTLSProvider(cfg *config.Config, lc config.Listener) (*tlscon
 	return p, nil
 }
 
+// tlsReload is what a reload changes of the TLS of the listeners it
+// keeps: their providers' updates and, where the acme block changed, a
+// new ACME manager for the old one.
+type tlsReload struct {
+	updates []*tlsconf.Update
+	swaps   []acmeSwap
+}
+
+// acmeSwap replaces a listener's ACME manager (prev or next may be nil:
+// acme turned on or off).
+type acmeSwap struct {
+	bl         *boundListener
+	prev, next *acme.Manager
+}
+
+// commit makes the updates live and hands each listener its new manager;
+// the managers it returns are to be started, those it stopped are done.
+func (r *tlsReload) commit() (start []*boundListener) {
+	for _, u := range r.updates {
+		u.Commit()
+	}
+	for _, sw := range r.swaps {
+		sw.bl.acme = sw.next
+		if sw.prev != nil {
+			sw.prev.Stop()
+		}
+		if sw.next != nil {
+			start = append(start, sw.bl)
+		}
+	}
+	return start
+}
+
+// abort drops the managers a failed reload made.
+func (r *tlsReload) abort() {
+	for _, sw := range r.swaps {
+		if sw.next != nil {
+			sw.next.Stop()
+		}
+	}
+}
+
 // prepareTLS loads the new TLS settings of every listener a reload keeps
 // (s.mu is held), without changing what they serve, and returns what makes
 // them live. A certificate that cannot be loaded, or a listener turning
 // TLS on or off (which needs a restart: its sockets would otherwise serve
 // the wrong protocol), fails the whole reload.
-func (s *Server) prepareTLS(cfg *config.Config) (commit func(), err error) {
-	var updates []*tlsconf.Update
+func (s *Server) prepareTLS(cfg *config.Config) (_ *tlsReload, err error) {
+	r := &tlsReload{}
+	defer func() {
+		if err != nil {
+			r.abort()
+		}
+	}()
 	for _, lc := range cfg.Listeners {
 		bl := s.findListener(lc.Address)
 		if bl == nil {
@@ -105,17 +158,24 @@ func (s *Server) prepareTLS(cfg *config.Config) (commit func(), err error) {
 		case lc.TLS == nil:
 			continue
 		}
-		u, err := bl.tls.Prepare(serverTLSOptions(cfg, lc))
+		m := bl.acme
+		if lc.TLS.ACME != nil && !sameACME(s.gen.cfg, cfg, bl.cfg, lc) || lc.TLS.ACME == nil && m != nil {
+			var next *acme.Manager
+			if lc.TLS.ACME != nil {
+				if next, err = s.newACME(cfg, lc); err != nil {
+					return nil, err
+				}
+			}
+			r.swaps = append(r.swaps, acmeSwap{bl: bl, prev: m, next: next})
+			m = next
+		}
+		u, err := bl.tls.Prepare(serverTLSOptions(cfg, lc, m))
 		if err != nil {
 			return nil, fmt.Errorf("listener %s: tls: %w", lc.Name, err)
 		}
-		updates = append(updates, u)
+		r.updates = append(r.updates, u)
 	}
-	return func() {
-		for _, u := range updates {
-			u.Commit()
-		}
-	}, nil
+	return r, nil
 }
 
 // buildClientTLS makes the TLS config of an upstream whose transport has

@@ -81,7 +81,7 @@ func siteConfig(certs *testCerts, upstreamTLS bool) string {
 }
 
 // handshake serves one TLS handshake with p on a loopback listener (the
-// way the engine will: BeginHandshake, Record, EndHandshake) and returns
+// way the engine does: BeginHandshake, then the Handshake's End) and returns
 // the certificate a client trusting pool saw for name.
 func handshake(t *testing.T, p *tlsconf.Provider, pool *x509.CertPool, name string) *x509.Certificate {
 	t.Helper()
@@ -99,13 +99,13 @@ func handshake(t *testing.T, p *tlsconf.Provider, pool *x509.CertPool, name stri
 		}
 		defer c.Close()
 		tc := c.(*tls.Conn)
-		if !p.BeginHandshake() {
+		h := p.BeginHandshake(func() {})
+		if h == nil {
 			return
 		}
 		c.SetDeadline(time.Now().Add(10 * time.Second))
 		err = tc.Handshake()
-		p.Record(tc.ConnectionState(), err)
-		p.EndHandshake()
+		h.End(tc.ConnectionState(), err)
 		io.Copy(io.Discard, c)
 	}()
 	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String(), &tls.Config{RootCAs: pool, ServerName: name})
@@ -155,6 +155,7 @@ func TestTLSListenerHasProvider(t *testing.T) {
 		labels map[string]string
 	}{
 		{name: "helios_tls_handshakes_in_progress", labels: map[string]string{"listener": "web"}},
+		{name: "helios_tls_handshakes_waiting", labels: map[string]string{"listener": "web"}},
 		{name: "helios_tls_ocsp_stapled", labels: map[string]string{"listener": "web", "name": filepath.Join(certs.dir, "site.pem")}},
 	} {
 		if got, ok := metric(t, s, m.name, m.labels); !ok || got != 0 {

@@ -10,19 +10,25 @@ import (
 	"github.com/helios-lb/helios/internal/admin"
 	"github.com/helios-lb/helios/internal/config"
 	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/upstream"
 )
 
 // Graph returns the routing graph being served (metrics.Source).
 func (s *Server) Graph() *proxy.Graph { return s.pipeline.Graph() }
 
-// BreakerState returns backend i's breaker state of the named upstream:
-// 0 closed, 1 half-open, 2 open, -1 none (metrics.Source).
-func (s *Server) BreakerState(upstreamName string, i int) int {
-	ts := s.cur.Load().upTrackers[upstreamName]
-	if i < 0 || i >= len(ts) {
+// BreakerState returns the breaker state of the backend at addr of the
+// named upstream: 0 closed, 1 half-open, 2 open, -1 none or no such
+// backend (metrics.Source).
+func (s *Server) BreakerState(upstreamName, addr string) int {
+	p := s.cur.Load().pools[upstreamName]
+	if p == nil {
 		return -1
 	}
-	return ts[i].BreakerState()
+	m := p.member(addr)
+	if m == nil {
+		return -1
+	}
+	return m.tr.BreakerState()
 }
 
 // OpenConnections returns the open client connections per listener
@@ -45,7 +51,7 @@ func (s *Server) Ready() (bool, string) {
 	}
 	for _, up := range s.pipeline.Graph().Upstreams {
 		ok := false
-		for _, b := range up.Backends {
+		for _, b := range up.Members().Backends {
 			if b.Available() {
 				ok = true
 				break
@@ -64,39 +70,113 @@ func (s *Server) Upstreams() []admin.Upstream {
 	var out []admin.Upstream
 	for _, up := range g.graph.Upstreams {
 		au := admin.Upstream{Name: up.Name, Strategy: up.Strategy, Checked: up.Checked, Backends: []admin.Backend{}}
-		ts := g.upTrackers[up.Name]
-		for i, b := range up.Backends {
-			snap := ts[i].Snapshot()
-			ab := admin.Backend{
-				Address:        b.Addr,
-				Weight:         b.Weight,
-				Available:      b.Available(),
-				Health:         "unchecked",
-				LastCheckError: snap.LastCheckErr,
-				Ejected:        snap.Ejected,
-				Ejections:      snap.Ejections,
-				Breaker:        snap.Breaker,
-				Inflight:       b.Inflight(),
-				Requests:       b.Requests(),
-				Failures:       b.Failures(),
+		members, sources := g.pools[up.Name].snapshot()
+		for _, m := range members {
+			au.Backends = append(au.Backends, backendView(up.Checked, m))
+		}
+		for _, st := range sources {
+			ds := admin.DiscoverySource{Source: st.Source, Backends: len(st.Targets), Answered: st.Good, LastError: st.LastError, Errors: st.Errors}
+			if !st.LastLookup.IsZero() {
+				ds.LastLookup = timePtr(st.LastLookup)
 			}
-			if up.Checked {
-				ab.Health = "up"
-				if snap.Down {
-					ab.Health = "down"
-				}
+			if !st.LastChange.IsZero() {
+				ds.LastChange = timePtr(st.LastChange)
 			}
-			if !snap.LastCheck.IsZero() {
-				ab.LastCheck = timePtr(snap.LastCheck)
-			}
-			if snap.Ejected {
-				ab.EjectedUntil = timePtr(snap.EjectedUntil)
-			}
-			au.Backends = append(au.Backends, ab)
+			au.Discovery = append(au.Discovery, ds)
 		}
 		out = append(out, au)
 	}
 	return out
+}
+
+// backendView describes a member for the admin API; checked says its
+// upstream has active health checks.
+func backendView(checked bool, m *member) admin.Backend {
+	snap := m.tr.Snapshot()
+	ab := admin.Backend{
+		Address:        m.addr,
+		Source:         m.source,
+		Weight:         m.weight,
+		AdminState:     m.st.Admin().String(),
+		Available:      m.st.Available(),
+		Health:         "unchecked",
+		LastCheckError: snap.LastCheckErr,
+		Ejected:        snap.Ejected,
+		Ejections:      snap.Ejections,
+		Breaker:        snap.Breaker,
+		Inflight:       m.st.Inflight(),
+		Requests:       m.st.Requests(),
+		Failures:       m.st.Failures(),
+	}
+	if w := m.st.WeightOverride(); w > 0 {
+		ab.Weight, ab.ConfiguredWeight = w, m.weight
+	}
+	if checked {
+		ab.Health = "up"
+		if snap.Down {
+			ab.Health = "down"
+		}
+	}
+	if !snap.LastCheck.IsZero() {
+		ab.LastCheck = timePtr(snap.LastCheck)
+	}
+	if snap.Ejected {
+		ab.EjectedUntil = timePtr(snap.EjectedUntil)
+	}
+	return ab
+}
+
+// ChangeBackend applies an operator's change to the backend at addr of
+// the named upstream and describes it after (admin.Source). Admin states
+// and weights live in the backend's state, so they last as long as the
+// backend stays in its upstream, across reloads; draining or disabling
+// also closes the engine's idle connections to it, so that none is
+// reused after the backend stops.
+func (s *Server) ChangeBackend(upstreamName, addr string, c admin.BackendChange) (admin.Backend, error) {
+	for {
+		g := s.cur.Load()
+		p := g.pools[upstreamName]
+		if p == nil {
+			return admin.Backend{}, fmt.Errorf("%w: no upstream %q", admin.ErrNotFound, upstreamName)
+		}
+		var view admin.Backend
+		err := p.control(addr, func(m *member) bool {
+			switch c.State {
+			case admin.StateDrain:
+				m.st.SetAdmin(upstream.AdminDraining)
+			case admin.StateDisable:
+				m.st.SetAdmin(upstream.AdminDisabled)
+			case admin.StateEnable:
+				m.st.SetAdmin(upstream.AdminEnabled)
+			}
+			reweigh := true
+			switch {
+			case c.Weight > 0:
+				m.st.SetWeightOverride(c.Weight)
+			case c.ResetWeight:
+				m.st.SetWeightOverride(0)
+			default:
+				reweigh = false
+			}
+			view = backendView(p.up.Checked, m)
+			return reweigh
+		})
+		if errors.Is(err, errRetired) {
+			continue // a reload took over meanwhile: ask its pool
+		}
+		if errors.Is(err, errNoBackend) {
+			return admin.Backend{}, fmt.Errorf("%w: upstream %q has no backend %q", admin.ErrNotFound, upstreamName, addr)
+		}
+		if err != nil {
+			return admin.Backend{}, err
+		}
+		if c.State == admin.StateDrain || c.State == admin.StateDisable {
+			s.retireBackend(upstreamName, addr)
+		}
+		s.log.Info("backend changed through the admin API", zap.String("upstream", upstreamName), zap.String("backend", addr),
+			zap.String("admin_state", view.AdminState), zap.Int("weight", view.Weight))
+		return view, nil
+	}
 }
 
 func timePtr(t time.Time) *time.Time { return &t }

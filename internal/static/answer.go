@@ -1,5 +1,10 @@
 package static
 
+import (
+	"github.com/helios-lb/helios/internal/httpmsg"
+	"github.com/helios-lb/helios/internal/wire"
+)
+
 // Request is what Plan needs of a request. An engine implements it over
 // its parsed head; the byte slices returned need only stay valid until
 // Plan returns, and Plan keeps none of them.
@@ -15,46 +20,60 @@ type Request interface {
 	Header(name string) []byte
 }
 
-// Answer is a planned answer. The caller owns it and should reuse it
-// from one request to the next: its buffers grow to fit and are then
-// kept, which is what makes Plan allocation-free.
+// Answer is a planned answer: the engine's neutral file answer
+// (wire.FileAnswer). The caller owns it and should reuse it from one
+// request to the next: its buffers grow to fit and are then kept, which
+// is what makes Plan allocation-free.
 //
-// The caller sends, in order: a status line for Status with the fields
-// it adds itself (Date, Connection, Server), Header, an empty line; then
-// Body; then Length bytes of File from Offset. For HEAD, and wherever
-// there is nothing to send, Body is nil and File is nil: Header still
-// says what GET would get (its Content-Length included), so the caller
-// frames the answer by Body and Length, never by Header.
-type Answer struct {
-	// Status is the status code, e.g. 200, 206, 304, 404.
-	Status int
-	// Header holds the answer's header fields, each "Name: value\r\n":
-	// Content-Type, Content-Length (except on 304), ETag, Last-Modified,
-	// Accept-Ranges, Content-Range, Location, Allow as the answer needs.
-	// It never holds Date, Connection or Transfer-Encoding. It points
-	// into the Answer's own buffer, valid until the next Plan.
-	Header []byte
-	// Body is a small fixed body (an error text, a redirect's link);
-	// nil when there is none. It is valid until the next Plan.
-	Body []byte
-	// File is the open file to send from; nil when none. When set, the
-	// caller must call File.Release exactly once, when it has finished
-	// sending (or has given up: the client went away).
-	File *File
-	// Offset and Length are the byte range of File to send; both 0 when
-	// File is nil.
-	Offset, Length int64
+// Header holds Content-Type, Content-Length (except on 304), ETag,
+// Last-Modified, Accept-Ranges, Content-Range, Location and Allow as the
+// answer needs, never Date, Connection or Transfer-Encoding; for HEAD,
+// and wherever there is nothing to send, Body and File are nil while
+// Header still says what GET would get (its Content-Length included), so
+// the caller frames the answer by Body and Length, never by Header. Its
+// slices point into the Answer's Scratch and the cache, valid until the
+// next Plan. A File, when set, must be released exactly once.
+type Answer = wire.FileAnswer
 
-	// buf backs Header and Body; p1 and p2 are scratch for the path.
-	buf, p1, p2 []byte
-}
+// The Answer's scratch buffers: buf backs Header values and Body; p1 and
+// p2 are scratch for the path.
+const (
+	scratchBuf = iota
+	scratchP1
+	scratchP2
+)
 
 // reset clears the fields Plan fills, keeping the buffers.
-func (a *Answer) reset() {
+func reset(a *Answer) {
 	a.Status = 0
-	a.Header = nil
+	a.Header.Reset()
 	a.Body = nil
 	a.File = nil
 	a.Offset, a.Length = 0, 0
-	a.buf = a.buf[:0]
+	a.Scratch[scratchBuf] = a.Scratch[scratchBuf][:0]
+}
+
+// Field names of the answers.
+var (
+	nameAllow         = []byte("Allow")
+	nameContentType   = []byte("Content-Type")
+	nameContentLength = []byte("Content-Length")
+	nameContentRange  = []byte("Content-Range")
+	nameAcceptRanges  = []byte("Accept-Ranges")
+	nameETag          = []byte("ETag")
+	nameLastModified  = []byte("Last-Modified")
+	nameLocation      = []byte("Location")
+	nameNoSniff       = []byte("X-Content-Type-Options")
+
+	valueAllow   = []byte("GET, HEAD")
+	valueText    = []byte("text/plain; charset=utf-8")
+	valueHTML    = []byte("text/html; charset=utf-8")
+	valueBytes   = []byte("bytes")
+	valueNoSniff = []byte("nosniff")
+	valueZero    = []byte("0")
+)
+
+// field appends a field to the answer's head.
+func field(a *Answer, name, value []byte) {
+	a.Header.Fields = append(a.Header.Fields, httpmsg.Field{Name: name, Value: value, Kind: httpmsg.Classify(name)})
 }

@@ -84,11 +84,11 @@ type entry struct {
 	// and dates in conditional requests are ignored, as net/http does.
 	mtime    time.Time
 	zeroTime bool
-	// meta holds "Content-Type: ...\r\nETag: ...\r\nLast-Modified:
-	// ...\r\n"; validators is its ETag and Last-Modified lines,
-	// etagLine its ETag line, etag the ETag value (with its quotes) and
-	// lastMod the Last-Modified value.
-	meta, validators, etagLine, etag, lastMod []byte
+	// ctype is the Content-Type value, etag the ETag value (with its
+	// quotes) and lastMod the Last-Modified value (empty for a file
+	// without a modification time), the fields of every answer from
+	// the file.
+	ctype, etag, lastMod []byte
 
 	prev, next *entry // LRU list, most recent after Planner.lru
 }

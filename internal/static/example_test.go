@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/helios-lb/helios/internal/static"
@@ -42,8 +41,11 @@ func Example() {
 	loop := 0
 	h.Shard(loop).Plan(request{[]byte("GET"), []byte("/static/hello.txt"), []byte("bytes=7-")}, &a)
 
-	// Lines end in CRLF; shown here with LF.
-	fmt.Printf("HTTP/1.1 %d\n%s\n", a.Status, strings.ReplaceAll(string(a.Header), "\r\n", "\n")) // and Date, Connection
+	fmt.Printf("HTTP/1.1 %d\n", a.Status) // and Date, Connection
+	for _, f := range a.Header.Fields {
+		fmt.Printf("%s: %s\n", f.Name, f.Value)
+	}
+	fmt.Println()
 	fmt.Printf("%s", a.Body)
 	if a.File != nil {
 		b := make([]byte, a.Length)

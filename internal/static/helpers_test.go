@@ -1,13 +1,14 @@
 package static
 
 import (
-	"bytes"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/helios-lb/helios/internal/httpmsg"
 )
 
 // req is a Request for tests.
@@ -48,18 +49,13 @@ type result struct {
 // read, the file released.
 func send(t *testing.T, a *Answer) result {
 	t.Helper()
-	res := result{status: a.Status, header: http.Header{}, head: string(a.Header)}
-	for rest := a.Header; len(rest) > 0; {
-		line, r, ok := bytes.Cut(rest, []byte("\r\n"))
-		if !ok {
-			t.Fatalf("head %q: a line without CRLF", a.Header)
+	res := result{status: a.Status, header: http.Header{}}
+	for _, f := range a.Header.Fields {
+		if f.Kind != httpmsg.Classify(f.Name) {
+			t.Fatalf("field %q: got kind %v, want %v", f.Name, f.Kind, httpmsg.Classify(f.Name))
 		}
-		rest = r
-		name, value, ok := bytes.Cut(line, []byte(": "))
-		if !ok {
-			t.Fatalf("head %q: line %q is not a field", a.Header, line)
-		}
-		res.header.Add(string(name), string(value))
+		res.head += string(f.Name) + ": " + string(f.Value) + "\r\n"
+		res.header.Add(string(f.Name), string(f.Value))
 	}
 	res.body = string(a.Body)
 	if a.File != nil {

@@ -1,7 +1,6 @@
 package static
 
 import (
-	"bytes"
 	"io"
 	"net/http"
 	"strings"
@@ -18,11 +17,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer a.File.Release()
 	}
 	hdr := w.Header()
-	for rest := a.Header; len(rest) > 0; {
-		var line []byte
-		line, rest, _ = bytes.Cut(rest, []byte("\r\n"))
-		name, value, _ := bytes.Cut(line, []byte(": "))
-		hdr.Set(string(name), string(value))
+	for _, f := range a.Header.Fields {
+		hdr.Set(string(f.Name), string(f.Value))
 	}
 	w.WriteHeader(a.Status)
 	if a.Body != nil {

@@ -96,12 +96,8 @@ func newFileEntry(key string, f *os.File, st fs.FileInfo) *entry {
 		n, _ := f.ReadAt(b[:], 0)
 		ctype = http.DetectContentType(b[:n])
 	}
-	m := make([]byte, 0, 128+len(ctype))
-	m = append(m, "Content-Type: "...)
+	m := make([]byte, 0, 64+len(ctype))
 	m = append(m, ctype...)
-	m = append(m, "\r\n"...)
-	v := len(m)
-	m = append(m, "ETag: "...)
 	t := len(m)
 	// A validator from modification time and size, as nginx makes it.
 	m = append(m, '"')
@@ -110,21 +106,12 @@ func newFileEntry(key string, f *os.File, st fs.FileInfo) *entry {
 	m = strconv.AppendInt(m, e.size, 16)
 	m = append(m, '"')
 	te := len(m)
-	m = append(m, "\r\n"...)
-	el := len(m)
-	var l, le int
 	if !e.zeroTime {
-		m = append(m, "Last-Modified: "...)
-		l = len(m)
 		m = e.mtime.UTC().AppendFormat(m, http.TimeFormat)
-		le = len(m)
-		m = append(m, "\r\n"...)
 	}
-	e.meta = m
-	e.validators = m[v:]
-	e.etagLine = m[v:el]
-	e.etag = m[t:te]
-	e.lastMod = m[l:le]
+	e.ctype = m[:t:t]
+	e.etag = m[t:te:te]
+	e.lastMod = m[te:]
 	e.file = newFile(f)
 	return e
 }

@@ -23,7 +23,7 @@ type target struct {
 // removed and the rest cleaned again. It does not allocate once the
 // buffers have grown.
 func resolvePath(raw []byte, stripPrefix string, a *Answer) target {
-	dec := a.p1[:0]
+	dec := a.Scratch[scratchP1][:0]
 	if len(raw) == 0 || raw[0] != '/' {
 		dec = append(dec, '/')
 	}
@@ -41,7 +41,7 @@ func resolvePath(raw []byte, stripPrefix string, a *Answer) target {
 				lo, ok = hexVal(raw[i+2])
 			}
 			if !ok {
-				a.p1 = dec
+				a.Scratch[scratchP1] = dec
 				return target{status: 400}
 			}
 			c = hi<<4 | lo
@@ -54,13 +54,13 @@ func resolvePath(raw []byte, stripPrefix string, a *Answer) target {
 		refused = refused || c == 0
 		dec = append(dec, c)
 	}
-	a.p1 = dec
+	a.Scratch[scratchP1] = dec
 	if refused {
 		return target{status: 404}
 	}
 	slash := dec[len(dec)-1] == '/'
-	full := cleanInto(a.p2, dec)
-	a.p2 = full
+	full := cleanInto(a.Scratch[scratchP2], dec)
+	a.Scratch[scratchP2] = full
 	rest := full
 	if len(stripPrefix) > 0 && len(rest) >= len(stripPrefix) && string(rest[:len(stripPrefix)]) == stripPrefix {
 		rest = rest[len(stripPrefix):]
@@ -76,7 +76,7 @@ func resolvePath(raw []byte, stripPrefix string, a *Answer) target {
 	if slash {
 		b = append(b, '/')
 	}
-	a.p1 = b[:0]
+	a.Scratch[scratchP1] = b[:0]
 	return target{full: full, key: b[1:], name: b[1:n], slash: slash}
 }
 

@@ -5,51 +5,42 @@ import (
 	"strconv"
 )
 
-// Head lines that do not depend on the request.
-const (
-	allowLine     = "Allow: GET, HEAD\r\n"
-	textLines     = "Content-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n"
-	htmlLine      = "Content-Type: text/html; charset=utf-8\r\n"
-	rangesLine    = "Accept-Ranges: bytes\r\n"
-	noContentLine = "Content-Length: 0\r\n"
-)
-
 // Plan fills a with the answer to r. It overwrites every field of a (a
 // File from a previous answer must have been released or handed on
 // first). It writes nothing; on a cache hit it makes no system call and
 // does not allocate once a's buffers have grown; on a miss it opens and
 // stats the file (see the package doc for what it blocks on).
 func (p *Planner) Plan(r Request, a *Answer) {
-	a.reset()
+	reset(a)
 	m := r.Method()
 	head := string(m) == http.MethodHead
 	if !head && string(m) != http.MethodGet {
-		a.text(http.StatusMethodNotAllowed, "", false, -1)
+		text(a, http.StatusMethodNotAllowed, "", false, -1)
 		return
 	}
 	if p.h.closed.Load() {
-		a.text(http.StatusServiceUnavailable, "", head, -1)
+		text(a, http.StatusServiceUnavailable, "", head, -1)
 		return
 	}
 	t := resolvePath(r.Path(), p.h.stripPrefix, a)
 	if t.status != 0 {
-		a.text(t.status, "", head, -1)
+		text(a, t.status, "", head, -1)
 		return
 	}
 	e := p.get(t)
 	switch e.kind {
 	case kindError:
-		a.text(e.status, "", head, -1)
+		text(a, e.status, "", head, -1)
 	case kindDir:
-		a.redirect(t.full, head)
+		redirect(a, t.full, head)
 	default:
-		a.file(r, e, head)
+		file(a, r, e, head)
 	}
 }
 
 // file plans the answer from a regular file, whose reference a now
 // holds: handed on in a.File, or released here when nothing is sent.
-func (a *Answer) file(r Request, e *entry, head bool) {
+func file(a *Answer, r Request, e *entry, head bool) {
 	// RFC 9110 section 13.2.2, in net/http's order.
 	c := e.ifMatch(r.Header("if-match"))
 	if c == condNone {
@@ -58,9 +49,8 @@ func (a *Answer) file(r Request, e *entry, head bool) {
 	if c == condFalse {
 		e.file.Release()
 		a.Status = http.StatusPreconditionFailed
-		a.buf = append(a.buf, noContentLine...)
-		a.buf = append(a.buf, e.validators...)
-		a.Header = a.buf
+		field(a, nameContentLength, valueZero)
+		validators(a, e)
 		return
 	}
 	c = e.ifNoneMatch(r.Header("if-none-match"))
@@ -72,8 +62,7 @@ func (a *Answer) file(r Request, e *entry, head bool) {
 		// metadata (and Last-Modified only without an ETag).
 		e.file.Release()
 		a.Status = http.StatusNotModified
-		a.buf = append(a.buf, e.etagLine...)
-		a.Header = a.buf
+		field(a, nameETag, e.etag)
 		return
 	}
 
@@ -89,32 +78,36 @@ func (a *Answer) file(r Request, e *entry, head bool) {
 		start, length = s, l
 	case rangeInvalid:
 		e.file.Release()
-		a.text(http.StatusRequestedRangeNotSatisfiable, "invalid range\n", head, -1)
+		text(a, http.StatusRequestedRangeNotSatisfiable, "invalid range\n", head, -1)
 		return
 	case rangeNoOverlap:
 		if e.size > 0 {
 			e.file.Release()
-			a.text(http.StatusRequestedRangeNotSatisfiable, "invalid range: failed to overlap\n", head, e.size)
+			text(a, http.StatusRequestedRangeNotSatisfiable, "invalid range: failed to overlap\n", head, e.size)
 			return
 		}
 		// Some clients send Range with every request; an empty file
 		// is answered whole rather than 416 (as net/http does).
 	}
-	a.buf = append(a.buf, rangesLine...)
-	a.buf = append(a.buf, e.meta...)
-	a.buf = append(a.buf, "Content-Length: "...)
-	a.buf = strconv.AppendInt(a.buf, length, 10)
-	a.buf = append(a.buf, "\r\n"...)
+	buf := a.Scratch[scratchBuf]
+	buf = strconv.AppendInt(buf, length, 10)
+	cl := len(buf)
 	if a.Status == http.StatusPartialContent {
-		a.buf = append(a.buf, "Content-Range: bytes "...)
-		a.buf = strconv.AppendInt(a.buf, start, 10)
-		a.buf = append(a.buf, '-')
-		a.buf = strconv.AppendInt(a.buf, start+length-1, 10)
-		a.buf = append(a.buf, '/')
-		a.buf = strconv.AppendInt(a.buf, e.size, 10)
-		a.buf = append(a.buf, "\r\n"...)
+		buf = append(buf, "bytes "...)
+		buf = strconv.AppendInt(buf, start, 10)
+		buf = append(buf, '-')
+		buf = strconv.AppendInt(buf, start+length-1, 10)
+		buf = append(buf, '/')
+		buf = strconv.AppendInt(buf, e.size, 10)
 	}
-	a.Header = a.buf
+	a.Scratch[scratchBuf] = buf
+	field(a, nameAcceptRanges, valueBytes)
+	field(a, nameContentType, e.ctype)
+	validators(a, e)
+	field(a, nameContentLength, buf[:cl:cl])
+	if a.Status == http.StatusPartialContent {
+		field(a, nameContentRange, buf[cl:])
+	}
 	if head || length == 0 {
 		e.file.Release()
 		return
@@ -122,62 +115,72 @@ func (a *Answer) file(r Request, e *entry, head bool) {
 	a.File, a.Offset, a.Length = e.file, start, length
 }
 
+// validators adds the entry's ETag and, when it has one, Last-Modified.
+func validators(a *Answer, e *entry) {
+	field(a, nameETag, e.etag)
+	if len(e.lastMod) > 0 {
+		field(a, nameLastModified, e.lastMod)
+	}
+}
+
 // text plans a plain-text answer: body, or "<status> <reason>\n" when
 // body is "". A 405 says what is allowed; a 416 for a file of size
 // bytes (size >= 0) says its length (RFC 9110 section 14.4).
-func (a *Answer) text(status int, body string, head bool, size int64) {
+func text(a *Answer, status int, body string, head bool, size int64) {
 	a.Status = status
-	b := len(a.buf)
+	buf := a.Scratch[scratchBuf]
+	b := len(buf)
 	if body == "" {
-		a.buf = strconv.AppendInt(a.buf, int64(status), 10)
-		a.buf = append(a.buf, ' ')
-		a.buf = append(a.buf, http.StatusText(status)...)
-		a.buf = append(a.buf, '\n')
+		buf = strconv.AppendInt(buf, int64(status), 10)
+		buf = append(buf, ' ')
+		buf = append(buf, http.StatusText(status)...)
+		buf = append(buf, '\n')
 	} else {
-		a.buf = append(a.buf, body...)
+		buf = append(buf, body...)
 	}
-	h := len(a.buf)
+	h := len(buf)
+	if size >= 0 {
+		buf = append(buf, "bytes */"...)
+		buf = strconv.AppendInt(buf, size, 10)
+	}
+	r := len(buf)
+	buf = strconv.AppendInt(buf, int64(h-b), 10)
+	a.Scratch[scratchBuf] = buf
 	if status == http.StatusMethodNotAllowed {
-		a.buf = append(a.buf, allowLine...)
+		field(a, nameAllow, valueAllow)
 	}
 	if size >= 0 {
-		a.buf = append(a.buf, "Content-Range: bytes */"...)
-		a.buf = strconv.AppendInt(a.buf, size, 10)
-		a.buf = append(a.buf, "\r\n"...)
+		field(a, nameContentRange, buf[h:r:r])
 	}
-	a.buf = append(a.buf, textLines...)
-	a.finish(b, h, head)
+	field(a, nameContentType, valueText)
+	field(a, nameNoSniff, valueNoSniff)
+	field(a, nameContentLength, buf[r:])
+	if !head {
+		a.Body = buf[b:h:h]
+	}
 }
 
 // redirect plans the 301 to full + "/", with net/http's short HTML body.
-func (a *Answer) redirect(full []byte, head bool) {
+func redirect(a *Answer, full []byte, head bool) {
 	a.Status = http.StatusMovedPermanently
-	b := len(a.buf)
-	a.buf = append(a.buf, `<a href="`...)
-	u := len(a.buf)
-	a.buf = appendEscaped(a.buf, full)
+	buf := a.Scratch[scratchBuf]
+	b := len(buf)
+	buf = append(buf, `<a href="`...)
+	u := len(buf)
+	buf = appendEscaped(buf, full)
 	if full[len(full)-1] != '/' {
-		a.buf = append(a.buf, '/')
+		buf = append(buf, '/')
 	}
-	ue := len(a.buf)
-	a.buf = append(a.buf, "\">Moved Permanently</a>.\n\n"...)
-	h := len(a.buf)
-	a.buf = append(a.buf, "Location: "...)
-	a.buf = append(a.buf, a.buf[u:ue]...)
-	a.buf = append(a.buf, "\r\n"...)
-	a.buf = append(a.buf, htmlLine...)
-	a.finish(b, h, head)
-}
-
-// finish ends a fixed answer whose body is a.buf[b:h] and whose head
-// lines follow it: Content-Length is added, Body set unless for HEAD.
-func (a *Answer) finish(b, h int, head bool) {
-	a.buf = append(a.buf, "Content-Length: "...)
-	a.buf = strconv.AppendInt(a.buf, int64(h-b), 10)
-	a.buf = append(a.buf, "\r\n"...)
-	a.Header = a.buf[h:]
+	ue := len(buf)
+	buf = append(buf, "\">Moved Permanently</a>.\n\n"...)
+	h := len(buf)
+	buf = strconv.AppendInt(buf, int64(h-b), 10)
+	a.Scratch[scratchBuf] = buf
+	field(a, nameLocation, buf[u:ue:ue])
+	field(a, nameContentType, valueHTML)
+	field(a, nameContentLength, buf[h:])
 	if !head {
-		a.Body = a.buf[b:h]
+		a.Body = buf[b:h:h]
 	}
 }
 

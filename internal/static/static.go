@@ -62,6 +62,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/helios-lb/helios/internal/wire"
 )
 
 // Defaults for zero Options fields.
@@ -218,3 +220,7 @@ func (h *Handler) Close() error {
 	}
 	return h.root.Close()
 }
+
+// PlanFile plans the answer to ex with loop's planner (wire.Files: the
+// engine sends what Plan planned itself).
+func (h *Handler) PlanFile(loop int, ex wire.Exchange, a *wire.FileAnswer) { h.Shard(loop).Plan(ex, a) }

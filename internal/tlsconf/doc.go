@@ -9,6 +9,7 @@
 //
 // The package knows nothing about configuration files or the HTTP engine:
 // internal/server maps the configuration onto ServerOptions and
-// ClientOptions, and the engine calls Provider.TLSConfig,
-// Provider.BeginHandshake and Provider.Record around each handshake.
+// ClientOptions, and the engine serves handshakes with
+// Provider.TLSConfig, each between Provider.BeginHandshake and its
+// Handshake.End (Gate: the cap on handshakes in progress, and shedding).
 package tlsconf

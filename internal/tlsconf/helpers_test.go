@@ -83,8 +83,8 @@ func newTestProvider(t *testing.T, o ServerOptions, env Env) *Provider {
 }
 
 // serve accepts TLS connections on a loopback listener with p's config,
-// as the engine will: BeginHandshake, a handshake bounded by p's timeout,
-// Record, EndHandshake. Each connection then gets "hello\n" and its lines
+// as the engine does: BeginHandshake, a handshake bounded by p's timeout,
+// End. Each connection then gets "hello\n" and its lines
 // echoed until it closes. It returns the address; everything stops at the
 // end of the test.
 func serve(t *testing.T, p *Provider) string {
@@ -131,18 +131,17 @@ func serve(t *testing.T, p *Provider) string {
 }
 
 func serveConn(p *Provider, c *tls.Conn) {
-	if !p.BeginHandshake() {
+	ctx, cancel := context.WithCancel(context.Background())
+	if d := p.HandshakeTimeout(); d > 0 {
+		ctx, cancel = context.WithTimeout(context.Background(), d)
+	}
+	defer cancel()
+	h := p.BeginHandshake(cancel)
+	if h == nil {
 		return
 	}
-	ctx := context.Background()
-	if d := p.HandshakeTimeout(); d > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
-		defer cancel()
-	}
 	err := c.HandshakeContext(ctx)
-	p.Record(c.ConnectionState(), err)
-	p.EndHandshake()
+	h.End(c.ConnectionState(), err)
 	if err != nil {
 		return
 	}

@@ -30,13 +30,23 @@ type ServerOptions struct {
 	// DisableSessionTickets turns session resumption off: every
 	// connection pays a full handshake. False: tickets are issued.
 	DisableSessionTickets bool
-	// HandshakeTimeout is how long the engine lets a handshake take; the
-	// Provider only carries it, so that a reload changes it. Zero: no
-	// limit.
+	// HandshakeTimeout is how long the engine lets a handshake take,
+	// from the connection's accept; the Provider only carries it, so that
+	// a reload changes it. Zero: no limit.
 	HandshakeTimeout time.Duration
+	// ClientHelloTimeout is how long the engine waits, from the
+	// connection's accept, for the client's ClientHello, before which
+	// the connection holds no place among MaxHandshakes; carried like
+	// HandshakeTimeout. Zero: HandshakeTimeout bounds the wait.
+	ClientHelloTimeout time.Duration
 	// MaxHandshakes caps the handshakes in progress at once on the
-	// listener (BeginHandshake). Zero: no cap.
+	// listener (BeginHandshake, which sheds the oldest stalled one at the
+	// cap). Zero: no cap.
 	MaxHandshakes int
+	// Managed serves the names whose certificates get and renew
+	// themselves (ACME), and answers TLS-ALPN-01 validations; with it,
+	// Certificates may be empty. Nil: the files only.
+	Managed Managed
 }
 
 // Env is what a Provider takes from its surroundings rather than from
@@ -83,13 +93,11 @@ func (e Env) now() time.Time {
 // loops share the Provider, and with it the session ticket keys. It is
 // safe for concurrent use.
 type Provider struct {
-	name  string
-	env   Env
-	base  *tls.Config
-	cur   atomic.Pointer[snapshot]
-	stats HandshakeStats
-
-	inProgress atomic.Int64
+	name string
+	env  Env
+	base *tls.Config
+	cur  atomic.Pointer[snapshot]
+	gate Gate
 
 	mu     sync.Mutex // serialises Commit, RotateTicketKeys and Close
 	keys   [][32]byte // session ticket keys, the current one first
@@ -108,6 +116,9 @@ type snapshot struct {
 	// trust fingerprints what decides which sessions may resume: the
 	// client CAs. When it changes, ticket keys start over.
 	trust [32]byte
+	// challenge serves TLS-ALPN-01 validations; nil without
+	// opts.Managed.
+	challenge *tls.Config
 	// stop ends the snapshot's OCSP fetching; nil before Commit.
 	stop context.CancelFunc
 }
@@ -156,8 +167,12 @@ func (p *Provider) Name() string { return p.name }
 // keys (a clone would keep issuing tickets under a key that ages out).
 func (p *Provider) TLSConfig() *tls.Config { return p.base }
 
-func (p *Provider) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
-	return p.cur.Load().config, nil
+func (p *Provider) configForClient(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+	s := p.cur.Load()
+	if s.challenge != nil && isACMEChallenge(hello) {
+		return s.challenge, nil
+	}
+	return s.config, nil
 }
 
 // Update is a loaded set of settings and certificates, ready to replace
@@ -173,12 +188,15 @@ type Update struct {
 // a key that does not match its certificate, or a certificate already
 // expired is an error, and the running settings stay as they are.
 func (p *Provider) Prepare(o ServerOptions) (*Update, error) {
-	if len(o.Certificates) == 0 {
+	set := emptyCertSet()
+	switch {
+	case len(o.Certificates) > 0:
+		var err error
+		if set, err = loadCertSet(o.Certificates); err != nil {
+			return nil, err
+		}
+	case o.Managed == nil:
 		return nil, errors.New("no certificate")
-	}
-	set, err := loadCertSet(o.Certificates)
-	if err != nil {
-		return nil, err
 	}
 	now := p.env.now()
 	for _, e := range set.entries {
@@ -187,7 +205,7 @@ func (p *Provider) Prepare(o ServerOptions) (*Update, error) {
 		}
 	}
 	cfg := &tls.Config{
-		GetCertificate:         set.get,
+		GetCertificate:         chooser(set, o.Managed),
 		MinVersion:             o.MinVersion,
 		NextProtos:             []string{"http/1.1"},
 		SessionTicketsDisabled: o.DisableSessionTickets,
@@ -200,6 +218,9 @@ func (p *Provider) Prepare(o ServerOptions) (*Update, error) {
 		cfg.NextProtos = []string{"h2", "http/1.1"}
 	}
 	snap := &snapshot{opts: o, config: cfg, set: set}
+	if o.Managed != nil {
+		snap.challenge = challengeConfig(o.Managed)
+	}
 	if o.ClientCAFile != "" {
 		pool, cas, err := LoadCAs(o.ClientCAFile)
 		if err != nil {
@@ -281,40 +302,39 @@ func (p *Provider) Close() {
 	p.wg.Wait()
 }
 
-// HandshakeTimeout returns the current handshake time limit; 0 means
-// none.
+// HandshakeTimeout returns the current handshake time limit, from the
+// connection's accept; 0 means none.
 func (p *Provider) HandshakeTimeout() time.Duration { return p.cur.Load().opts.HandshakeTimeout }
 
-// BeginHandshake reports whether a handshake may start now: fewer than
-// MaxHandshakes are in progress. When it returns true the caller must
-// call EndHandshake once the handshake is over, however it ends; when it
-// returns false the caller closes the connection (counted as refused).
-func (p *Provider) BeginHandshake() bool {
-	limit := int64(p.cur.Load().opts.MaxHandshakes)
-	if n := p.inProgress.Add(1); limit > 0 && n > limit {
-		p.inProgress.Add(-1)
-		p.stats.Count(ResultRefused, 0, false)
-		return false
-	}
-	return true
+// ClientHelloTimeout returns the current limit on the wait for a
+// ClientHello, from the connection's accept; 0 means HandshakeTimeout's.
+func (p *Provider) ClientHelloTimeout() time.Duration {
+	return p.cur.Load().opts.ClientHelloTimeout
 }
 
-// EndHandshake ends what BeginHandshake began.
-func (p *Provider) EndHandshake() { p.inProgress.Add(-1) }
+// BeginHandshake admits a handshake whose client has sent its
+// ClientHello, under MaxHandshakes (Gate.Begin): at the cap the oldest
+// handshake waiting for its client is shed (its stop called) to make
+// room. It returns nil when none could be shed: the caller closes the
+// connection (counted as refused). Otherwise the caller ends the
+// handshake with End, however it ends.
+func (p *Provider) BeginHandshake(stop func()) *Handshake {
+	return p.gate.Begin(p.cur.Load().opts.MaxHandshakes, stop)
+}
+
+// NoHello counts a connection closed before its ClientHello arrived.
+func (p *Provider) NoHello() { p.gate.NoHello() }
 
 // HandshakesInProgress returns how many handshakes are between
-// BeginHandshake and EndHandshake.
-func (p *Provider) HandshakesInProgress() int64 { return p.inProgress.Load() }
+// BeginHandshake and their End, shed ones aside.
+func (p *Provider) HandshakesInProgress() int64 { return p.gate.InProgress() }
 
-// Record counts a finished handshake: cs is the connection's state
-// (tls.Conn.ConnectionState) and err the handshake's error, nil on
-// success.
-func (p *Provider) Record(cs tls.ConnectionState, err error) {
-	p.stats.Count(Classify(err), cs.Version, err == nil && cs.DidResume)
-}
+// HandshakesWaiting returns how many handshakes in progress wait for
+// their client (those BeginHandshake sheds at the cap).
+func (p *Provider) HandshakesWaiting() int { return p.gate.Waiting() }
 
 // Stats returns the listener's handshake counters.
-func (p *Provider) Stats() *HandshakeStats { return &p.stats }
+func (p *Provider) Stats() *HandshakeStats { return p.gate.Stats() }
 
 // CertInfo describes a served certificate.
 type CertInfo struct {

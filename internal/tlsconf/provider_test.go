@@ -328,45 +328,37 @@ func TestReloadRefusesBadCertificate(t *testing.T) {
 	}
 }
 
+// TestHandshakeCap checks the Provider applies MaxHandshakes through its
+// gate, and takes a new cap on reload.
 func TestHandshakeCap(t *testing.T) {
 	k := newPKI(t)
 	_, files := k.issue(t, "site", certgen.Request{Hosts: []string{"site.example"}})
-	p := newTestProvider(t, ServerOptions{Certificates: []KeyPairFiles{files}, MaxHandshakes: 2, HandshakeTimeout: 3 * time.Second}, Env{})
+	p := newTestProvider(t, ServerOptions{Certificates: []KeyPairFiles{files}, MaxHandshakes: 2, HandshakeTimeout: 3 * time.Second, ClientHelloTimeout: time.Second}, Env{})
 	if got := p.HandshakeTimeout(); got != 3*time.Second {
 		t.Errorf("HandshakeTimeout: got %v, want 3s", got)
 	}
-	steps := []struct {
-		begin bool // else end
-		want  bool
-	}{
-		{begin: true, want: true},
-		{begin: true, want: true},
-		{begin: true, want: false},
-		{begin: false},
-		{begin: true, want: true},
-		{begin: true, want: false},
+	if got := p.ClientHelloTimeout(); got != time.Second {
+		t.Errorf("ClientHelloTimeout: got %v, want 1s", got)
 	}
-	for i, s := range steps {
-		if !s.begin {
-			p.EndHandshake()
-			continue
-		}
-		if got := p.BeginHandshake(); got != s.want {
-			t.Errorf("step %d: BeginHandshake got %v, want %v", i, got, s.want)
-		}
+	a, b := p.BeginHandshake(func() {}), p.BeginHandshake(func() {})
+	if a == nil || b == nil {
+		t.Fatalf("under the cap: got a refusal, want both admitted")
+	}
+	if h := p.BeginHandshake(func() {}); h != nil {
+		t.Errorf("at the cap with none waiting: got admitted, want refused")
 	}
 	if got := p.HandshakesInProgress(); got != 2 {
 		t.Errorf("in progress: got %d, want 2", got)
 	}
-	if got := counts(p)["refused unknown new"]; got != 2 {
-		t.Errorf("refused: got %d, want 2", got)
+	if got := counts(p)["refused unknown new"]; got != 1 {
+		t.Errorf("refused: got %d, want 1", got)
 	}
 	// A reload lifts the cap.
 	if err := p.Reload(ServerOptions{Certificates: []KeyPairFiles{files}}); err != nil {
 		t.Fatal(err)
 	}
-	if !p.BeginHandshake() {
-		t.Errorf("after a reload without a cap: BeginHandshake got false, want true")
+	if p.BeginHandshake(func() {}) == nil {
+		t.Errorf("after a reload without a cap: got refused, want admitted")
 	}
 }
 

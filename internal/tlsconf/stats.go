@@ -23,12 +23,21 @@ const (
 	// ResultTimeout: it did not complete within the handshake timeout.
 	ResultTimeout
 	// ResultRefused: it was never started because max_handshakes were
-	// already in progress; the connection was closed.
+	// in progress and none of them was waiting for its client to shed;
+	// the connection was closed.
 	ResultRefused
+	// ResultShed: it was stopped, waiting for its client, to make room
+	// for a newer handshake when max_handshakes were in progress.
+	ResultShed
+	// ResultNoHello: it never began: the client closed the connection,
+	// or the client hello timeout passed, before a ClientHello arrived
+	// (nothing, or part of one).
+	ResultNoHello
 	numResults
 )
 
-// String returns the metric label: ok, failed, timeout, refused.
+// String returns the metric label: ok, failed, timeout, refused, shed,
+// no_hello.
 func (r Result) String() string {
 	switch r {
 	case ResultOK:
@@ -39,6 +48,10 @@ func (r Result) String() string {
 		return "timeout"
 	case ResultRefused:
 		return "refused"
+	case ResultShed:
+		return "shed"
+	case ResultNoHello:
+		return "no_hello"
 	}
 	return "unknown"
 }

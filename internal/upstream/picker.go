@@ -1,11 +1,15 @@
 package upstream
 
 // Key carries what a strategy may use about the request being balanced.
-// The zero Key is valid: hash 0, nothing excluded.
+// The zero Key is valid: no hash, nothing excluded.
 type Key struct {
-	// Hash identifies the client for consistent strategies (ip_hash); the
-	// pipeline fills it with a hash of the client address.
+	// Hash is the hash of the request's key (its client address, a
+	// header, a cookie...) for consistent_hash; meaningful only when
+	// Hashed is set.
 	Hash uint64
+	// Hashed says the request has a key and Hash holds its hash; false
+	// makes consistent_hash use its fallback strategy.
+	Hashed bool
 	// Exclude lists backends already tried for this request, so that a
 	// retry goes elsewhere.
 	Exclude Set

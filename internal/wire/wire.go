@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/upstream"
 )
 
@@ -107,8 +108,8 @@ type Exchange interface {
 	// with ErrBodyTooLarge. 0 is no bound.
 	LimitBody(max int64)
 	// Respond sends a complete response with a fixed body. header holds
-	// pre-rendered "Name: value\r\n" lines (may be nil).
-	Respond(status int, header []byte, body []byte) error
+	// its fields (nil: none); the engine adds Date and the framing.
+	Respond(status int, header *httpmsg.Header, body []byte) error
 	// Query returns the query of the request target, without the "?";
 	// empty when there is none.
 	Query() []byte
@@ -121,14 +122,24 @@ type Exchange interface {
 	// Header returns the value of the first request header field named
 	// name (compared case-insensitively), or nil when there is none.
 	Header(name string) []byte
-	// ForwardRequestID returns n bytes owned by the exchange, valid until
-	// it ends, for the pipeline to fill with a request id of visible
-	// ASCII; the engine then forwards the request with "X-Request-Id:
-	// <those bytes>" (on every attempt) in place of any the client sent.
-	// The exchange lends the storage rather than taking a value: a slice
+	// Request returns the request head, whatever protocol carried it.
+	// The pipeline may edit it before the request is forwarded (its
+	// fields, Target and Path, Authority and Host): every attempt goes
+	// with the head as edited, by the forwarding rules every request
+	// goes by. Values it sets must live until the exchange ends: memory
+	// from Alloc, or memory the pipeline keeps.
+	Request() *httpmsg.Request
+	// Response returns the head of the backend's answer once Forwarded
+	// has reported it (nil before, and for answers Helios makes itself).
+	// The pipeline may edit its fields and status in Forwarded, before
+	// it asks for ActSend.
+	Response() *httpmsg.Response
+	// Alloc returns n bytes owned by the exchange, valid until it ends,
+	// for values the pipeline puts in a head. The exchange lends the
+	// storage rather than take a value: a slice made by the pipeline and
 	// handed through an interface method escapes to the heap, an
 	// allocation per request.
-	ForwardRequestID(n int) []byte
+	Alloc(n int) []byte
 }
 
 // Transport says how to reach one upstream's backends. Engines keep
@@ -193,6 +204,13 @@ type TransportSettings struct {
 	// QueueTimeout bounds a request's wait for a connection; then 503.
 	// Zero: the wait is bounded by the queue only.
 	QueueTimeout time.Duration
+	// TryTimeout bounds each attempt from its start (after any request
+	// buffering) to the response head, over the bounds above: an attempt
+	// cut short while connecting fails as their DialTimeout would
+	// (ErrConnect), while queued as QueueTimeout (ErrBackendBusy), and
+	// while waiting for the head as ResponseHeaderTimeout (ErrTimeout).
+	// Zero: no bound but those.
+	TryTimeout time.Duration
 	// Protocol is what is spoken to the backends. Zero: HTTP/1.1.
 	Protocol Protocol
 	// TLS makes the connections TLS, as Transport.TLS says. False:
@@ -243,6 +261,15 @@ const (
 	// ActBuffer: read the request body under Flow.BufferLimits, then
 	// report with Buffered.
 	ActBuffer
+	// ActServeFile: answer with what Flow.Files plans (the engine sends
+	// the file itself), then call Sent.
+	ActServeFile
+	// ActWait: wait Flow.Delay() (a retry's backoff) without blocking,
+	// then call Flow.Resume and act on what it returns. The attempt before
+	// has been reported (Forwarded) and its response dropped; a client
+	// that goes away during the wait is reported with Forwarded, as during
+	// an attempt.
+	ActWait
 )
 
 // Flow is one request's way through the pipeline, for engines that cannot
@@ -253,10 +280,12 @@ type Flow interface {
 	// Begin routes the request on ex and returns the first action.
 	Begin(ex Exchange) Action
 	// Answer returns the answer to send for ActRespond: status, header
-	// lines ("Name: value\r\n") and body.
-	Answer() (status int, header, body []byte)
+	// fields (nil: none) and body.
+	Answer() (status int, header *httpmsg.Header, body []byte)
 	// Handler returns the handler for ActServeHTTP.
 	Handler() *Local
+	// Files returns the planner for ActServeFile.
+	Files() Files
 	// Target returns where to forward for ActForward.
 	Target() (*Transport, *upstream.Backend)
 	// BufferLimits returns how to buffer the body for ActBuffer.
@@ -269,9 +298,14 @@ type Flow interface {
 	// the response head, or the error (wrapping ErrConnect, ErrTimeout,
 	// ErrBackend, ErrClientGone, ErrClientTimeout, ErrBodyTooLarge or
 	// ErrBadRequest). It
-	// returns ActSend, ActForward (a retry), ActRespond (an error answer)
-	// or ActClose.
+	// returns ActSend, ActForward (a retry), ActWait (a retry after a
+	// backoff), ActRespond (an error answer) or ActClose.
 	Forwarded(status int, err error) Action
+	// Delay returns how long to wait for ActWait.
+	Delay() time.Duration
+	// Resume ends an ActWait and returns what to do next: ActForward,
+	// ActRespond or ActClose.
+	Resume() Action
 	// Sent reports how the answer went: the status sent, the body bytes
 	// written, and the error that cut it short (wrapping ErrClientGone,
 	// ErrBackend or ErrTimeout), if any.

@@ -1,0 +1,126 @@
+package compress
+
+import (
+	"bytes"
+	"io"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/andybalholm/brotli"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+func decode(t *testing.T, c Coding, b []byte) []byte {
+	t.Helper()
+	var r io.Reader
+	switch c {
+	case Gzip:
+		gr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = gr
+	case Zstd:
+		zr, err := zstd.NewReader(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer zr.Close()
+		r = zr
+	case Brotli:
+		r = brotli.NewReader(bytes.NewReader(b))
+	}
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("decoding %v: %v", c, err)
+	}
+	return out
+}
+
+// TestRoundTrip: a body compressed in pieces, with flushes between some,
+// decodes to itself, for every coding, and an encoder reused from the
+// pool starts a fresh stream.
+func TestRoundTrip(t *testing.T) {
+	p, err := NewPool(0, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	body := bytes.Repeat([]byte(`{"id": 12345, "name": "helios", "tags": ["a", "b"]}`+"\n"), 2000)
+	for _, c := range []Coding{Gzip, Zstd, Brotli} {
+		for round := 0; round < 3; round++ {
+			e := p.Get(c)
+			var out []byte
+			for rest := body; len(rest) > 0; {
+				n := min(len(rest), 1+rng.IntN(8000))
+				b, err := e.Transform(rest[:n], rng.IntN(4) == 0, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, b...)
+				rest = rest[n:]
+			}
+			b, err := e.Transform(nil, false, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, b...)
+			p.Put(e)
+			if got := decode(t, c, out); !bytes.Equal(got, body) {
+				t.Fatalf("%v round %d: decoded %d bytes, want the %d sent", c, round, len(got), len(body))
+			}
+			if len(out) >= len(body)/4 {
+				t.Errorf("%v: got %d bytes from %d, want it compressed", c, len(out), len(body))
+			}
+		}
+	}
+}
+
+// TestFlushDecodes: what comes out at a flush decodes to what went in so
+// far, for a client that reads an answer as it trickles.
+func TestFlushDecodes(t *testing.T) {
+	p, _ := NewPool(0, 0, 0)
+	for _, c := range []Coding{Gzip, Brotli} { // zstd's reader wants the frame's end
+		e := p.Get(c)
+		first, err := e.Transform([]byte("event: one\n\n"), true, false)
+		if err != nil || len(first) == 0 {
+			t.Fatalf("%v: flush gave %d bytes, %v; want some", c, len(first), err)
+		}
+		var r io.Reader
+		if c == Gzip {
+			gr, err := gzip.NewReader(bytes.NewReader(first))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r = gr
+		} else {
+			r = brotli.NewReader(bytes.NewReader(first))
+		}
+		buf := make([]byte, 12)
+		if _, err := io.ReadFull(r, buf); err != nil || string(buf) != "event: one\n\n" {
+			t.Errorf("%v: read %q, %v after the flush; want the first event", c, buf, err)
+		}
+		p.Put(e)
+	}
+}
+
+func TestPoolLevels(t *testing.T) {
+	for _, l := range [][3]int{{10, 0, 0}, {0, 23, 0}, {0, 0, 12}, {-1, 0, 0}} {
+		if _, err := NewPool(l[0], l[1], l[2]); err == nil {
+			t.Errorf("levels %v: got no error, want one", l)
+		}
+	}
+}
+
+func BenchmarkGzip5JSON20K(b *testing.B) {
+	p, _ := NewPool(5, 0, 0)
+	body := bytes.Repeat([]byte(`{"id": 12345, "name": "helios", "tags": ["a", "b"]}`+"\n"), 400)[:20<<10]
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for i := 0; i < b.N; i++ {
+		e := p.Get(Gzip)
+		e.Transform(body, false, true)
+		p.Put(e)
+	}
+}

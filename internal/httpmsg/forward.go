@@ -1,0 +1,160 @@
+package httpmsg
+
+import "net/netip"
+
+// FieldSink takes the fields of a head being written out, in order: an
+// HTTP/1.1 writer renders each as a line, an HTTP/2 encoder packs it with
+// HPACK. name and value are valid only during the call.
+type FieldSink interface {
+	Field(name, value []byte)
+}
+
+// Hop is what forwarding a request to the next hop needs beyond the
+// request: who sent it and how, and where it goes.
+type Hop struct {
+	// Client is the client's address (as the listener's policy found it).
+	Client netip.Addr
+	// TLS says the client connection is TLS (X-Forwarded-Proto: https).
+	TLS bool
+	// Local says the next hop is an in-process handler: no proxy hop
+	// happens, so X-Forwarded-* fields are passed on as received rather
+	// than added to.
+	Local bool
+	// Backend is the backend's address, the authority of a request that
+	// named none (an HTTP/1.0 request without Host goes on as HTTP/1.1,
+	// which requires one, RFC 9112 §3.2; net/http's ReverseProxy does the
+	// same).
+	Backend string
+}
+
+// Forwarder applies the forwarding rules to request heads: hop-by-hop
+// fields dropped (RFC 9110 §7.6.1), X-Forwarded-For, -Proto and -Host
+// set for the client, the request id. Framing is the codec's: each writes
+// its own. It keeps scratch memory between calls, so one Forwarder serves
+// one goroutine (an event loop); the zero value is ready.
+type Forwarder struct {
+	xff []byte
+}
+
+// Authority returns the authority to forward r with: the client's, or
+// the backend's address when the client named none.
+func Authority(r *Request, hop *Hop) []byte {
+	if len(r.Authority) > 0 {
+		return r.Authority
+	}
+	return []byte(hop.Backend)
+}
+
+// Fields passes to s the fields r is forwarded with, Host and framing
+// excepted (the codec writes the authority and the framing its way):
+// end-to-end fields in their order, Upgrade for an upgrade, then
+// X-Forwarded-For (earlier values, then the client), X-Forwarded-Proto
+// and X-Forwarded-Host.
+func (fw *Forwarder) Fields(s FieldSink, r *Request, hop *Hop) {
+	xffAt := -1
+	for i := range r.Header.Fields {
+		f := &r.Header.Fields[i]
+		if f.Drop {
+			continue
+		}
+		switch f.Kind {
+		case KindHost, KindContentLength, KindTransferEncoding, KindConnection,
+			KindKeepAlive, KindProxy, KindTE, KindExpect:
+			// Written by the codec (authority, framing), hop-by-hop, or
+			// answered here (100-continue has no meaning across the hop).
+		case KindUpgrade:
+			if r.Upgrade != nil {
+				s.Field(f.Name, f.Value)
+			}
+		case KindXForwardedFor:
+			if hop.Local {
+				s.Field(f.Name, f.Value)
+			} else if xffAt < 0 {
+				xffAt = i
+			}
+		case KindXForwardedProto, KindXForwardedHost:
+			if hop.Local {
+				s.Field(f.Name, f.Value)
+			}
+		default:
+			s.Field(f.Name, f.Value)
+		}
+	}
+	if hop.Local {
+		return
+	}
+	b := fw.xff[:0]
+	if xffAt >= 0 {
+		for i := xffAt; i < len(r.Header.Fields); i++ {
+			f := &r.Header.Fields[i]
+			if f.Kind == KindXForwardedFor && !f.Drop && len(f.Value) > 0 {
+				b = append(b, f.Value...)
+				b = append(b, ", "...)
+			}
+		}
+	}
+	b = hop.Client.AppendTo(b)
+	fw.xff = b
+	s.Field(xffName, b)
+	if hop.TLS {
+		s.Field(xfProtoName, httpsValue)
+	} else {
+		s.Field(xfProtoName, httpValue)
+	}
+	if len(r.Authority) > 0 {
+		s.Field(xfHostName, r.Authority)
+	}
+}
+
+// ResponseFields passes to s the fields of a response as it goes on to
+// the client: end-to-end fields in their order (and Upgrade in a 101,
+// whose tunnel the codec sets up); Content-Length only when the length
+// is known (a body of unknown length is framed by the codec); Trailer
+// only when withTrailers (the codec can carry trailers).
+func ResponseFields(s FieldSink, r *Response, withTrailers bool) {
+	switching := r.Status == 101
+	for i := range r.Header.Fields {
+		f := &r.Header.Fields[i]
+		if f.Drop {
+			continue
+		}
+		switch f.Kind {
+		case KindUpgrade:
+			if !switching {
+				continue
+			}
+		case KindContentLength:
+			if r.ContentLength < 0 || switching {
+				continue
+			}
+		case KindTrailer:
+			if !withTrailers {
+				continue
+			}
+		default:
+			if f.Kind.HopByHop() {
+				continue
+			}
+		}
+		s.Field(f.Name, f.Value)
+	}
+}
+
+// TrailerFields passes to s the fields of a trailer section that may
+// travel there (AllowedInTrailer); the others are dropped.
+func TrailerFields(s FieldSink, h *Header) {
+	for i := range h.Fields {
+		f := &h.Fields[i]
+		if !f.Drop && AllowedInTrailer(f.Name, f.Kind) {
+			s.Field(f.Name, f.Value)
+		}
+	}
+}
+
+var (
+	xffName     = []byte("X-Forwarded-For")
+	xfProtoName = []byte("X-Forwarded-Proto")
+	xfHostName  = []byte("X-Forwarded-Host")
+	httpsValue  = []byte("https")
+	httpValue   = []byte("http")
+)

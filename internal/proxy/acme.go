@@ -1,0 +1,89 @@
+package proxy
+
+import (
+	"bytes"
+	"strconv"
+
+	"github.com/helios-lb/helios/internal/httpmsg"
+	"github.com/helios-lb/helios/internal/wire"
+)
+
+// ACME is what the pipeline asks of automatic HTTPS (internal/acme's
+// HTTP implements it): HTTP-01 answers before routing, and where a name
+// managed by ACME is served over TLS, for the http -> https redirect.
+type ACME interface {
+	// Challenge returns the key authorization that answers an HTTP-01
+	// request for host and path (RFC 8555, section 8.3) when this process
+	// presented the challenge. It must not block.
+	Challenge(host, path []byte) ([]byte, bool)
+	// Solver returns the in-process handler that answers HTTP-01
+	// requests for host from shared storage (a challenge another
+	// instance presented); nil when host cannot have one.
+	Solver(host []byte) *wire.Local
+	// HTTPSPort returns the port of the TLS listener whose ACME
+	// certificates carry host, 0 when none does. It must not block or
+	// allocate.
+	HTTPSPort(host []byte) int
+}
+
+// acmeChallengePrefix is the path of HTTP-01 requests.
+var acmeChallengePrefix = []byte("/.well-known/acme-challenge/")
+
+var (
+	locationName     = []byte("Location")
+	contentTypeName  = []byte("Content-Type")
+	textPlainValue   = []byte("text/plain; charset=utf-8")
+	acmeAnswerHeader = httpmsg.HeaderOf("Content-Type", "text/plain", "Cache-Control", "no-store")
+	redirectBody     = []byte("308 Permanent Redirect: this host is served over HTTPS\n")
+)
+
+// acmeChallenge answers an HTTP-01 request before routing: from memory
+// when this process presented the challenge, else through the storage
+// solver for a host ACME manages. ok is false for any other request.
+func (f *flow) acmeChallenge(a ACME, ex wire.Exchange) (wire.Action, bool) {
+	path := ex.Path()
+	if !bytes.HasPrefix(path, acmeChallengePrefix) || string(ex.Method()) != "GET" {
+		return 0, false
+	}
+	if body, ok := a.Challenge(ex.Host(), path); ok {
+		return f.answer(200, acmeAnswerHeader, body), true
+	}
+	if loc := a.Solver(ex.Host()); loc != nil {
+		f.local = loc
+		f.last = wire.ActServeHTTP
+		return wire.ActServeHTTP, true
+	}
+	return 0, false
+}
+
+// httpsRedirect answers a cleartext request for a host ACME manages with
+// 308 to the same host, path and query over HTTPS, unless rt (nil when no
+// route matched) serves cleartext too. ok is false when it does not
+// apply.
+func (f *flow) httpsRedirect(a ACME, ex wire.Exchange, rt *Route) (wire.Action, bool) {
+	if ex.TLSVersion() != nil || rt != nil && rt.NoHTTPSRedirect {
+		return 0, false
+	}
+	port := a.HTTPSPort(ex.Host())
+	if port == 0 {
+		return 0, false
+	}
+	loc := append(f.redirect[:0], "https://"...)
+	loc = append(loc, ex.Host()...)
+	if port != 443 {
+		loc = append(loc, ':')
+		loc = strconv.AppendInt(loc, int64(port), 10)
+	}
+	loc = append(loc, ex.Path()...)
+	if q := ex.Query(); len(q) > 0 {
+		loc = append(loc, '?')
+		loc = append(loc, q...)
+	}
+	f.redirect = loc
+	h := &f.redirectHdr
+	h.Reset()
+	h.Add(locationName, loc)
+	h.Add(contentTypeName, textPlainValue)
+	f.rec.Route = rt
+	return f.answer(308, h, redirectBody), true
+}

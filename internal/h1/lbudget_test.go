@@ -57,6 +57,14 @@ func (p *loopProxy) streamInputs() (held []int, read int64) {
 	return held, read
 }
 
+// withBudget gives cfg's listener request buffers of memory and file
+// bytes across the process and conn per connection, and returns them.
+func withBudget(cfg *loopConfig, memory, file, conn int64) *bodybuf.Budget {
+	b := bodybuf.NewBudget(memory, file)
+	cfg.opts.RequestBuffers, cfg.opts.RequestBufferConnBytes = b, conn
+	return b
+}
+
 // silentBackend is a backend that reads whatever comes and never answers.
 func silentBackend(t testing.TB) *rawBackend {
 	return startRawBackend(t, func(nc net.Conn, br *bufio.Reader) { io.Copy(io.Discard, br) })
@@ -98,10 +106,8 @@ func testLoopH2StalledUploadsBounded(t *testing.T, k netpoll.Kind) {
 	)
 	for _, m := range h2Modes {
 		t.Run(m.name, func(t *testing.T) {
-			budget := bodybuf.NewBudget(1<<30, 1<<30)
 			cfg := loopTo(be.addr)
-			cfg.opts.RequestBuffers = budget
-			cfg.opts.RequestBufferConnBytes = connCap
+			budget := withBudget(&cfg, 1<<30, 1<<30, connCap)
 			// A body that stops arriving for this long gets 408, as
 			// over HTTP/1.1.
 			cfg.opts.IdleTimeout = 2 * time.Second
@@ -208,10 +214,8 @@ func testLoopBufferBudgets(t *testing.T, k netpoll.Kind) {
 	for _, ck := range upClientKinds {
 		for _, tt := range tests {
 			t.Run(ck.name+"/"+tt.name, func(t *testing.T) {
-				budget := bodybuf.NewBudget(tt.memCap, tt.fileCap)
 				cfg := loopTo(be.addr)
-				cfg.opts.RequestBuffers = budget
-				cfg.opts.RequestBufferConnBytes = tt.connCap
+				budget := withBudget(&cfg, tt.memCap, tt.fileCap, tt.connCap)
 				cfg.opts.H2C = true
 				p := startLoopProxy(t, k, cfg)
 				dir := t.TempDir()
@@ -254,10 +258,8 @@ func testLoopH2StalledSmallBodiesCharged(t *testing.T, k netpoll.Kind) {
 	)
 	for _, m := range h2Modes {
 		t.Run(m.name, func(t *testing.T) {
-			budget := bodybuf.NewBudget(1<<30, 1<<30)
 			cfg := loopTo(be.addr)
-			cfg.opts.RequestBuffers = budget
-			cfg.opts.RequestBufferConnBytes = connCap
+			budget := withBudget(&cfg, 1<<30, 1<<30, connCap)
 			cfg.opts.IdleTimeout = time.Second
 			p, tp := startH2Proxy(t, k, cfg, m.tls)
 			bufferRoute(t, p, wire.BufferLimits{Memory: 64 << 10, File: 16 << 20, Dir: t.TempDir(), Stream: true})

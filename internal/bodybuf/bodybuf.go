@@ -1,16 +1,18 @@
-// Package bodybuf holds a request body while Helios reads it from the
-// client before choosing a backend (request buffering): in memory up to a
-// size, then in an unlinked temporary file up to a cap. A slow client then
-// costs a backend nothing, and a buffered body can be sent again on a
-// retry.
+// Package bodybuf holds message bodies in memory up to a size, then in an
+// unlinked temporary file up to a cap: a request body while Helios reads
+// it from the client before choosing a backend (request buffering,
+// Buffer), and an answer between a backend and a client that reads it
+// more slowly (response buffering, Spool), within what a process may hold
+// (Budget). A slow client then costs a backend nothing, and a buffered
+// request body can be sent again on a retry.
 //
-// What buffers hold is accounted for at two levels besides each body's
-// own caps: an Account per client connection (the streams of an HTTP/2
-// connection share one) and a Budget for the whole process, in memory and
-// in temporary files. A Buffer charged to an Account takes room from both
-// before it keeps bytes (Grow) and gives it back when it is closed, so a
-// client that opens many streams, or many connections, cannot make the
-// process hold more than the budgets allow.
+// Request bodies are accounted for at two levels besides each body's own
+// caps: an Account per client connection (the streams of an HTTP/2
+// connection share one) and the process's Budget for request buffering,
+// in memory and in temporary files. A Buffer charged to an Account takes
+// room from both before it keeps bytes (Grow) and gives it back when it
+// is closed, so a client that opens many streams, or many connections,
+// cannot make the process hold more than the budgets allow.
 package bodybuf
 
 import (
@@ -24,34 +26,6 @@ import (
 // ErrFull is returned by Write when p does not fit in the room the Buffer
 // has; nothing of p was kept.
 var ErrFull = errors.New("bodybuf: body larger than the buffer")
-
-// Budget bounds what every Buffer charged to it (through its Accounts)
-// holds at once in a process: bytes in memory and bytes in temporary
-// files. It is safe for concurrent use. The zero Budget grants nothing;
-// use NewBudget.
-type Budget struct {
-	memCap, fileCap atomic.Int64
-	mem, file       atomic.Int64
-}
-
-// NewBudget returns a Budget of memory bytes in memory and file bytes in
-// temporary files (0 grants none of either).
-func NewBudget(memory, file int64) *Budget {
-	b := &Budget{}
-	b.SetCaps(memory, file)
-	return b
-}
-
-// SetCaps changes the caps (a reload). What is held already stays held;
-// caps below it grant nothing more until enough has been given back.
-func (b *Budget) SetCaps(memory, file int64) {
-	b.memCap.Store(memory)
-	b.fileCap.Store(file)
-}
-
-// Held returns the bytes held in memory and in files by the Buffers
-// charged to b.
-func (b *Budget) Held() (memory, file int64) { return b.mem.Load(), b.file.Load() }
 
 // Account bounds what the Buffers of one client connection hold together,
 // in memory and in files, and charges it to a Budget. It is safe for
@@ -71,33 +45,19 @@ func NewAccount(cap int64, budget *Budget) *Account {
 // Held returns the bytes the Account's Buffers hold.
 func (a *Account) Held() int64 { return a.held.Load() }
 
-// take adds up to n to held without passing cap and returns how much it
-// added.
-func take(held *atomic.Int64, cap, n int64) int64 {
-	for {
-		cur := held.Load()
-		g := min(n, cap-cur)
-		if g <= 0 {
-			return 0
-		}
-		if held.CompareAndSwap(cur, cur+g) {
-			return g
-		}
-	}
-}
-
 // grant takes up to n bytes of memory (mem) or of file room from the
 // account and its budget, and returns how many.
 func (a *Account) grant(n int64, mem bool) int64 {
-	g := take(&a.held, a.cap, n)
+	g := upTo(&a.held, a.cap, n)
 	if g == 0 {
 		return 0
 	}
-	held, cap := &a.budget.file, a.budget.fileCap.Load()
+	var got int64
 	if mem {
-		held, cap = &a.budget.mem, a.budget.memCap.Load()
+		got = a.budget.takeMemUpTo(g)
+	} else {
+		got = a.budget.takeFileUpTo(g)
 	}
-	got := take(held, cap, g)
 	a.held.Add(got - g)
 	return got
 }
@@ -119,8 +79,7 @@ func (a *Account) Release(n int64) { a.release(n, 0) }
 // release gives back what grant took.
 func (a *Account) release(mem, file int64) {
 	a.held.Add(-(mem + file))
-	a.budget.mem.Add(-mem)
-	a.budget.file.Add(-file)
+	a.budget.give(mem, file)
 }
 
 // Buffer is one body, held in memory and then in a file. The zero value
@@ -191,12 +150,7 @@ func (b *Buffer) fileRoomCap() int64 {
 
 // AtCap reports whether b holds all its caps allow: a body with no room
 // left is too large for them, rather than short of budget.
-func (b *Buffer) AtCap() bool {
-	if b.fileCap == 0 {
-		return len(b.mem) >= b.memCap
-	}
-	return b.Len() >= int64(b.memCap)+b.fileCap
-}
+func (b *Buffer) AtCap() bool { return b.Len() >= b.Cap() }
 
 // Trim gives back room taken and not used (once the body is whole).
 func (b *Buffer) Trim() {
@@ -227,6 +181,15 @@ func (b *Buffer) MemRoom() int {
 // Len returns the bytes held.
 func (b *Buffer) Len() int64 { return int64(len(b.mem)) + b.fileLen }
 
+// Cap returns how many bytes b holds at most, in memory and file: its
+// caps, whatever the account grants.
+func (b *Buffer) Cap() int64 {
+	if b.fileCap == 0 {
+		return int64(b.memCap)
+	}
+	return int64(b.memCap) + b.fileCap
+}
+
 // Room returns how many more bytes fit.
 func (b *Buffer) Room() int64 { return int64(b.memMax) + b.fileMax - b.Len() }
 
@@ -251,11 +214,10 @@ func (b *Buffer) Write(p []byte) (int, error) {
 		return n, nil
 	}
 	if b.f == nil {
-		f, err := os.CreateTemp(b.dir, "helios-body-*")
+		f, err := tempFile(b.dir)
 		if err != nil {
 			return n, fmt.Errorf("buffering a request body: %w", err)
 		}
-		os.Remove(f.Name())
 		b.f = f
 	}
 	m, err := b.f.Write(p[n:])

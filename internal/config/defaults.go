@@ -65,6 +65,9 @@ func SetDefaults(c *Config) {
 			setDefault(m, p+".max_body_bytes", &r.MaxBodyBytes, 100<<20)
 			setDefault(m, p+".request_buffer_memory_bytes", &r.RequestBufferMemoryBytes, 64<<10)
 			setDefault(m, p+".request_buffer_file_bytes", &r.RequestBufferFileBytes, 16<<20)
+			setString(&r.ResponseBuffering, BufferingAuto)
+			setDefault(m, p+".response_buffer_memory_bytes", &r.ResponseBufferMemoryBytes, 64<<10)
+			setDefault(m, p+".response_buffer_file_bytes", &r.ResponseBufferFileBytes, 64<<20)
 		}
 	}
 	for i := range c.Upstreams {
@@ -78,6 +81,8 @@ func SetDefaults(c *Config) {
 	setDefault(m, "request_buffers.connection_bytes", &rb.ConnectionBytes, 32<<20)
 	setDefault(m, "request_buffers.memory_bytes", &rb.MemoryBytes, 256<<20)
 	setDefault(m, "request_buffers.file_bytes", &rb.FileBytes, 1<<30)
+	setDefault(m, "response_buffers.memory_bytes", &c.ResponseBuffers.MemoryBytes, 64<<20)
+	setDefault(m, "response_buffers.file_bytes", &c.ResponseBuffers.FileBytes, 1<<30)
 	setString(&c.Admin.Address, defaultAdminAddress)
 	setString(&c.Logging.Level, "info")
 	setString(&c.Logging.Format, "json")

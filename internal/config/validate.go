@@ -49,6 +49,7 @@ func (c *Config) validate() (problems, warnings Problems) {
 	v.admin(&c.Admin)
 	v.logging(&c.Logging)
 	v.requestBuffers(&c.RequestBuffers)
+	v.responseBuffers(&c.ResponseBuffers)
 	return v.problems, v.warnings
 }
 
@@ -530,6 +531,11 @@ func (v *validator) buffering(r *Route, p string) {
 				v.addf(p+"."+k, "set on a route without an upstream (only forwarded requests carry bodies on)")
 			}
 		}
+		for _, k := range []string{"response_buffering", "response_buffer_memory_bytes", "response_buffer_file_bytes"} {
+			if v.meta.present(p + "." + k) {
+				v.addf(p+"."+k, "set on a route without an upstream (only answers from a backend are buffered)")
+			}
+		}
 		return
 	}
 	switch r.RequestBuffering {
@@ -543,6 +549,25 @@ func (v *validator) buffering(r *Route, p string) {
 	v.intRange(p+".request_buffer_memory_bytes", r.RequestBufferMemoryBytes, 0, 64<<20)
 	if r.RequestBufferFileBytes < 0 {
 		v.addf(p+".request_buffer_file_bytes", "%d is out of range (0 keeps bodies in memory only, or more)", r.RequestBufferFileBytes)
+	}
+	switch r.ResponseBuffering {
+	case BufferingAuto, BufferingOff:
+	default:
+		v.addf(p+".response_buffering", "%q is not a response buffering mode (%s, %s)", r.ResponseBuffering, BufferingAuto, BufferingOff)
+	}
+	v.intRange(p+".response_buffer_memory_bytes", r.ResponseBufferMemoryBytes, 0, 64<<20)
+	if r.ResponseBufferFileBytes < 0 {
+		v.addf(p+".response_buffer_file_bytes", "%d is out of range (0 keeps answers in memory only, or more)", r.ResponseBufferFileBytes)
+	}
+}
+
+// responseBuffers checks the process's caps on response buffering.
+func (v *validator) responseBuffers(b *ResponseBuffers) {
+	if b.MemoryBytes < 0 {
+		v.addf("response_buffers.memory_bytes", "%d is out of range (0 or more)", b.MemoryBytes)
+	}
+	if b.FileBytes < 0 {
+		v.addf("response_buffers.file_bytes", "%d is out of range (0 or more)", b.FileBytes)
 	}
 }
 

@@ -37,7 +37,8 @@ func (c *lconn) streamingBody() bool {
 // budgets, or streamed). An HTTP/1.1 connection holds one at a time,
 // within its own buffers, and is not charged.
 func (c *lconn) holdSmallBody() bool {
-	if c.h2s == nil || c.smallAcct != nil {
+	st := c.h2s
+	if st == nil || st.smallAcct != nil {
 		return true
 	}
 	acct := c.bufferAccount()
@@ -47,15 +48,15 @@ func (c *lconn) holdSmallBody() bool {
 	if !acct.Reserve(c.req.ContentLength) {
 		return false
 	}
-	c.smallAcct, c.smallHeld = acct, c.req.ContentLength
+	st.smallAcct, st.smallHeld = acct, c.req.ContentLength
 	return true
 }
 
 // releaseSmallBody gives back what holdSmallBody charged.
 func (c *lconn) releaseSmallBody() {
-	if c.smallAcct != nil {
-		c.smallAcct.Release(c.smallHeld)
-		c.smallAcct, c.smallHeld = nil, 0
+	if st := c.h2s; st != nil && st.smallAcct != nil {
+		st.smallAcct.Release(st.smallHeld)
+		st.smallAcct, st.smallHeld = nil, 0
 	}
 }
 
@@ -244,7 +245,10 @@ func (c *lconn) startBuffering(lim wire.BufferLimits) {
 	}
 	c.state = lsBuffer
 	c.buffering = true
-	c.bufLim = lim
+	c.bufDiscard, c.bufStream = lim.Discard, lim.Stream
+	if c.bb == nil {
+		c.bb = new(bodybuf.Buffer) // kept for the connection's next bodies
+	}
 	c.bb.Reset(lim.Memory, lim.File, lim.Dir, c.bufferAccount())
 	c.bufferMore()
 }
@@ -266,7 +270,7 @@ func (c *lconn) bufferAccount() *bodybuf.Account {
 // bufferMore reads body bytes into c.bb until the body is done, the
 // buffer is full, or the client or the disk has to be waited for.
 func (c *lconn) bufferMore() {
-	if c.bufLim.Discard {
+	if c.bufDiscard {
 		c.discardMore()
 		return
 	}
@@ -319,14 +323,14 @@ func (c *lconn) bufferMore() {
 // buffers are spent for now.
 func (c *lconn) bufferFull() {
 	switch {
-	case c.bufLim.Stream:
+	case c.bufStream:
 		c.bodyBuf = bufferedPrefix
 		if c.bb.Len() == 0 {
 			c.bodyBuf = notBuffered
 		}
 		c.bufferDone(nil)
 	case c.bb.AtCap():
-		c.bufferDone(fmt.Errorf("%w: more than the %d bytes this route buffers", wire.ErrBodyTooLarge, int64(c.bufLim.Memory)+c.bufLim.File))
+		c.bufferDone(fmt.Errorf("%w: more than the %d bytes this route buffers", wire.ErrBodyTooLarge, c.bb.Cap()))
 	default:
 		c.bufferDone(fmt.Errorf("%w: %d bytes of the body held, no room for more", wire.ErrBuffersFull, c.bb.Len()))
 	}
@@ -363,6 +367,10 @@ func (c *lconn) bufferDone(err error) {
 		if err != nil {
 			c.closeAfter = true
 		}
+	case c.bb == nil:
+		if err != nil {
+			c.closeAfter = true
+		}
 	case err != nil:
 		c.closeAfter = true
 		c.bb.Close()
@@ -380,6 +388,10 @@ type spillJob struct {
 	gen  uint32
 	data *[]byte
 	n    int
+	// out, when set, makes it a write of a buffered answer to out's
+	// file, f (nil: none yet; lresp.go).
+	out *respSpool
+	f   *os.File
 }
 
 // spill hands p to the spill goroutine; the loop reads no more of the
@@ -422,6 +434,10 @@ func (e *Engine) spillLoop() {
 		case <-e.ctx.Done():
 			return
 		case j := <-e.spills:
+			if j.out != nil {
+				e.spillAnswer(j)
+				continue
+			}
 			_, err := j.c.bb.Write((*j.data)[:j.n])
 			e.spillBufs.Put(j.data)
 			l := j.c.l
@@ -437,7 +453,9 @@ func (c *lconn) spilled(gen uint32, err error) {
 	c.spilling = false
 	if gen != c.gen || !c.buffering {
 		// The connection ended (or the exchange failed) meanwhile.
-		c.bb.Close()
+		if c.bb != nil {
+			c.bb.Close()
+		}
 		return
 	}
 	if err != nil {

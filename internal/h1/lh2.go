@@ -8,6 +8,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/sys/unix"
 
+	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/h2"
 )
 
@@ -87,6 +88,10 @@ type h2stream struct {
 	carryEnd, eof bool
 	// fields is scratch for the answer's head.
 	fields []h2.Field
+	// smallAcct holds smallHeld bytes of the request's small body, read
+	// whole behind its head (holdSmallBody).
+	smallAcct *bodybuf.Account
+	smallHeld int64
 }
 
 // h2bufs lends h2.Conns their output buffers from the loop's free list.
@@ -514,6 +519,7 @@ func (c *lconn) closeStream() {
 		c.l.headBufs.put(c.rd.buf)
 		c.rd.buf = nil
 	}
+	c.dropFields()
 	c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
 	c.h2s = nil
 	c.l.freeStream(st)

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/helios-lb/helios/internal/acme"
+	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/tlsconf"
@@ -42,12 +43,15 @@ type Source interface {
 	TLSProviders() []*tlsconf.Provider
 	// HTTP2Stats returns the HTTP/2 counters of each listener, by name.
 	HTTP2Stats() map[string]*h2.Stats
-	// RequestBuffersHeld returns the request-body bytes request
-	// buffering holds across the process, in memory and in files.
-	RequestBuffersHeld() (memory, file int64)
+	// RequestBuffers returns what request buffering holds across the
+	// process, in memory and in temporary files.
+	RequestBuffers() bodybuf.BudgetStats
 	// ACMEManagers returns the ACME managers of the listeners that have
 	// one.
 	ACMEManagers() []*acme.Manager
+	// ResponseBuffers returns what response buffering holds and has
+	// done across the process.
+	ResponseBuffers() bodybuf.BudgetStats
 }
 
 // Metrics holds Helios's collectors.
@@ -63,6 +67,7 @@ type Metrics struct {
 	breakerDesc, openConnsDesc, acceptErrsDesc, panicsDesc      *prometheus.Desc
 	adminDesc, weightDesc                                       *prometheus.Desc
 	protocolDesc, reqBufDesc                                    *prometheus.Desc
+	respBuffered, respFull, respSpilled, respHeld               *prometheus.Desc
 	tls                                                         tlsDescs
 	http2                                                       http2Descs
 	acme                                                        acmeDescs
@@ -127,6 +132,14 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 		reqBufDesc: prometheus.NewDesc("helios_request_buffer_bytes",
 			"Request-body bytes request buffering holds across the process, by where: memory or file (request_buffers caps them).",
 			[]string{"where"}, nil),
+		respBuffered: prometheus.NewDesc("helios_response_buffered_total",
+			"Answers response buffering took over because their client read more slowly than the backend sent.", nil, nil),
+		respFull: prometheus.NewDesc("helios_response_buffer_full_total",
+			"Answers whose buffering stopped at a cap (the answer's or the process's) or a failed disk write; they went on with backpressure.", nil, nil),
+		respSpilled: prometheus.NewDesc("helios_response_buffer_spilled_bytes_total",
+			"Bytes of answers written to temporary files by response buffering.", nil, nil),
+		respHeld: prometheus.NewDesc("helios_response_buffer_bytes",
+			"Bytes response buffering holds now (reserved for answers under way), in memory or in temporary files.", []string{"where"}, nil),
 		tls:   newTLSDescs(),
 		http2: newHTTP2Descs(),
 		acme:  newACMEDescs(),
@@ -218,9 +231,15 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.acceptErrsDesc, prometheus.CounterValue, float64(n), reason)
 	}
 	ch <- prometheus.MustNewConstMetric(m.panicsDesc, prometheus.CounterValue, float64(m.src.Panics()))
-	mem, file := m.src.RequestBuffersHeld()
-	ch <- prometheus.MustNewConstMetric(m.reqBufDesc, prometheus.GaugeValue, float64(mem), "memory")
-	ch <- prometheus.MustNewConstMetric(m.reqBufDesc, prometheus.GaugeValue, float64(file), "file")
+	qb := m.src.RequestBuffers()
+	ch <- prometheus.MustNewConstMetric(m.reqBufDesc, prometheus.GaugeValue, float64(qb.Memory), "memory")
+	ch <- prometheus.MustNewConstMetric(m.reqBufDesc, prometheus.GaugeValue, float64(qb.File), "file")
+	rb := m.src.ResponseBuffers()
+	ch <- prometheus.MustNewConstMetric(m.respBuffered, prometheus.CounterValue, float64(rb.Buffered))
+	ch <- prometheus.MustNewConstMetric(m.respFull, prometheus.CounterValue, float64(rb.Full))
+	ch <- prometheus.MustNewConstMetric(m.respSpilled, prometheus.CounterValue, float64(rb.Spilled))
+	ch <- prometheus.MustNewConstMetric(m.respHeld, prometheus.GaugeValue, float64(rb.Memory), "memory")
+	ch <- prometheus.MustNewConstMetric(m.respHeld, prometheus.GaugeValue, float64(rb.File), "file")
 	m.collectTLS(ch, time.Now())
 	m.protocols.collect(ch, m.protocolDesc)
 	m.collectHTTP2(ch)

@@ -430,8 +430,8 @@ request_buffers: {connection_bytes: 1048576, memory_bytes: 1048576, file_bytes: 
 		post := func(host string) string {
 			out := rawExchange(t, addr, fmt.Sprintf("POST /echo HTTP/1.1\r\nHost: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", host, body, strings.Repeat("b", body)))
 			idle(t, s)
-			if mem, file := s.RequestBuffersHeld(); mem != 0 || file != 0 {
-				t.Errorf("%s: got %d bytes in memory and %d in files held after the exchange, want none", host, mem, file)
+			if rb := s.RequestBuffers(); rb.Memory != 0 || rb.File != 0 {
+				t.Errorf("%s: got %d bytes in memory and %d in files held after the exchange, want none", host, rb.Memory, rb.File)
 			}
 			return out
 		}

@@ -81,6 +81,9 @@ type Server struct {
 	cur        atomic.Pointer[generation] // the generation being served
 	acmeEnv    acme.Env
 	acmeSolver *acme.Solver // answers HTTP-01 from shared storage, for the process's life
+	// respBufs is what response buffering may hold across the process
+	// (every route's answers share it); reloads change its caps.
+	respBufs *bodybuf.Budget
 
 	mu        sync.Mutex                  // serialises Start, Reload and Shutdown
 	engines   map[netpoll.Kind]*h1.Engine // the event loops, by poller, made when a listener needs them (written under engMu too)
@@ -165,6 +168,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		s.rlimit = listener.SystemRlimit()
 	}
 	s.acceptErrs = s.newAcceptErrors()
+	s.respBufs = bodybuf.NewBudget(cfg.ResponseBuffers.MemoryBytes, cfg.ResponseBuffers.FileBytes)
 	s.fds = s.planDescriptors(cfg)
 	if s.registry == nil {
 		s.registry = prometheus.NewRegistry()
@@ -279,9 +283,9 @@ func (r *requestBuffers) set(rb config.RequestBuffers) config.RequestBuffers {
 	return prev
 }
 
-// RequestBuffersHeld returns the request-body bytes request buffering
-// holds across the process, in memory and in temporary files.
-func (s *Server) RequestBuffersHeld() (memory, file int64) { return s.reqBufs.budget.Held() }
+// RequestBuffers returns what request buffering holds across the
+// process, in memory and in temporary files.
+func (s *Server) RequestBuffers() bodybuf.BudgetStats { return s.reqBufs.budget.Stats() }
 
 func (s *Server) bind(cfg *config.Config, lc config.Listener) (*boundListener, error) {
 	var (
@@ -472,6 +476,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 		}
 	}
 	s.installACME(g, next)
+	s.respBufs.SetCaps(cfg.ResponseBuffers.MemoryBytes, cfg.ResponseBuffers.FileBytes)
 	s.pipeline.Swap(g.graph)
 	s.cur.Store(g)
 	s.gen = g

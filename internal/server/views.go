@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/helios-lb/helios/internal/admin"
+	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/config"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/upstream"
@@ -15,6 +16,10 @@ import (
 
 // Graph returns the routing graph being served (metrics.Source).
 func (s *Server) Graph() *proxy.Graph { return s.pipeline.Graph() }
+
+// ResponseBuffers returns what response buffering holds and has done
+// across the process (metrics.Source).
+func (s *Server) ResponseBuffers() bodybuf.BudgetStats { return s.respBufs.Stats() }
 
 // BreakerState returns the breaker state of the backend at addr of the
 // named upstream: 0 closed, 1 half-open, 2 open, -1 none or no such

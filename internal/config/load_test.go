@@ -19,7 +19,8 @@ func ptr[T any](v T) *T { return &v }
 func TestLoadFull(t *testing.T) {
 	root := t.TempDir()
 	tlsDir := writeTestTLS(t)
-	cfg, err := Load("testdata/full.yaml", envFrom(map[string]string{"STATIC_ROOT": root, "TLS_DIR": tlsDir}))
+	logDir := t.TempDir()
+	cfg, err := Load("testdata/full.yaml", envFrom(map[string]string{"STATIC_ROOT": root, "TLS_DIR": tlsDir, "LOG_DIR": logDir}))
 	if err != nil {
 		t.Fatalf("Load: got %v, want no error", err)
 	}
@@ -128,8 +129,8 @@ func TestLoadFull(t *testing.T) {
 			},
 			Retries: &Retries{Attempts: 2, On: []string{"connect_error", "reset", "502", "503", "504"}, IdempotentOnly: ptr(true), BudgetRatio: 0.2},
 		}},
-		Admin:   Admin{Address: "127.0.0.1:9999", Token: "changeme", Pprof: true},
-		Logging: Logging{Level: "debug", Format: "console", AccessLog: "/var/log/helios/access.log"},
+		Admin:   Admin{Address: "127.0.0.1:9999", Token: "changeme-changeme-changeme", Pprof: true},
+		Logging: Logging{Level: "debug", Format: "console", AccessLog: logDir + "/access.log"},
 		Discovery: Discovery{
 			Resolver: "10.0.0.53:5353", Timeout: dur(2 * time.Second), MinRefresh: dur(2 * time.Second), FileRefresh: dur(3 * time.Second),
 		},

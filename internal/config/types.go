@@ -84,6 +84,11 @@ type Config struct {
 	meta *meta
 }
 
+// IsSet reports whether the file gave the key at path (a key path as
+// problems name them, such as listeners[0].max_connections) a value, rather
+// than leaving it to its default. It is false for a Config built in code.
+func (c *Config) IsSet(path string) bool { return c.meta.present(path) }
+
 // Listener is one listening address served by a pool of SO_REUSEPORT sockets.
 type Listener struct {
 	// Name identifies the listener in logs and metrics. Required, unique

@@ -254,17 +254,24 @@ func (c *lconn) startBuffering(lim wire.BufferLimits) {
 }
 
 // bufferAccount returns the account the exchange's request buffering is
-// charged to: its connection's, which an HTTP/2 connection's streams
-// share; nil when the listener has no budget.
+// charged to: its HTTP/2 connection's, which the connection's streams
+// share (made on first use), or, for an HTTP/1.1 connection, which holds
+// one body at a time, one of the body's own; nil when the listener has
+// no budget. A buffer keeps its account, so what it gives back goes to
+// the account it took from, even once its connection is gone.
 func (c *lconn) bufferAccount() *bodybuf.Account {
-	owner := c
-	if c.h2s != nil {
-		owner = c.h2s.parent
+	if c.h2s == nil {
+		return c.opts.bufferAccount()
 	}
-	if owner.acct == nil {
-		owner.acct = owner.opts.bufferAccount()
+	pc := c.h2s.parent
+	h := pc.h2
+	if h == nil {
+		return nil // the connection is closing
 	}
-	return owner.acct
+	if h.acct == nil {
+		h.acct = pc.opts.bufferAccount()
+	}
+	return h.acct
 }
 
 // bufferMore reads body bytes into c.bb until the body is done, the

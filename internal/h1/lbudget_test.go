@@ -28,14 +28,14 @@ import (
 // passed on; a stalled body gets 408 within the listener's timeouts, as
 // over HTTP/1.1; and what was held is all given back.
 
-// budgetHeld returns what the loops' client connections' accounts hold.
+// budgetHeld returns what the loops' HTTP/2 connections' accounts hold.
 func (p *loopProxy) budgetHeld() int64 {
 	var n int64
 	for _, l := range p.eng.loops {
 		l.do(func() {
 			for c := l.conns.head; c != nil; c = c.next {
-				if c.acct != nil {
-					n += c.acct.Held()
+				if c.h2 != nil && c.h2.acct != nil {
+					n += c.h2.acct.Held()
 				}
 			}
 		})

@@ -129,10 +129,6 @@ type lconn struct {
 	bodyBuf                        bodyBuffering
 	bufDiscard, bufStream          bool
 	bb                             *bodybuf.Buffer
-	// acct is what the connection's request buffering is charged to
-	// (its streams' too, for an HTTP/2 connection), made on first use
-	// (bufferAccount).
-	acct *bodybuf.Account
 	// bodyDeadline bounds the wait for request body bytes (unix
 	// nanoseconds; 0: none).
 	bodyDeadline int64
@@ -175,8 +171,10 @@ type lconn struct {
 	// local is the in-process backend of an ActServeHTTP (nil when
 	// forwarding for the pipeline).
 	local *localServer
-	// queued is the pool whose connection cap this request waits at.
+	// queued is the pool whose connection cap this request waits at;
+	// fdWait: it waits for the descriptor budget instead (lfds.go).
 	queued *lpool
+	fdWait bool
 	// file is the static answer in progress, made on the connection's
 	// first file and kept; fileOff..fileEnd is what is left of its range
 	// (over TLS; without, fw keeps it).
@@ -1058,8 +1056,12 @@ func (c *lconn) timeout() {
 	case dlTunnel:
 		c.endTunnel()
 	case dlQueue:
-		p := c.queued
+		p, fdWait := c.queued, c.fdWait
 		p.unqueue(c)
+		if fdWait {
+			c.forwarded(0, noFDErr(p, c))
+			return
+		}
 		c.forwarded(0, fmt.Errorf("%w: %s: no connection free within %v", wire.ErrBackendBusy, p.addr, c.tr.Settings.QueueTimeout))
 	case dlH2Tick, dlH2Linger:
 		c.h2tick()
@@ -1093,9 +1095,6 @@ func (c *lconn) close() {
 		c.closeH2()
 	}
 	c.dropExchange()
-	// A buffer still being spilled gives back to this account, never to
-	// the next connection's.
-	c.acct = nil
 	c.l.closeFD(c.fd)
 	c.fd = -1
 	c.l.conns.remove(c)

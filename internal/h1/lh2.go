@@ -60,6 +60,9 @@ type h2conn struct {
 	// it goes back to the loop's free list when none are left.
 	rbuf []byte
 	rn   int
+	// acct is what the request buffering of the connection's streams
+	// is charged to, together (bufferAccount).
+	acct *bodybuf.Account
 	// ending: the session is over; what is pending goes out, then the
 	// write side is shut (shut) and the connection lingers.
 	ending, shut bool

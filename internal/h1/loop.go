@@ -79,6 +79,9 @@ type Engine struct {
 	// locals are the in-process backends serving handlers (local.go).
 	localMu sync.Mutex
 	locals  map[*wire.Local]*localServer
+	// fds is the descriptor budget backend connections draw on (nil:
+	// none; lfds.go).
+	fds Descriptors
 }
 
 // spillSize is the most a loop hands the spill goroutine in one write.
@@ -92,6 +95,24 @@ type EngineOptions struct {
 	// Poller is the readiness poller the loops use; "" is
 	// netpoll.Native().
 	Poller netpoll.Kind
+	// Descriptors is the process's descriptor budget, which backend
+	// connections draw on: a request whose backend connection would pass
+	// it waits for one to close (as at a backend's connection cap).
+	// Nil: no budget.
+	Descriptors Descriptors
+}
+
+// Descriptors is a descriptor budget backend connections draw on
+// (listener.Descriptors implements it).
+type Descriptors interface {
+	// TakeBackend counts a backend connection about to be opened; false:
+	// no room.
+	TakeBackend() bool
+	// ReleaseBackend ends one TakeBackend counted.
+	ReleaseBackend()
+	// Squeezed reports whether clients want back room backend
+	// connections took: idle ones then close rather than wait.
+	Squeezed() bool
 }
 
 // NewEngine starts event loops serving requests with s.
@@ -103,7 +124,7 @@ func NewEngine(s wire.Stepper, o EngineOptions) (*Engine, error) {
 	if o.Poller == "" {
 		o.Poller = netpoll.Native()
 	}
-	e := &Engine{stepper: s, status: newStatusLines(), lookup: lookupHost, resolveEvery: resolveEvery, resolveRetry: resolveRetry, kind: o.Poller}
+	e := &Engine{stepper: s, status: newStatusLines(), lookup: lookupHost, resolveEvery: resolveEvery, resolveRetry: resolveRetry, kind: o.Poller, fds: o.Descriptors}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.spills = make(chan spillJob, 1024)
 	e.spillBufs.New = func() any { b := make([]byte, spillSize); return &b }
@@ -435,6 +456,9 @@ type loop struct {
 	// acceptLater lists listening sockets with connections left queued
 	// for want of descriptors.
 	acceptLater []int
+	// fdWaiters counts the requests in the loop's pools that wait for
+	// the descriptor budget (lfds.go).
+	fdWaiters int
 	// spillLater holds spill writes the spill goroutine had no room for.
 	spillLater []spillJob
 	// scratchBuf is a piece of request body on its way to a buffer.
@@ -756,6 +780,15 @@ func (l *loop) scratch() []byte {
 func (l *loop) sweep() {
 	now := l.now
 	l.retrySpills()
+	// Descriptors other loops gave back: start a request that waits.
+	// Clients that want back what idle backend connections took: close
+	// those.
+	l.wakeFDWaiter()
+	if l.eng.squeezed() {
+		for _, p := range l.pools {
+			p.closeIdle()
+		}
+	}
 	if len(l.acceptLater) > 0 {
 		fds := l.acceptLater
 		l.acceptLater = nil

@@ -60,6 +60,8 @@ type loopConfig struct {
 	poller netpoll.Kind
 	// panicPath makes the recorder panic for requests to this path.
 	panicPath string
+	// clientTLS is how the engine dials backends when to.TLS is set.
+	clientTLS wire.ClientTLS
 	// respBuf is the upstream route's response buffering (nil: off).
 	respBuf *wire.ResponseBuffer
 }
@@ -123,7 +125,7 @@ func startLoopProxy(t testing.TB, k netpoll.Kind, cfg loopConfig) *loopProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.tr = &wire.Transport{Name: "up", Settings: cfg.to}
+	p.tr = &wire.Transport{Name: "up", Settings: cfg.to, TLS: cfg.clientTLS}
 	p.up = &proxy.Upstream{Name: "up", Strategy: balancer.RoundRobin, Backends: backends, Picker: picker,
 		Transport: p.tr, Retry: cfg.retry, Guard: p.guard, Stats: &proxy.UpstreamStats{}}
 	var rec proxy.Recorder = p

@@ -47,6 +47,9 @@ type lpool struct {
 	// one, in order, up to maxQueue.
 	open, maxOpen, maxQueue int
 	queue                   []*lconn
+	// fdWaiting counts the requests in queue that wait for the
+	// descriptor budget rather than the cap (lfds.go).
+	fdWaiting int
 	// h2 are the loop's HTTP/2 connections to the backend (transport
 	// protocol h2c, lh2up.go); open counts them. h2max is the backend's
 	// SETTINGS_MAX_CONCURRENT_STREAMS as last seen (0: not yet).
@@ -260,7 +263,7 @@ func (p *lpool) get() *lupconn {
 
 // put keeps a connection for reuse, or closes it when the pool is full.
 func (p *lpool) put(u *lupconn) {
-	if len(p.idle) >= p.opts.MaxIdlePerBackend || p.l.eng.stopped.Load() || p.retired {
+	if len(p.idle) >= p.opts.MaxIdlePerBackend || p.l.eng.stopped.Load() || p.retired || p.l.eng.squeezed() {
 		u.close()
 		return
 	}
@@ -416,8 +419,12 @@ func (l *loop) dial(p *lpool) (*lupconn, error) {
 		}
 		return u, nil
 	}
+	if !l.eng.takeFD() {
+		return nil, errNoDescriptor
+	}
 	fd, connected, err := l.connect(p)
 	if err != nil {
+		l.releaseFD()
 		return nil, err
 	}
 	p.open++
@@ -430,6 +437,7 @@ func (l *loop) dial(p *lpool) (*lupconn, error) {
 	if err := l.register(fd, u); err != nil {
 		netpoll.CloseFD(fd)
 		p.open--
+		l.releaseFD()
 		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, err)
 	}
 	return u, nil
@@ -499,6 +507,10 @@ func (c *lconn) connect(p *lpool) {
 		}
 		var err error
 		if u, err = c.l.dial(p); err != nil {
+			if errors.Is(err, errNoDescriptor) {
+				c.waitFD(p)
+				return // a descriptor given back resumes (lfds.go)
+			}
 			c.forwarded(0, err)
 			return
 		}
@@ -907,6 +919,7 @@ func (p *lpool) dequeue() *lconn {
 		if c.queued == p {
 			c.queued = nil
 			c.deadline, c.dkind = 0, dlNone
+			p.unwaitFD(c)
 			return c
 		}
 	}
@@ -922,6 +935,7 @@ func (p *lpool) unqueue(c *lconn) {
 		}
 	}
 	c.queued = nil
+	p.unwaitFD(c)
 }
 
 // freed runs when a connection of the pool closes: a request waiting for
@@ -965,5 +979,8 @@ func (u *lupconn) closeFD() {
 		u.rd.buf = nil
 	}
 	u.client = nil
+	if u.pool.local == nil {
+		u.l.releaseFD()
+	}
 	u.pool.freed()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/helios-lb/helios/internal/acme"
 	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/h2"
+	"github.com/helios-lb/helios/internal/listener"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/tlsconf"
 	"github.com/helios-lb/helios/internal/upstream"
@@ -52,6 +53,9 @@ type Source interface {
 	// ResponseBuffers returns what response buffering holds and has
 	// done across the process.
 	ResponseBuffers() bodybuf.BudgetStats
+	// Descriptors returns the process's descriptor budget: what clients
+	// and backend connections hold of it, and what it refused.
+	Descriptors() listener.DescriptorStats
 }
 
 // Metrics holds Helios's collectors.
@@ -68,6 +72,7 @@ type Metrics struct {
 	adminDesc, weightDesc                                       *prometheus.Desc
 	protocolDesc, reqBufDesc                                    *prometheus.Desc
 	respBuffered, respFull, respSpilled, respHeld               *prometheus.Desc
+	fdRoom, fdHeld, fdRefused, fdWaits                          *prometheus.Desc
 	tls                                                         tlsDescs
 	http2                                                       http2Descs
 	acme                                                        acmeDescs
@@ -132,6 +137,14 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 		reqBufDesc: prometheus.NewDesc("helios_request_buffer_bytes",
 			"Request-body bytes request buffering holds across the process, by where: memory or file (request_buffers caps them).",
 			[]string{"where"}, nil),
+		fdRoom: prometheus.NewDesc("helios_descriptor_budget",
+			"Descriptors client connections and backend connections share (RLIMIT_NOFILE less the listening sockets, files and a reserve); 0 when there is no limit.", nil, nil),
+		fdHeld: prometheus.NewDesc("helios_descriptor_budget_used",
+			"Descriptors of the budget in use, by what holds them: clients or backends.", []string{"by"}, nil),
+		fdRefused: prometheus.NewDesc("helios_descriptor_budget_refused_total",
+			"Client connections closed at once because the descriptor budget had no room for them.", nil, nil),
+		fdWaits: prometheus.NewDesc("helios_descriptor_budget_waits_total",
+			"Backend connections put off because the descriptor budget had no room: their requests waited for one to close.", nil, nil),
 		respBuffered: prometheus.NewDesc("helios_response_buffered_total",
 			"Answers response buffering took over because their client read more slowly than the backend sent.", nil, nil),
 		respFull: prometheus.NewDesc("helios_response_buffer_full_total",
@@ -240,6 +253,12 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.respSpilled, prometheus.CounterValue, float64(rb.Spilled))
 	ch <- prometheus.MustNewConstMetric(m.respHeld, prometheus.GaugeValue, float64(rb.Memory), "memory")
 	ch <- prometheus.MustNewConstMetric(m.respHeld, prometheus.GaugeValue, float64(rb.File), "file")
+	fd := m.src.Descriptors()
+	ch <- prometheus.MustNewConstMetric(m.fdRoom, prometheus.GaugeValue, float64(fd.Room))
+	ch <- prometheus.MustNewConstMetric(m.fdHeld, prometheus.GaugeValue, float64(fd.Clients), "clients")
+	ch <- prometheus.MustNewConstMetric(m.fdHeld, prometheus.GaugeValue, float64(fd.Backends), "backends")
+	ch <- prometheus.MustNewConstMetric(m.fdRefused, prometheus.CounterValue, float64(fd.Refused))
+	ch <- prometheus.MustNewConstMetric(m.fdWaits, prometheus.CounterValue, float64(fd.Waited))
 	m.collectTLS(ch, time.Now())
 	m.protocols.collect(ch, m.protocolDesc)
 	m.collectHTTP2(ch)

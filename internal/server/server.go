@@ -72,9 +72,12 @@ type Server struct {
 	configPath string
 	rlimit     listener.Rlimit
 	fds        listener.DescriptorPlan // caps client connections below the descriptor limit
-	acceptErrs *listener.AcceptErrors  // failed accepts, from every engine
-	reqBufs    *requestBuffers         // request buffering's budgets, shared by the listeners
-	nofile     atomic.Uint64           // the soft descriptor limit, for the accept warning
+	// fdBudget is the descriptors every listener's clients and every
+	// backend connection share, as the plan sets it.
+	fdBudget   listener.Descriptors
+	acceptErrs *listener.AcceptErrors // failed accepts, from every engine
+	reqBufs    *requestBuffers        // request buffering's budgets, shared by the listeners
+	nofile     atomic.Uint64          // the soft descriptor limit, for the accept warning
 	sockets    Sockets
 	onReload   func(*config.Config, error)
 	draining   atomic.Bool
@@ -170,6 +173,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	s.acceptErrs = s.newAcceptErrors()
 	s.respBufs = bodybuf.NewBudget(cfg.ResponseBuffers.MemoryBytes, cfg.ResponseBuffers.FileBytes)
 	s.fds = s.planDescriptors(cfg)
+	s.fds.Budget(&s.fdBudget)
 	if s.registry == nil {
 		s.registry = prometheus.NewRegistry()
 	}
@@ -322,6 +326,7 @@ func (s *Server) bind(cfg *config.Config, lc config.Listener) (*boundListener, e
 		}
 		return nil, err
 	}
+	pool.SetDescriptors(&s.fdBudget)
 	return &boundListener{cfg: lc, pool: pool, tls: tp, h2: new(h2.Stats), acme: am, reqBufs: s.reqBufs}, nil
 }
 
@@ -354,29 +359,21 @@ func (s *Server) Start() error {
 	s.gen.commit(nil)
 	if s.admin != nil {
 		s.admin.Start()
-		s.log.Info("admin listening", zap.String("address", s.admin.Addr().String()))
+		s.log.Debug("admin listening", zap.String("address", s.admin.Addr().String()))
 		s.warnInsecureAdmin(s.gen.cfg.Admin)
 	}
+	// Debug: the daemon opens the log with one line that says what is
+	// served where (Summary); what each listener's connections may hold
+	// in memory is in helios validate's output and /api/v1/listeners
+	// (issue 18 item 7: a newcomer read these lines as alarms).
 	for _, bl := range s.listeners {
-		s.log.Info("listening", zap.String("listener", bl.cfg.Name), zap.String("address", bl.pool.Addr().String()),
-			zap.Int("sockets", bl.pool.Sockets()), zap.String("poller", string(pollerOf(bl.cfg))))
-		s.logMemory(bl.cfg)
+		m := ListenerMemory(bl.cfg, s.fds.Cap(bl.cfg.MaxConnections))
+		s.log.Debug("listening", zap.String("listener", bl.cfg.Name), zap.String("address", bl.pool.Addr().String()),
+			zap.Int("sockets", bl.pool.Sockets()), zap.String("poller", string(pollerOf(bl.cfg))),
+			zap.Int("memory_worst_kib", m.WorstKiB), zap.Int("memory_slow_reader_kib", m.SlowReaderKiB),
+			zap.Int("connection_cap", m.Connections), zap.Int("memory_worst_total_mib", m.WorstTotalMiB))
 	}
 	return nil
-}
-
-// logMemory says what a listener's connections may hold in memory, so an
-// operator sees what max_connections commits them to.
-func (s *Server) logMemory(lc config.Listener) {
-	o := engineOptions(lc)
-	worst, slow := o.ConnMemory()
-	s.log.Info("memory per client connection",
-		zap.String("listener", lc.Name),
-		zap.Int("worst_kib", worst>>10),
-		zap.Int("slow_reader_kib", slow>>10),
-		zap.Int("max_connections", lc.MaxConnections),
-		zap.Int("worst_total_mib", int(int64(worst)*int64(lc.MaxConnections)>>20)),
-		zap.Int("slow_readers_total_mib", int(int64(slow)*int64(lc.MaxConnections)>>20)))
 }
 
 // Addr returns the bound address of the named listener (with the real
@@ -464,6 +461,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 
 	// Commit: swap the graph, hand health over, then adjust listeners.
+	s.fds.Budget(&s.fdBudget)
 	startACME := tlsr.commit()
 	next := make(map[string]*boundListener, len(keep)+len(fresh))
 	for a, bl := range keep {
@@ -528,7 +526,7 @@ func (s *Server) startListener(bl *boundListener) error {
 	eng := s.engines[kind]
 	if eng == nil {
 		var err error
-		if eng, err = h1.NewEngine(s.pipeline, h1.EngineOptions{Poller: kind}); err != nil {
+		if eng, err = h1.NewEngine(s.pipeline, h1.EngineOptions{Poller: kind, Descriptors: &s.fdBudget}); err != nil {
 			return err
 		}
 		eng.SetErrorLog(func(msg string, err error) { s.log.Warn(msg, zap.Error(err)) })

@@ -206,11 +206,19 @@ func (s *Server) ReloadFile() (problems []string, err error) {
 	if err != nil {
 		var ps config.Problems
 		if errors.As(err, &ps) {
-			lines := make([]string, len(ps))
-			for i, p := range ps {
-				lines[i] = p.String()
+			// The errors first, so that problems[0] says why the
+			// reload was refused (systemd's STATUS= shows it).
+			errs := ps.Errors()
+			lines := make([]string, 0, len(ps))
+			for _, p := range errs {
+				lines = append(lines, p.String())
 			}
-			return lines, fmt.Errorf("%s: %d problem(s)", s.configPath, len(ps))
+			for _, p := range ps {
+				if p.Warning {
+					lines = append(lines, p.String())
+				}
+			}
+			return lines, fmt.Errorf("%s: %d problem(s)", s.configPath, len(errs))
 		}
 		return nil, err
 	}

@@ -29,7 +29,8 @@ Signals:
   SIGTERM/SIGINT  drain: /readyz says 503 for --shutdown-delay while the
                   listeners still accept, then stop accepting and let requests
                   in flight finish within --shutdown-timeout; exit 0. A second
-                  SIGTERM or SIGINT exits at once.
+                  SIGTERM or SIGINT exits at once. WebSockets still open at
+                  the timeout get a close frame, 1001 going away, each side.
 
 Under systemd (Type=notify) it reports READY=1 once every listener is bound
 and the first round of health checks is done, RELOADING=1/READY=1 around a

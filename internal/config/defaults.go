@@ -43,7 +43,16 @@ func SetDefaults(c *Config) {
 		setDefault(m, p+".max_header_count", &l.MaxHeaderCount, 100)
 		setDefault(m, p+".max_method_bytes", &l.MaxMethodBytes, 32)
 		setDefault(m, p+".output_buffer_bytes", &l.OutputBufferBytes, 65536)
-		setString(&l.Engine, EngineLoop)
+		if l.Poller == "" {
+			// The deprecated key's value, where it has one this key
+			// can take (validate says what is wrong with another).
+			switch l.Engine {
+			case EngineLoop, "":
+				l.Poller = PollerNative
+			case EnginePortable:
+				l.Poller = PollerPortable
+			}
+		}
 		setDefault(m, p+".write_timeout", &l.WriteTimeout, seconds(60))
 		// ReadTimeout defaults to 0, no limit.
 		setListenerTLSDefaults(m, l, p)

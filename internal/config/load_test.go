@@ -30,7 +30,7 @@ func TestLoadFull(t *testing.T) {
 			{
 				Name: "web", Address: ":8080", Sockets: 4, Backlog: 1024, MaxConnections: 5000,
 				ReadHeaderTimeout: dur(5 * time.Second), ReadTimeout: dur(30 * time.Second),
-				WriteTimeout: dur(time.Minute), IdleTimeout: dur(2 * time.Minute), MaxHeaderBytes: 32768, Engine: EngineLoop,
+				WriteTimeout: dur(time.Minute), IdleTimeout: dur(2 * time.Minute), MaxHeaderBytes: 32768, Poller: PollerNative,
 				MaxHeaderCount: 50, MaxMethodBytes: 16, UnderscoresInHeaders: true, OutputBufferBytes: 32768,
 				TLS: &ListenerTLS{
 					Certificates: []CertKey{
@@ -44,7 +44,7 @@ func TestLoadFull(t *testing.T) {
 			},
 			{
 				Name: "internal", Address: "[::1]:8081", Sockets: testNumCPU(), Backlog: 4096, MaxConnections: 20000,
-				ReadHeaderTimeout: dur(10 * time.Second), IdleTimeout: dur(60 * time.Second), MaxHeaderBytes: 65536, Engine: EngineLoop,
+				ReadHeaderTimeout: dur(10 * time.Second), IdleTimeout: dur(60 * time.Second), MaxHeaderBytes: 65536, Poller: PollerNative,
 				WriteTimeout: dur(60 * time.Second), MaxHeaderCount: 100, MaxMethodBytes: 32, OutputBufferBytes: 65536,
 				H2C: true,
 			},
@@ -177,7 +177,7 @@ upstreams:
 		File: "t.yaml",
 		Listeners: []Listener{{
 			Name: "web", Address: ":80", Sockets: testNumCPU(), Backlog: 4096, MaxConnections: 20000,
-			ReadHeaderTimeout: dur(10 * time.Second), IdleTimeout: dur(60 * time.Second), MaxHeaderBytes: 65536, Engine: EngineLoop,
+			ReadHeaderTimeout: dur(10 * time.Second), IdleTimeout: dur(60 * time.Second), MaxHeaderBytes: 65536, Poller: PollerNative,
 			WriteTimeout: dur(60 * time.Second), MaxHeaderCount: 100, MaxMethodBytes: 32, OutputBufferBytes: 65536,
 		}},
 		Routes: []Route{
@@ -399,7 +399,7 @@ logging: {level: loud, format: ${FORMAT}
 		`t.yaml:5: listeners[0].backlog: 0 is out of range (1-65535)`,
 		`t.yaml:6: listeners[1].address: missing (` + testHostPort + `)`,
 		`t.yaml:6: listeners[1].name: "web" is already used by listeners[0] (names must be unique)`,
-		`t.yaml:7: listeners[1].adress: unknown key (allowed: name, address, sockets, backlog, max_connections, read_header_timeout, read_timeout, write_timeout, idle_timeout, max_header_bytes, max_header_count, max_method_bytes, underscores_in_headers, output_buffer_bytes, engine, tls, http2, h2c)`,
+		`t.yaml:7: listeners[1].adress: unknown key (allowed: name, address, sockets, backlog, max_connections, read_header_timeout, read_timeout, write_timeout, idle_timeout, max_header_bytes, max_header_count, max_method_bytes, underscores_in_headers, output_buffer_bytes, poller, engine, tls, http2, h2c)`,
 		`t.yaml:9: routes[0]: upstream and respond are both set (exactly one of upstream, split, respond, static)`,
 		`t.yaml:10: routes[0].upstream: upstream "ap" is not defined (defined: app)`,
 		`t.yaml:11: routes[0].respond.status: 99 is out of range (100-599)`,

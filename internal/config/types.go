@@ -139,10 +139,14 @@ type Listener struct {
 	// reads slowly, 4096-67108864; past it Helios stops reading from the
 	// backend until the client catches up. Default 65536.
 	OutputBufferBytes int `yaml:"output_buffer_bytes"`
-	// Engine is how the event loops serving the listener learn which
-	// sockets are ready: "loop" (the system's own poller: epoll on Linux)
-	// or "portable" (Go's netpoller, which every system has; slower, and
-	// what non-Linux systems get with either value). Default "loop".
+	// Poller is how the event loops serving the listener learn which
+	// sockets are ready: "native" (the system's own poller: epoll on
+	// Linux) or "portable" (Go's netpoller, which every system has;
+	// slower, and what non-Linux systems get with either value). Default
+	// "native".
+	Poller string `yaml:"poller"`
+	// Engine is Poller's old name, read when Poller is not set ("loop"
+	// for "native"; "portable"); validate warns that it is deprecated.
 	Engine string `yaml:"engine"`
 	// TLS makes the listener speak TLS; nil means cleartext.
 	TLS *ListenerTLS `yaml:"tls"`
@@ -155,7 +159,13 @@ type Listener struct {
 	H2C bool `yaml:"h2c"`
 }
 
-// The Listener.Engine values.
+// The Listener.Poller values.
+const (
+	PollerNative   = "native"
+	PollerPortable = "portable"
+)
+
+// The Listener.Engine values, the old names of the pollers.
 const (
 	EngineLoop     = "loop"
 	EnginePortable = "portable"

@@ -178,13 +178,7 @@ func (v *validator) listeners(ls []Listener) {
 		v.intRange(p+".max_header_count", l.MaxHeaderCount, 1, 10000)
 		v.intRange(p+".max_method_bytes", l.MaxMethodBytes, 1, 1024)
 		v.intRange(p+".output_buffer_bytes", l.OutputBufferBytes, 4096, 64<<20)
-		switch l.Engine {
-		case EngineLoop, EnginePortable:
-		case "goroutine":
-			v.addf(p+".engine", "goroutine was removed: every connection runs on the event loops (%s, or %s for Go's netpoller)", EngineLoop, EnginePortable)
-		default:
-			v.addf(p+".engine", "%q is not an engine (%s, %s)", l.Engine, EngineLoop, EnginePortable)
-		}
+		v.poller(l, p)
 		v.listenerTLS(l, p)
 	}
 }
@@ -874,4 +868,32 @@ func unwrapPathError(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// poller checks a listener's poller, and its deprecated spelling engine.
+func (v *validator) poller(l *Listener, p string) {
+	switch l.Engine {
+	case "":
+	case EngineLoop, EnginePortable:
+		want := PollerNative
+		if l.Engine == EnginePortable {
+			want = PollerPortable
+		}
+		if l.Poller != want {
+			v.addf(p+".engine", "%q says another poller than poller %q (engine is poller's old name: keep poller only)", l.Engine, l.Poller)
+		} else {
+			v.warnf(p+".engine", "engine is deprecated: write poller: %s", want)
+		}
+	case "goroutine":
+		v.addf(p+".engine", "goroutine was removed: every connection runs on the event loops (poller: %s, or %s for Go's netpoller)", PollerNative, PollerPortable)
+	default:
+		v.addf(p+".engine", "%q is not an engine (engine is deprecated: write poller: %s or %s)", l.Engine, PollerNative, PollerPortable)
+	}
+	switch l.Poller {
+	case PollerNative, PollerPortable:
+	case "":
+		// Left empty by an engine value that is wrong; said above.
+	default:
+		v.addf(p+".poller", "%q is not a poller (%s, %s)", l.Poller, PollerNative, PollerPortable)
+	}
 }

@@ -969,10 +969,14 @@ var errAborted = errors.New("connection closed by the server")
 // abort closes the connection now. An exchange in progress is ended
 // first, as if the client had gone, so that the pipeline hears of it:
 // its attempt is reported (the breaker's admission returned, the
-// backend's in-flight count ended) and the request recorded.
+// backend's in-flight count ended) and the request recorded. A tunnel
+// ends as when it goes quiet (a WebSocket's sides told it goes away).
 func (c *lconn) abort() {
-	if c.state == lsForward || c.state == lsSend || c.state == lsFile {
+	switch c.state {
+	case lsForward, lsSend, lsFile:
 		c.gone(errAborted)
+	case lsTunnel:
+		c.abortTunnel()
 	}
 	c.close()
 }

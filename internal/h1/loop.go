@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/wire"
@@ -488,38 +487,60 @@ type loop struct {
 	// sweeps); freeUpStreams, lupconns in the stream role kept for reuse.
 	h2ups         []*h2up
 	freeUpStreams []*lupconn
-	// held are the HTTP/2 connections whose output is gathered until the
-	// end of the loop's batch of events (hold).
-	held []*h2.Conn
+	// held are the HTTP/2 client connections whose output is gathered
+	// until the end of the loop's batch of events (hold).
+	held []*h2conn
 	// handshakesWoken: the batch started a TLS handshake's goroutine or
 	// told one its socket is ready; the loop then yields its processor
 	// once (run).
 	handshakesWoken bool
 }
 
-// hold gathers conn's output until the end of the loop's current batch
-// of events, when it leaves in one write with whatever else the batch
-// made: the answers of several streams, or an answer's head, body and
-// end that came in separate events of its backend.
-func (l *loop) hold(conn *h2.Conn) {
-	for _, x := range l.held {
-		if x == conn {
-			return
-		}
+// hold gathers h's output until the end of the loop's current batch of
+// events, when it leaves in one write with whatever else the batch made:
+// the answers of several streams, or an answer's head, body and end that
+// came in separate events of its backend. Until then the output is in
+// the machine, not in the connection's writer: the connection must not
+// end meanwhile (h2check waits for releaseHeld).
+func (l *loop) hold(h *h2conn) {
+	if h.held {
+		return
 	}
-	conn.Hold()
-	l.held = append(l.held, conn)
+	h.held = true
+	h.conn.Hold()
+	l.held = append(l.held, h)
 }
 
-// releaseHeld writes out what hold gathered.
+// releaseHeld writes out what hold gathered, and ends the sessions that
+// ended while their output was held, now that it has gone to their
+// writers.
 func (l *loop) releaseHeld() {
 	for i := 0; i < len(l.held); i++ {
 		// Releasing one may make another stream's answer (OnWritable),
 		// holding more: the loop runs to the end of the list as it grows.
-		l.held[i].Release()
+		l.release(l.held[i])
 	}
 	clear(l.held)
 	l.held = l.held[:0]
+}
+
+// release writes out what h held, and ends its session if it is over; a
+// panic costs h's connection (if it still has it), not the loop.
+func (l *loop) release(h *h2conn) {
+	defer func() {
+		if r := recover(); r != nil {
+			var t target
+			if h.c.h2 == h {
+				t = h.c
+			}
+			l.recovered(t, nil, r)
+		}
+	}()
+	h.held = false
+	h.conn.Release()
+	if h.c.h2 == h {
+		h.c.h2check()
+	}
 }
 
 // dueConn is a stream whose deadline a sweep found passed, and which of

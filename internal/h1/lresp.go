@@ -387,7 +387,7 @@ func (c *lconn) spoolWritten(j spillJob, f *os.File, n int, err error) {
 		return
 	}
 	if c.h2s != nil && c.h2s.s != nil {
-		c.l.hold(c.h2s.s.Conn())
+		c.l.hold(c.h2s.parent.h2)
 	}
 	c.pump()
 }

@@ -399,6 +399,11 @@ type lupconn struct {
 	tls                upTLS
 	tfile              *os.File
 	tfileOff, tfileEnd int64
+	// ws follows the frames of a tunnel that carries a WebSocket
+	// (ltunnel.go). It is here rather than on the client's lconn, which
+	// every idle connection pays for (and which a pointer more would
+	// move to a larger allocation class).
+	ws *wsTunnel
 }
 
 // dial starts a non-blocking connect to the pool's backend.
@@ -681,7 +686,7 @@ func (u *lupconn) event(ev uint32) {
 			// What this event makes of the stream's answer (its head,
 			// body and end, say) goes out with the rest of the loop's
 			// batch, in one write.
-			u.l.hold(c.h2s.s.Conn())
+			u.l.hold(c.h2s.parent.h2)
 		}
 		if u.h2 != nil && ev&evOut != 0 {
 			c.pumpReqH2()

@@ -564,7 +564,7 @@ func (s *Server) retireBackend(name, addr string) {
 
 // pollerOf returns the poller a listener's engine setting asks for.
 func pollerOf(lc config.Listener) netpoll.Kind {
-	if lc.Engine == config.EnginePortable {
+	if lc.Poller == config.PollerPortable {
 		return netpoll.KindPortable
 	}
 	return netpoll.Native()
@@ -590,10 +590,10 @@ func (s *Server) findListener(addr string) *boundListener {
 // kept listener never loses a socket: the backlog is changed in place, and
 // a different socket count waits for a restart (and says so).
 func (s *Server) updateListener(bl *boundListener, lc config.Listener) {
-	if lc.Engine != bl.cfg.Engine {
-		s.log.Warn("listeners[].engine changes need a restart; keeping the running engine",
-			zap.String("listener", lc.Name), zap.String("running", bl.cfg.Engine), zap.String("configured", lc.Engine))
-		lc.Engine = bl.cfg.Engine
+	if lc.Poller != bl.cfg.Poller {
+		s.log.Warn("listeners[].poller changes need a restart; keeping the running poller",
+			zap.String("listener", lc.Name), zap.String("running", bl.cfg.Poller), zap.String("configured", lc.Poller))
+		lc.Poller = bl.cfg.Poller
 	}
 	if bl.loop != nil {
 		bl.loop.SetOptions(bl.engineOptions(lc))

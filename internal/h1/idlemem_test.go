@@ -89,7 +89,7 @@ func testIdleConnectionMemory(t *testing.T, k netpoll.Kind) {
 	// allocation class), about 5,600 on the portable poller, which parks
 	// a goroutine per socket in Go's netpoller (a stack of its own). The
 	// bounds leave room for noise and a few more fields.
-	most := map[netpoll.Kind]int{netpoll.KindEpoll: 2048, netpoll.KindPortable: 8 << 10}[k]
+	most := map[netpoll.Kind]int{netpoll.KindEpoll: 1792, netpoll.KindPortable: 8 << 10}[k]
 	p := startLoopProxy(t, k, loopConfig{bare: true, opts: Options{IdleTimeout: time.Minute}})
 	req, end := []byte(idleHead), []byte("\r\n\r\nfixed")
 	buf := make([]byte, 4096)

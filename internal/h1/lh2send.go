@@ -252,7 +252,7 @@ func (c *lconn) h2serveFile(a *wire.FileAnswer) {
 		return
 	}
 	c.state = lsFile
-	c.fileOff, c.fileEnd = a.Offset, a.Offset+a.Length
+	c.file.off, c.file.end = a.Offset, a.Offset+a.Length
 	c.pumpFile()
 }
 
@@ -269,7 +269,7 @@ func (c *lconn) h2pumpFile() {
 			c.fileDone(fmt.Errorf("%w: stream reset", wire.ErrClientGone))
 			return
 		}
-		if c.fileOff >= c.fileEnd {
+		if c.file.off >= c.file.end {
 			c.fileDone(nil)
 			return
 		}
@@ -281,17 +281,17 @@ func (c *lconn) h2pumpFile() {
 			c.deadline, c.dkind = 0, dlNone
 			return
 		}
-		n, err := c.file.File.ReadAt(buf[:min(int64(min(len(buf), room)), c.fileEnd-c.fileOff)], c.fileOff)
+		n, err := c.file.File.ReadAt(buf[:min(int64(min(len(buf), room)), c.file.end-c.file.off)], c.file.off)
 		if n > 0 {
-			c.fileOff += int64(n)
+			c.file.off += int64(n)
 			c.respBytes += int64(n)
-			c.h2data(buf[:n], c.fileOff >= c.fileEnd)
-			if c.fileOff >= c.fileEnd && len(st.carry) == 0 {
+			c.h2data(buf[:n], c.file.off >= c.file.end)
+			if c.file.off >= c.file.end && len(st.carry) == 0 {
 				c.fileDone(nil)
 				return
 			}
 		}
-		if err != nil && c.fileOff < c.fileEnd {
+		if err != nil && c.file.off < c.file.end {
 			c.fileDone(fmt.Errorf("reading %w", errFileShort(err)))
 			return
 		}

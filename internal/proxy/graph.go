@@ -209,6 +209,10 @@ type Upstream struct {
 	Index int
 	// Stats counts retries and unavailability; never nil in a built graph.
 	Stats *UpstreamStats
+	// Sticky keeps clients on their backends with a cookie; nil means no
+	// sticky sessions. Members built for the upstream carry its table
+	// (Sticky.Table).
+	Sticky *Sticky
 
 	// members are the members being served once Members or SetMembers
 	// has run; nil before.
@@ -229,6 +233,9 @@ type Members struct {
 	// Guard admits requests to Backends and learns outcomes; nil admits
 	// everything.
 	Guard Guard
+	// Sticky maps the upstream's sticky cookie values to Backends; nil
+	// when the upstream has no sticky sessions.
+	Sticky *StickyTable
 }
 
 // Members returns the members being served: those SetMembers installed
@@ -239,7 +246,7 @@ func (u *Upstream) Members() *Members {
 	if m := u.members.Load(); m != nil {
 		return m
 	}
-	u.members.CompareAndSwap(nil, &Members{Backends: u.Backends, Picker: u.Picker, Guard: u.Guard})
+	u.members.CompareAndSwap(nil, &Members{Backends: u.Backends, Picker: u.Picker, Guard: u.Guard, Sticky: u.Sticky.Table(u.Backends)})
 	return u.members.Load()
 }
 

@@ -33,9 +33,11 @@ type fakeExchange struct {
 	limit     int64
 	buffered  *wire.BufferLimits
 	bufferErr error
-	// req is the head the pipeline may edit; arena backs Alloc.
+	// req is the head the pipeline may edit; arena backs Alloc; resp,
+	// when set, is the backend's answer's head (Response).
 	req   httpmsg.Request
 	arena []byte
+	resp  *httpmsg.Response
 	// hdr, path, query and addr, when set, are the request's header
 	// fields, path, query and client address (for request keys).
 	hdr   []field
@@ -118,7 +120,7 @@ func (e *fakeExchange) Header(name string) []byte {
 	return nil
 }
 func (e *fakeExchange) Request() *httpmsg.Request   { return &e.req }
-func (e *fakeExchange) Response() *httpmsg.Response { return nil }
+func (e *fakeExchange) Response() *httpmsg.Response { return e.resp }
 func (e *fakeExchange) Alloc(n int) []byte {
 	if cap(e.arena) < n {
 		e.arena = make([]byte, n)

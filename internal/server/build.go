@@ -228,7 +228,7 @@ func requestKey(s string) (proxy.RequestKey, error) {
 }
 
 func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream, r *discovery.Resolver) (*proxy.Upstream, error) {
-	up := &proxy.Upstream{Name: uc.Name, Strategy: uc.Strategy, Checked: uc.HealthCheck != nil}
+	up := &proxy.Upstream{Name: uc.Name, Strategy: uc.Strategy, Checked: uc.HealthCheck != nil, Sticky: s.buildSticky(uc)}
 	if balancer.IsHash(uc.Strategy) {
 		k, err := requestKey(uc.HashKey)
 		if err != nil {

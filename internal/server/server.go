@@ -79,6 +79,9 @@ type Server struct {
 	cur        atomic.Pointer[generation] // the generation being served
 	acmeEnv    acme.Env
 	acmeSolver *acme.Solver // answers HTTP-01 from shared storage, for the process's life
+	// stickySecret keys the sticky cookies of upstreams without a
+	// sticky.secret, for the process's life (kept across reloads).
+	stickySecret []byte
 
 	mu        sync.Mutex                  // serialises Start, Reload and Shutdown
 	engines   map[netpoll.Kind]*h1.Engine // the event loops, by poller, made when a listener needs them (written under engMu too)
@@ -160,6 +163,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		s.rlimit = listener.SystemRlimit()
 	}
 	s.acceptErrs = s.newAcceptErrors()
+	s.stickySecret = newStickySecret()
 	s.fds = s.planDescriptors(cfg)
 	if s.registry == nil {
 		s.registry = prometheus.NewRegistry()

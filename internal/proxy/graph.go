@@ -45,6 +45,9 @@ type Route struct {
 	// Split forwards the request to one of several upstreams; nil when
 	// another action is set.
 	Split *Split
+	// Mirror copies a share of the requests the route forwards to a
+	// shadow upstream; nil copies none.
+	Mirror *Mirror
 	// Respond answers with a fixed response; nil when another action is set.
 	Respond *Fixed
 	// Files answers from files, sent by the engine itself

@@ -208,6 +208,9 @@ func (f *flow) startForward(up *Upstream) wire.Action {
 	f.rec.Upstream = up
 	f.key.Hash, f.key.Hashed = up.Key.hash(f.ex)
 	f.stuck = f.m.stuck(f.ex)
+	if mi := f.rec.Route.Mirror; mi != nil {
+		mi.send(f.ex)
+	}
 	if up.Budget != nil {
 		up.Budget.Earn(f.rec.Start)
 	}

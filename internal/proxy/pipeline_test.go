@@ -38,6 +38,10 @@ type fakeExchange struct {
 	req   httpmsg.Request
 	arena []byte
 	resp  *httpmsg.Response
+	// held is the body BodyHeld returns, unless notHeld says the
+	// engine does not hold it.
+	held    []byte
+	notHeld bool
 	// hdr, path, query and addr, when set, are the request's header
 	// fields, path, query and client address (for request keys).
 	hdr   []field
@@ -121,6 +125,7 @@ func (e *fakeExchange) Header(name string) []byte {
 }
 func (e *fakeExchange) Request() *httpmsg.Request   { return &e.req }
 func (e *fakeExchange) Response() *httpmsg.Response { return e.resp }
+func (e *fakeExchange) BodyHeld() ([]byte, bool)    { return e.held, !e.notHeld }
 func (e *fakeExchange) Alloc(n int) []byte {
 	if cap(e.arena) < n {
 		e.arena = make([]byte, n)

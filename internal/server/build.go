@@ -55,6 +55,10 @@ type generation struct {
 	routeStats map[string]*proxy.RouteStats // by route name + upstream
 	upStats    map[string]*proxy.UpstreamStats
 	statics    []*static.Handler
+
+	// mirrorStats are the routes' mirror counters, by route name +
+	// shadow upstream (server/mirror.go).
+	mirrorStats map[string]*proxy.MirrorStats
 }
 
 // build turns a validated configuration into a generation. Backends that
@@ -136,6 +140,9 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 			rt.Files = h
 		default:
 			return nil, fmt.Errorf("route %s: no action", rc.Name)
+		}
+		if rt.Mirror, err = s.buildMirror(g, prev, rc, byName); err != nil {
+			return nil, err
 		}
 		rt.Stats = s.routeStats(g, prev, rc.Name, rc.Upstream)
 		entries = append(entries, route.Entry[*proxy.Route]{

@@ -25,6 +25,7 @@ import (
 	"github.com/helios-lb/helios/internal/metrics"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/shadow"
 	"github.com/helios-lb/helios/internal/tlsconf"
 )
 
@@ -82,6 +83,8 @@ type Server struct {
 	// stickySecret keys the sticky cookies of upstreams without a
 	// sticky.secret, for the process's life (kept across reloads).
 	stickySecret []byte
+	// shadows sends the copies of mirrored routes (made on first use).
+	shadows *shadow.Pool
 
 	mu        sync.Mutex                  // serialises Start, Reload and Shutdown
 	engines   map[netpoll.Kind]*h1.Engine // the event loops, by poller, made when a listener needs them (written under engMu too)
@@ -635,6 +638,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	wg.Wait()
 	for _, eng := range s.engines {
 		eng.Close()
+	}
+	if s.shadows != nil {
+		s.shadows.Close()
 	}
 	g.close()
 	if s.admin != nil {

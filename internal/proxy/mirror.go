@@ -24,6 +24,8 @@ import (
 // or lies in a temporary file, is not copied at all (a request without
 // its body would be another request), and is counted (Unbuffered).
 //
+// Requests that ask for an upgrade (WebSocket) are not copied.
+//
 // Copies are shed first: past MaxInflight copies in flight, a copy is
 // dropped and counted (Busy), so a slow shadow costs a bounded number of
 // worker goroutines and connections and nothing else. Requests that are
@@ -77,6 +79,9 @@ func (s *MirrorStats) Inflight() int64 { return s.inflight.Load() }
 // body is held, the bound allows and the shadow has a backend. It never
 // blocks.
 func (m *Mirror) send(ex wire.Exchange) {
+	if ex.Upgrade() != nil {
+		return // a copy of a WebSocket handshake would open nothing
+	}
 	if m.PerMillion < million {
 		r := m.Rand
 		if r == nil {

@@ -77,7 +77,7 @@ func mirrorPipeline(t *testing.T, perMillion uint64, maxInflight int64) (*Pipeli
 	var mu sync.Mutex
 	m := &Mirror{Upstream: shadow, PerMillion: perMillion, MaxInflight: maxInflight, Timeout: 3 * time.Second, Sender: fm,
 		Rand: func() uint64 { mu.Lock(); defer mu.Unlock(); return r.Uint64() }, Stats: &MirrorStats{}}
-	tab, err := route.New([]route.Entry[*Route]{{Name: "app", Value: &Route{Name: "app", Upstream: up, Mirror: m}}})
+	tab, err := route.New([]route.Entry[*Route]{{Name: "app", Value: &Route{Name: "app", Upstream: up, Mirror: m, Upgrades: [][]byte{[]byte("websocket")}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,13 +194,16 @@ func TestMirrorIsShedFirst(t *testing.T) {
 }
 
 // TestMirrorNotCopied checks the requests that are not copied, and how
-// each is counted: a body the engine does not hold, a shadow without a
-// backend.
+// each is counted: a body the engine does not hold, an upgrade (not
+// counted), a shadow without a backend.
 func TestMirrorNotCopied(t *testing.T) {
 	p, m, fm := mirrorPipeline(t, million, 10)
 	ex := mirroredExchange("x")
 	ex.notHeld = true
 	serve(p.NewFlow(), okTransport{}, ex)
+	up := mirroredExchange("")
+	up.method, up.req.Method, up.upgrade = "GET", []byte("GET"), "websocket"
+	serve(p.NewFlow(), okTransport{}, up)
 	for _, b := range m.Upstream.Backends {
 		b.SetDown(true)
 	}

@@ -245,7 +245,7 @@ func TestMirrorCopyAllocatesNothing(t *testing.T) {
 	if allocs := testing.AllocsPerRun(1000, func() {
 		ex.req.Header.Fields = ex.req.Header.Fields[:n] // the request id the pipeline adds
 		serve(f, okTransport{}, ex)
-	}); allocs != 0 {
+	}); allocs != 0 && !raceEnabled {
 		t.Errorf("got %v allocations per copied request, want 0", allocs)
 	}
 	if m.Stats.Answered.Load() < 1000 {

@@ -66,6 +66,9 @@ func SetDefaults(c *Config) {
 			setDefault(m, p+".request_buffer_memory_bytes", &r.RequestBufferMemoryBytes, 64<<10)
 			setDefault(m, p+".request_buffer_file_bytes", &r.RequestBufferFileBytes, 16<<20)
 			setMirrorDefaults(m, r, p)
+			setString(&r.ResponseBuffering, BufferingAuto)
+			setDefault(m, p+".response_buffer_memory_bytes", &r.ResponseBufferMemoryBytes, 64<<10)
+			setDefault(m, p+".response_buffer_file_bytes", &r.ResponseBufferFileBytes, 64<<20)
 		}
 	}
 	for i := range c.Upstreams {
@@ -75,6 +78,8 @@ func SetDefaults(c *Config) {
 	setDefault(m, "discovery.timeout", &d.Timeout, seconds(5))
 	setDefault(m, "discovery.min_refresh", &d.MinRefresh, seconds(1))
 	setDefault(m, "discovery.file_refresh", &d.FileRefresh, seconds(1))
+	setDefault(m, "response_buffers.memory_bytes", &c.ResponseBuffers.MemoryBytes, 64<<20)
+	setDefault(m, "response_buffers.file_bytes", &c.ResponseBuffers.FileBytes, 1<<30)
 	setString(&c.Admin.Address, defaultAdminAddress)
 	setString(&c.Logging.Level, "info")
 	setString(&c.Logging.Format, "json")

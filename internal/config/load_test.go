@@ -19,7 +19,8 @@ func ptr[T any](v T) *T { return &v }
 func TestLoadFull(t *testing.T) {
 	root := t.TempDir()
 	tlsDir := writeTestTLS(t)
-	cfg, err := Load("testdata/full.yaml", envFrom(map[string]string{"STATIC_ROOT": root, "TLS_DIR": tlsDir}))
+	logDir := t.TempDir()
+	cfg, err := Load("testdata/full.yaml", envFrom(map[string]string{"STATIC_ROOT": root, "TLS_DIR": tlsDir, "LOG_DIR": logDir}))
 	if err != nil {
 		t.Fatalf("Load: got %v, want no error", err)
 	}
@@ -53,6 +54,7 @@ func TestLoadFull(t *testing.T) {
 				Name: "api", Match: Match{Host: "api.example.com", PathPrefix: "/v1/"}, Upstream: "api",
 				Upgrades: []string{"websocket", "example-protocol"}, AllowMethods: []string{"TRACE", "CONNECT"},
 				RequestBuffering: "on", MaxBodyBytes: 1 << 20, RequestBufferMemoryBytes: 8192, RequestBufferFileBytes: 1000000,
+				ResponseBuffering: "off", ResponseBufferMemoryBytes: 4096, ResponseBufferFileBytes: 100000,
 			},
 			{
 				Name:  "ping",
@@ -75,6 +77,7 @@ func TestLoadFull(t *testing.T) {
 				SplitKey: "cookie:session",
 				Upgrades: []string{"websocket"}, RequestBuffering: "auto",
 				MaxBodyBytes: 100 << 20, RequestBufferMemoryBytes: 64 << 10, RequestBufferFileBytes: 16 << 20,
+				ResponseBuffering: "auto", ResponseBufferMemoryBytes: 64 << 10, ResponseBufferFileBytes: 64 << 20,
 			},
 		},
 		Upstreams: []Upstream{{
@@ -126,11 +129,12 @@ func TestLoadFull(t *testing.T) {
 			},
 			Retries: &Retries{Attempts: 2, On: []string{"connect_error", "reset", "502", "503", "504"}, IdempotentOnly: ptr(true), BudgetRatio: 0.2},
 		}},
-		Admin:   Admin{Address: "127.0.0.1:9999", Token: "changeme", Pprof: true},
-		Logging: Logging{Level: "debug", Format: "console", AccessLog: "/var/log/helios/access.log"},
+		Admin:   Admin{Address: "127.0.0.1:9999", Token: "changeme-changeme-changeme", Pprof: true},
+		Logging: Logging{Level: "debug", Format: "console", AccessLog: logDir + "/access.log"},
 		Discovery: Discovery{
 			Resolver: "10.0.0.53:5353", Timeout: dur(2 * time.Second), MinRefresh: dur(2 * time.Second), FileRefresh: dur(3 * time.Second),
 		},
+		ResponseBuffers: ResponseBuffers{MemoryBytes: 1 << 20, FileBytes: 10 << 20},
 	}
 	cfg.meta = nil // compared through the values it produced
 	if !reflect.DeepEqual(cfg, want) {
@@ -179,6 +183,7 @@ upstreams:
 			{
 				Name: "a", Upstream: "app", Upgrades: []string{"websocket"},
 				RequestBuffering: "auto", MaxBodyBytes: 100 << 20, RequestBufferMemoryBytes: 64 << 10, RequestBufferFileBytes: 16 << 20,
+				ResponseBuffering: "auto", ResponseBufferMemoryBytes: 64 << 10, ResponseBufferFileBytes: 64 << 20,
 			},
 			{Name: "b", Respond: &Respond{Status: 200}},
 			{Name: "c", Static: &Static{Root: dir, Index: "index.html"}},
@@ -208,9 +213,10 @@ upstreams:
 				Retries: retries,
 			},
 		},
-		Admin:     Admin{Address: "127.0.0.1:9901"},
-		Logging:   Logging{Level: "info", Format: "json", AccessLog: "off"},
-		Discovery: Discovery{Timeout: dur(5 * time.Second), MinRefresh: dur(time.Second), FileRefresh: dur(time.Second)},
+		Admin:           Admin{Address: "127.0.0.1:9901"},
+		Logging:         Logging{Level: "info", Format: "json", AccessLog: "off"},
+		Discovery:       Discovery{Timeout: dur(5 * time.Second), MinRefresh: dur(time.Second), FileRefresh: dur(time.Second)},
+		ResponseBuffers: ResponseBuffers{MemoryBytes: 64 << 20, FileBytes: 1 << 30},
 	}
 	cfg.meta = nil
 	if !reflect.DeepEqual(cfg, want) {
@@ -312,6 +318,21 @@ routes: [{name: a, respond: {}}]`,
 routes: [{name: a, respond: {}}]`,
 			get:  func(c *Config) any { return c.Listeners[0].IdleTimeout },
 			want: Duration(0),
+		},
+		{
+			name: "response buffer caps of 0 are kept",
+			yaml: head + `upstreams: [{name: app, backends: [{address: "10.0.0.1:80"}]}]
+response_buffers: {memory_bytes: 0, file_bytes: 0}`,
+			get:  func(c *Config) any { return c.ResponseBuffers },
+			want: ResponseBuffers{},
+		},
+		{
+			name: "response_buffer_file_bytes 0 is kept",
+			yaml: `listeners: [{name: web, address: ":80"}]
+routes: [{name: a, upstream: app, response_buffer_file_bytes: 0}]
+upstreams: [{name: app, backends: [{address: "10.0.0.1:80"}]}]`,
+			get:  func(c *Config) any { return c.Routes[0].ResponseBufferFileBytes },
+			want: int64(0),
 		},
 		{
 			name: "admin off",

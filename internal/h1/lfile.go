@@ -20,7 +20,10 @@ import (
 
 // serveFile answers from a file planner (ActServeFile).
 func (c *lconn) serveFile(fs wire.Files) {
-	a := &c.file
+	if c.file == nil {
+		c.file = new(wire.FileAnswer) // kept: its buffers serve the connection's next files
+	}
+	a := c.file
 	fs.PlanFile(c.l.id, c, a)
 	c.respStarted = true
 	c.respStatus = a.Status
@@ -125,7 +128,7 @@ func errFileShort(err error) error {
 // and a range cut short closes the connection (the client was promised
 // the rest).
 func (c *lconn) fileDone(err error) {
-	if c.file.File != nil {
+	if c.file != nil && c.file.File != nil {
 		c.file.File.Release()
 		c.file.File = nil
 	}

@@ -490,6 +490,7 @@ func (c *lconn) closeStream() {
 		c.l.headBufs.put(c.rd.buf)
 		c.rd.buf = nil
 	}
+	c.dropFields()
 	c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
 	c.h2s = nil
 	c.l.freeStream(st)

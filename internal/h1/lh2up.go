@@ -546,7 +546,9 @@ func (l *loop) allocUpStream(hu *h2up) *lupconn {
 	u.used = false
 	u.sending = false
 	tr := u.body.trailer
-	tr.reset()
+	if tr != nil {
+		tr.reset()
+	}
 	u.body = body{trailer: tr}
 	u.inc++
 	st := u.h2

@@ -57,6 +57,9 @@ type Engine struct {
 	// dialControl, when set, is given each backend socket before it
 	// connects (tests shrink buffers with it).
 	dialControl func(fd int)
+	// acceptControl, when set, is given each client socket accepted
+	// (tests shrink its buffers).
+	acceptControl func(fd int)
 	// lookup resolves backend host names, off the loops; ctx ends with
 	// the engine. resolveEvery and resolveRetry say when to look again
 	// (tests shorten them).
@@ -70,6 +73,9 @@ type Engine struct {
 	// spillBufs holds their buffers (*[]byte, spillSize).
 	spills    chan spillJob
 	spillBufs sync.Pool
+	// spoolBufs holds the buffers answers are gathered in for their
+	// files (*[]byte, empty, spoolChunk of room; lresp.go).
+	spoolBufs sync.Pool
 	// locals are the in-process backends serving handlers (local.go).
 	localMu sync.Mutex
 	locals  map[*wire.Local]*localServer
@@ -101,6 +107,7 @@ func NewEngine(s wire.Stepper, o EngineOptions) (*Engine, error) {
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.spills = make(chan spillJob, 1024)
 	e.spillBufs.New = func() any { b := make([]byte, spillSize); return &b }
+	e.spoolBufs.New = func() any { b := make([]byte, 0, spoolChunk); return &b }
 	for i := 0; i < n; i++ {
 		l, err := newLoop(e, i)
 		if err != nil {
@@ -443,6 +450,9 @@ type loop struct {
 	readBufs  bufList
 	headBufs  bufList
 	writeBufs bufList
+	// fieldBufs are request heads' field arrays, held, like a head's
+	// read buffer, only while a connection has a request in hand.
+	fieldBufs fieldList
 	freeConns []*lconn
 	// HTTP/2: connections' read buffers and their output buffers, stream
 	// state kept for reuse, and header field names seen (h2name).
@@ -704,6 +714,9 @@ func (l *loop) accept(ll *LoopListener, lfd int) {
 			netpoll.CloseFD(fd)
 			continue
 		}
+		if l.eng.acceptControl != nil {
+			l.eng.acceptControl(fd)
+		}
 		c := l.allocConn()
 		if err := l.register(fd, c); err != nil {
 			l.logf("registering a connection", err)
@@ -895,6 +908,32 @@ func (f *bufList) get() []byte {
 func (f *bufList) put(b []byte) {
 	if len(b) == f.size && len(f.bufs) < 4096 {
 		f.bufs = append(f.bufs, b)
+	}
+}
+
+// fieldList is a loop's free list of header field arrays.
+type fieldList struct{ lists [][]httpmsg.Field }
+
+// fieldsCap is the room a field array starts with: a browser's request
+// head has about a dozen fields.
+const fieldsCap = 16
+
+func (f *fieldList) get() []httpmsg.Field {
+	if n := len(f.lists); n > 0 {
+		h := f.lists[n-1]
+		f.lists = f.lists[:n-1]
+		return h
+	}
+	return make([]httpmsg.Field, 0, fieldsCap)
+}
+
+// put keeps h for reuse, emptied (its fields point into buffers that
+// go on to other connections), unless it has grown large (a head of
+// hundreds of fields) or the list is long enough.
+func (f *fieldList) put(h []httpmsg.Field) {
+	if cap(h) <= 4*fieldsCap && len(f.lists) < 4096 {
+		clear(h[:cap(h)])
+		f.lists = append(f.lists, h[:0])
 	}
 }
 

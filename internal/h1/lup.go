@@ -714,8 +714,14 @@ func (u *lupconn) event(ev uint32) {
 			// not reused). A read error fails the attempt.
 			c.readUpHead()
 		case upBody:
-			if len(c.fw.pending) <= c.opts.outputLimit() {
+			if c.rs != nil || len(c.fw.pending) <= c.opts.outputLimit() {
 				c.pump()
+			} else if !c.startSpool() && c.dkind != dlWrite {
+				// The client is behind and the backend has more: the
+				// answer waits for the client (unless it could be
+				// buffered), and its write timeout bounds the wait, not
+				// the backend's read timeout.
+				c.setDeadline(dlWrite, c.opts.WriteTimeout)
 			}
 		case upTunnel:
 			c.tunnelFromBackend()

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/helios-lb/helios/internal/acme"
+	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/tlsconf"
@@ -45,6 +46,9 @@ type Source interface {
 	// ACMEManagers returns the ACME managers of the listeners that have
 	// one.
 	ACMEManagers() []*acme.Manager
+	// ResponseBuffers returns what response buffering holds and has
+	// done across the process.
+	ResponseBuffers() bodybuf.BudgetStats
 }
 
 // Metrics holds Helios's collectors.
@@ -60,6 +64,7 @@ type Metrics struct {
 	breakerDesc, openConnsDesc, acceptErrsDesc, panicsDesc      *prometheus.Desc
 	adminDesc, weightDesc                                       *prometheus.Desc
 	protocolDesc                                                *prometheus.Desc
+	respBuffered, respFull, respSpilled, respHeld               *prometheus.Desc
 	tls                                                         tlsDescs
 	http2                                                       http2Descs
 	acme                                                        acmeDescs
@@ -122,6 +127,14 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 		protocolDesc: prometheus.NewDesc("helios_requests_by_protocol_total",
 			"Requests by the protocol the client spoke (HTTP/1.0, HTTP/1.1, HTTP/2.0) and its connection's TLS version (none, 1.2, 1.3).",
 			[]string{"protocol", "tls"}, nil),
+		respBuffered: prometheus.NewDesc("helios_response_buffered_total",
+			"Answers response buffering took over because their client read more slowly than the backend sent.", nil, nil),
+		respFull: prometheus.NewDesc("helios_response_buffer_full_total",
+			"Answers whose buffering stopped at a cap (the answer's or the process's) or a failed disk write; they went on with backpressure.", nil, nil),
+		respSpilled: prometheus.NewDesc("helios_response_buffer_spilled_bytes_total",
+			"Bytes of answers written to temporary files by response buffering.", nil, nil),
+		respHeld: prometheus.NewDesc("helios_response_buffer_bytes",
+			"Bytes response buffering holds now (reserved for answers under way), in memory or in temporary files.", []string{"where"}, nil),
 		tls:   newTLSDescs(),
 		http2: newHTTP2Descs(),
 		acme:  newACMEDescs(),
@@ -214,6 +227,12 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.acceptErrsDesc, prometheus.CounterValue, float64(n), reason)
 	}
 	ch <- prometheus.MustNewConstMetric(m.panicsDesc, prometheus.CounterValue, float64(m.src.Panics()))
+	rb := m.src.ResponseBuffers()
+	ch <- prometheus.MustNewConstMetric(m.respBuffered, prometheus.CounterValue, float64(rb.Buffered))
+	ch <- prometheus.MustNewConstMetric(m.respFull, prometheus.CounterValue, float64(rb.Full))
+	ch <- prometheus.MustNewConstMetric(m.respSpilled, prometheus.CounterValue, float64(rb.Spilled))
+	ch <- prometheus.MustNewConstMetric(m.respHeld, prometheus.GaugeValue, float64(rb.Memory), "memory")
+	ch <- prometheus.MustNewConstMetric(m.respHeld, prometheus.GaugeValue, float64(rb.File), "file")
 	m.collectTLS(ch, time.Now())
 	m.protocols.collect(ch, m.protocolDesc)
 	m.collectHTTP2(ch)

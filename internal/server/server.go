@@ -17,6 +17,7 @@ import (
 
 	"github.com/helios-lb/helios/internal/acme"
 	"github.com/helios-lb/helios/internal/admin"
+	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/clock"
 	"github.com/helios-lb/helios/internal/config"
 	"github.com/helios-lb/helios/internal/h1"
@@ -85,6 +86,9 @@ type Server struct {
 	stickySecret []byte
 	// shadows sends the copies of mirrored routes (made on first use).
 	shadows *shadow.Pool
+	// respBufs is what response buffering may hold across the process
+	// (every route's answers share it); reloads change its caps.
+	respBufs *bodybuf.Budget
 
 	mu        sync.Mutex                  // serialises Start, Reload and Shutdown
 	engines   map[netpoll.Kind]*h1.Engine // the event loops, by poller, made when a listener needs them (written under engMu too)
@@ -167,6 +171,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	}
 	s.acceptErrs = s.newAcceptErrors()
 	s.stickySecret = newStickySecret()
+	s.respBufs = bodybuf.NewBudget(cfg.ResponseBuffers.MemoryBytes, cfg.ResponseBuffers.FileBytes)
 	s.fds = s.planDescriptors(cfg)
 	if s.registry == nil {
 		s.registry = prometheus.NewRegistry()
@@ -320,29 +325,21 @@ func (s *Server) Start() error {
 	s.gen.commit(nil)
 	if s.admin != nil {
 		s.admin.Start()
-		s.log.Info("admin listening", zap.String("address", s.admin.Addr().String()))
+		s.log.Debug("admin listening", zap.String("address", s.admin.Addr().String()))
 		s.warnInsecureAdmin(s.gen.cfg.Admin)
 	}
+	// Debug: the daemon opens the log with one line that says what is
+	// served where (Summary); what each listener's connections may hold
+	// in memory is in helios validate's output and /api/v1/listeners
+	// (issue 18 item 7: a newcomer read these lines as alarms).
 	for _, bl := range s.listeners {
-		s.log.Info("listening", zap.String("listener", bl.cfg.Name), zap.String("address", bl.pool.Addr().String()),
-			zap.Int("sockets", bl.pool.Sockets()), zap.String("poller", string(pollerOf(bl.cfg))))
-		s.logMemory(bl.cfg)
+		m := ListenerMemory(bl.cfg, s.fds.Cap(bl.cfg.MaxConnections))
+		s.log.Debug("listening", zap.String("listener", bl.cfg.Name), zap.String("address", bl.pool.Addr().String()),
+			zap.Int("sockets", bl.pool.Sockets()), zap.String("poller", string(pollerOf(bl.cfg))),
+			zap.Int("memory_worst_kib", m.WorstKiB), zap.Int("memory_slow_reader_kib", m.SlowReaderKiB),
+			zap.Int("connection_cap", m.Connections), zap.Int("memory_worst_total_mib", m.WorstTotalMiB))
 	}
 	return nil
-}
-
-// logMemory says what a listener's connections may hold in memory, so an
-// operator sees what max_connections commits them to.
-func (s *Server) logMemory(lc config.Listener) {
-	o := engineOptions(lc)
-	worst, slow := o.ConnMemory()
-	s.log.Info("memory per client connection",
-		zap.String("listener", lc.Name),
-		zap.Int("worst_kib", worst>>10),
-		zap.Int("slow_reader_kib", slow>>10),
-		zap.Int("max_connections", lc.MaxConnections),
-		zap.Int("worst_total_mib", int(int64(worst)*int64(lc.MaxConnections)>>20)),
-		zap.Int("slow_readers_total_mib", int(int64(slow)*int64(lc.MaxConnections)>>20)))
 }
 
 // Addr returns the bound address of the named listener (with the real
@@ -438,6 +435,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 		}
 	}
 	s.installACME(g, next)
+	s.respBufs.SetCaps(cfg.ResponseBuffers.MemoryBytes, cfg.ResponseBuffers.FileBytes)
 	s.pipeline.Swap(g.graph)
 	s.cur.Store(g)
 	s.gen = g

@@ -87,9 +87,9 @@ type Server struct {
 	// (every route's answers share it); reloads change its caps.
 	respBufs *bodybuf.Budget
 
-	mu        sync.Mutex                  // serialises Start, Reload and Shutdown
+	mu        sync.Mutex                      // serialises Start, Reload and Shutdown
 	engines   map[netpoll.Kind]*engine.Engine // the event loops, by poller, made when a listener needs them (written under engMu too)
-	engMu     sync.Mutex                  // guards engines for retireBackend, which runs without mu
+	engMu     sync.Mutex                      // guards engines for retireBackend, which runs without mu
 	gen       *generation
 	listeners map[string]*boundListener // by address
 	admin     *admin.Server

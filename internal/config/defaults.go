@@ -78,6 +78,7 @@ func SetDefaults(c *Config) {
 			setDefault(m, p+".max_body_bytes", &r.MaxBodyBytes, 100<<20)
 			setDefault(m, p+".request_buffer_memory_bytes", &r.RequestBufferMemoryBytes, 64<<10)
 			setDefault(m, p+".request_buffer_file_bytes", &r.RequestBufferFileBytes, 16<<20)
+			setMirrorDefaults(m, r, p)
 			setString(&r.ResponseBuffering, BufferingAuto)
 			setDefault(m, p+".response_buffer_memory_bytes", &r.ResponseBufferMemoryBytes, 64<<10)
 			setDefault(m, p+".response_buffer_file_bytes", &r.ResponseBufferFileBytes, 64<<20)
@@ -90,6 +91,10 @@ func SetDefaults(c *Config) {
 	setDefault(m, "discovery.timeout", &d.Timeout, seconds(5))
 	setDefault(m, "discovery.min_refresh", &d.MinRefresh, seconds(1))
 	setDefault(m, "discovery.file_refresh", &d.FileRefresh, seconds(1))
+	rb := &c.RequestBuffers
+	setDefault(m, "request_buffers.connection_bytes", &rb.ConnectionBytes, 32<<20)
+	setDefault(m, "request_buffers.memory_bytes", &rb.MemoryBytes, 256<<20)
+	setDefault(m, "request_buffers.file_bytes", &rb.FileBytes, 1<<30)
 	setDefault(m, "response_buffers.memory_bytes", &c.ResponseBuffers.MemoryBytes, 64<<20)
 	setDefault(m, "response_buffers.file_bytes", &c.ResponseBuffers.FileBytes, 1<<30)
 	setString(&c.Admin.Address, defaultAdminAddress)
@@ -107,6 +112,7 @@ func setUpstreamDefaults(m *meta, u *Upstream, p string) {
 		setString(&u.HashFallback, "round_robin")
 	}
 	// BoundedLoad and SlowStart default to 0, off.
+	setStickyDefaults(u)
 	for j := range u.Backends {
 		b, bp := &u.Backends[j], indexPath(p+".backends", j)
 		if b.SRV == "" {

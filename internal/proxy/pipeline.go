@@ -26,6 +26,7 @@ var (
 	bodyTimedOut = []byte("408 Request Timeout: the request body stopped arriving\n")
 	bodyTooLarge = []byte("413 Content Too Large: the request body is larger than this route accepts\n")
 	bodyBusy     = []byte("503 Service Unavailable: the backend is at its connection limit\n")
+	bodyBuffers  = []byte("503 Service Unavailable: the request buffers are full; try again later\n")
 	// RFC 9110 §15.5.6: a 405 lists the methods that are allowed.
 	notAllowedHeader = httpmsg.HeaderOf("Allow", "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH", "Content-Type", "text/plain; charset=utf-8")
 	bodyNotAllowed   = []byte("405 Method Not Allowed: this route does not accept the method\n")
@@ -62,6 +63,9 @@ type flow struct {
 	ticket func(error)
 	// next: a backend already picked (and checked to exist) for a retry.
 	next *upstream.Backend
+	// stuck is the backend the request's sticky cookie names (sticky.go);
+	// nil when none.
+	stuck *upstream.Backend
 	// waiting: a retry waits its backoff (ActWait) for delay.
 	waiting bool
 	delay   time.Duration
@@ -228,6 +232,10 @@ func (f *flow) startForward(up *Upstream) wire.Action {
 	f.m = up.Members()
 	f.rec.Upstream = up
 	f.key.Hash, f.key.Hashed = up.Key.hash(f.ex)
+	f.stuck = f.m.stuck(f.ex)
+	if mi := f.rec.Route.Mirror; mi != nil {
+		mi.send(f.ex)
+	}
 	if up.Budget != nil {
 		up.Budget.Earn(f.rec.Start)
 	}
@@ -241,6 +249,9 @@ func (f *flow) pick() wire.Action {
 	for {
 		b := f.next
 		f.next = nil
+		if b == nil && f.stuck != nil && f.stuck.Usable(f.key) {
+			b = f.stuck // sticky: before any strategy
+		}
 		if b == nil {
 			b = m.Picker.Pick(f.key)
 		}
@@ -343,6 +354,7 @@ func (f *flow) Forwarded(status int, err error) wire.Action {
 			return f.retry()
 		}
 	}
+	f.stick()
 	f.last = wire.ActSend
 	return wire.ActSend
 }
@@ -488,6 +500,8 @@ func (f *flow) fail(err error) wire.Action {
 		return f.answer(413, textHeader, bodyTooLarge)
 	case errors.Is(err, wire.ErrBackendBusy):
 		return f.answer(503, textHeader, bodyBusy)
+	case errors.Is(err, wire.ErrBuffersFull):
+		return f.answer(503, textHeader, bodyBuffers)
 	case errors.Is(err, wire.ErrTimeout):
 		return f.answer(504, textHeader, bodyTimeout)
 	case errors.Is(err, wire.ErrBadRequest):
@@ -500,7 +514,8 @@ func (f *flow) fail(err error) wire.Action {
 // outcomeOf says what an engine error means for the backend.
 func outcomeOf(err error) Outcome {
 	if errors.Is(err, wire.ErrClientGone) || errors.Is(err, wire.ErrClientTimeout) ||
-		errors.Is(err, wire.ErrBadRequest) || errors.Is(err, wire.ErrBodyTooLarge) || errors.Is(err, wire.ErrBackendBusy) {
+		errors.Is(err, wire.ErrBadRequest) || errors.Is(err, wire.ErrBodyTooLarge) || errors.Is(err, wire.ErrBackendBusy) ||
+		errors.Is(err, wire.ErrBuffersFull) {
 		return Ignored
 	}
 	return Failure

@@ -35,12 +35,18 @@ type fakeExchange struct {
 	buffered  *wire.BufferLimits
 	bufferErr error
 	// req is the head the pipeline may edit; arena backs Alloc, from
-	// arenaOff on, until begin starts it over.
+	// arenaOff on, until begin starts it over; resp, when set, is the
+	// backend's answer's head (Response).
 	req      httpmsg.Request
 	arena    []byte
 	arenaOff int
+	resp     *httpmsg.Response
 	// timing is what Timing reports.
 	timing wire.Timing
+	// held is the body BodyHeld returns, unless notHeld says the
+	// engine does not hold it.
+	held    []byte
+	notHeld bool
 	// hdr, path, query and addr, when set, are the request's header
 	// fields, path, query and client address (for request keys).
 	hdr   []field
@@ -164,7 +170,8 @@ func (e *fakeExchange) fillRequest(method, host, path, query []byte) {
 		}
 	}
 }
-func (e *fakeExchange) Response() *httpmsg.Response { return nil }
+func (e *fakeExchange) Response() *httpmsg.Response { return e.resp }
+func (e *fakeExchange) BodyHeld() ([]byte, bool)    { return e.held, !e.notHeld }
 
 func (e *fakeExchange) Alloc(n int) []byte {
 	if cap(e.arena)-e.arenaOff < n {

@@ -62,6 +62,10 @@ type generation struct {
 	// routes' authentication services' clients.
 	limiters     map[string]*ratelimit.Local
 	forwardAuths []*proxy.ForwardAuth
+
+	// mirrorStats are the routes' mirror counters, by route name +
+	// shadow upstream (server/mirror.go).
+	mirrorStats map[string]*proxy.MirrorStats
 }
 
 // build turns a validated configuration into a generation. Backends that
@@ -155,6 +159,9 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 			}
 		default:
 			return nil, fmt.Errorf("route %s: no action", rc.Name)
+		}
+		if rt.Mirror, err = s.buildMirror(g, prev, rc, byName); err != nil {
+			return nil, err
 		}
 		rt.Stats = s.routeStats(g, prev, rc.Name, rc.Upstream)
 		if rt.Policy, err = g.buildPolicy(prev, rc); err != nil {
@@ -255,7 +262,7 @@ func requestKey(s string) (proxy.RequestKey, error) {
 }
 
 func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream, r *discovery.Resolver) (*proxy.Upstream, error) {
-	up := &proxy.Upstream{Name: uc.Name, Strategy: uc.Strategy, Checked: uc.HealthCheck != nil}
+	up := &proxy.Upstream{Name: uc.Name, Strategy: uc.Strategy, Checked: uc.HealthCheck != nil, Sticky: s.buildSticky(uc)}
 	if balancer.IsHash(uc.Strategy) {
 		k, err := requestKey(uc.HashKey)
 		if err != nil {

@@ -20,12 +20,13 @@ import (
 	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/clock"
 	"github.com/helios-lb/helios/internal/config"
-	"github.com/helios-lb/helios/internal/h1"
+	"github.com/helios-lb/helios/internal/engine"
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/listener"
 	"github.com/helios-lb/helios/internal/metrics"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/shadow"
 	"github.com/helios-lb/helios/internal/tlsconf"
 	"github.com/helios-lb/helios/internal/tracing/otlp"
 )
@@ -77,6 +78,7 @@ type Server struct {
 	// backend connection share, as the plan sets it.
 	fdBudget   listener.Descriptors
 	acceptErrs *listener.AcceptErrors // failed accepts, from every engine
+	reqBufs    *requestBuffers        // request buffering's budgets, shared by the listeners
 	nofile     atomic.Uint64          // the soft descriptor limit, for the accept warning
 	sockets    Sockets
 	onReload   func(*config.Config, error)
@@ -84,6 +86,11 @@ type Server struct {
 	cur        atomic.Pointer[generation] // the generation being served
 	acmeEnv    acme.Env
 	acmeSolver *acme.Solver // answers HTTP-01 from shared storage, for the process's life
+	// stickySecret keys the sticky cookies of upstreams without a
+	// sticky.secret, for the process's life (kept across reloads).
+	stickySecret []byte
+	// shadows sends the copies of mirrored routes (made on first use).
+	shadows *shadow.Pool
 	// respBufs is what response buffering may hold across the process
 	// (every route's answers share it); reloads change its caps.
 	respBufs *bodybuf.Budget
@@ -94,9 +101,9 @@ type Server struct {
 	spanSettings *otlp.Settings
 	exportErrAt  atomic.Int64
 
-	mu        sync.Mutex                  // serialises Start, Reload and Shutdown
-	engines   map[netpoll.Kind]*h1.Engine // the event loops, by poller, made when a listener needs them (written under engMu too)
-	engMu     sync.Mutex                  // guards engines for retireBackend, which runs without mu
+	mu        sync.Mutex                      // serialises Start, Reload and Shutdown
+	engines   map[netpoll.Kind]*engine.Engine // the event loops, by poller, made when a listener needs them (written under engMu too)
+	engMu     sync.Mutex                      // guards engines for retireBackend, which runs without mu
 	gen       *generation
 	listeners map[string]*boundListener // by address
 	admin     *admin.Server
@@ -109,7 +116,7 @@ type Server struct {
 type boundListener struct {
 	cfg  config.Listener
 	pool *listener.Pool
-	loop *h1.LoopListener // nil before start
+	loop *engine.LoopListener // nil before start
 	// tls serves the listener's handshakes (tls.TLSConfig(), with
 	// BeginHandshake, Record and EndHandshake around each); nil without a
 	// tls block. It lives as long as the listener: reloads change what it
@@ -119,13 +126,15 @@ type boundListener struct {
 	// limits tripped, streams refused...), for /metrics; it lives as long
 	// as the listener.
 	h2 *h2.Stats
+	// reqBufs are the request-buffering budgets every listener shares.
+	reqBufs *requestBuffers
 	// acme gets and renews the certificates of a listener with
 	// tls.acme; nil otherwise. A reload that changes the acme block
 	// replaces it.
 	acme *acme.Manager
 	// stats counts what the listener's client policy refused (PROXY
 	// headers, max_connections_per_ip); it lives as long as the listener.
-	stats *h1.ListenerStats
+	stats *engine.ListenerStats
 	// httpsPort is where redirect_https sends the listener's clients
 	// (setHTTPSPorts).
 	httpsPort int
@@ -167,6 +176,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		sockets:    o.Sockets,
 		onReload:   o.OnReload,
 		listeners:  make(map[string]*boundListener),
+		reqBufs:    newRequestBuffers(cfg.RequestBuffers),
 		acmeEnv:    o.ACME,
 		acmeSolver: acme.NewSolver(),
 	}
@@ -180,6 +190,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		s.rlimit = listener.SystemRlimit()
 	}
 	s.acceptErrs = s.newAcceptErrors()
+	s.stickySecret = newStickySecret()
 	s.respBufs = bodybuf.NewBudget(cfg.ResponseBuffers.MemoryBytes, cfg.ResponseBuffers.FileBytes)
 	s.fds = s.planDescriptors(cfg)
 	s.fds.Budget(&s.fdBudget)
@@ -245,12 +256,12 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	return s, nil
 }
 
-func engineOptions(lc config.Listener) h1.Options {
+func engineOptions(lc config.Listener) engine.Options {
 	h2Write := lc.WriteTimeout.D()
 	if h2Write <= 0 {
 		h2Write = -1 // no limit, as for HTTP/1.1
 	}
-	return h1.Options{
+	return engine.Options{
 		ReadHeaderTimeout: lc.ReadHeaderTimeout.D(),
 		IdleTimeout:       lc.IdleTimeout.D(),
 		ReadTimeout:       lc.ReadTimeout.D(),
@@ -271,15 +282,47 @@ func engineOptions(lc config.Listener) h1.Options {
 
 // engineOptions are the engine's options for the listener configured as
 // lc: engineOptions(lc) and the listener's TLS provider.
-func (bl *boundListener) engineOptions(lc config.Listener) h1.Options {
+func (bl *boundListener) engineOptions(lc config.Listener) engine.Options {
 	o := engineOptions(lc)
 	if bl.tls != nil { // a nil *Provider in the interface would not be nil
 		o.TLS = bl.tls
 	}
 	o.HTTP2.Stats = bl.h2
+	o.RequestBuffers = bl.reqBufs.budget
+	o.RequestBufferConnBytes = bl.reqBufs.connBytes.Load()
 	clientPolicy(&o, lc, bl.stats, bl.httpsPort)
 	return o
 }
+
+// requestBuffers are the budgets of request buffering that every
+// listener's connections draw on: the process's, in memory and in
+// temporary files, and each connection's cap. A reload changes them in
+// place; what is held stays held.
+type requestBuffers struct {
+	budget    *bodybuf.Budget
+	connBytes atomic.Int64
+	cfg       config.RequestBuffers
+}
+
+func newRequestBuffers(rb config.RequestBuffers) *requestBuffers {
+	r := &requestBuffers{budget: bodybuf.NewBudget(rb.MemoryBytes, rb.FileBytes)}
+	r.set(rb)
+	return r
+}
+
+// set applies rb; it returns what was set before (for a reload that
+// fails to put back).
+func (r *requestBuffers) set(rb config.RequestBuffers) config.RequestBuffers {
+	prev := r.cfg
+	r.cfg = rb
+	r.budget.SetCaps(rb.MemoryBytes, rb.FileBytes)
+	r.connBytes.Store(rb.ConnectionBytes)
+	return prev
+}
+
+// RequestBuffers returns what request buffering holds across the
+// process, in memory and in temporary files.
+func (s *Server) RequestBuffers() bodybuf.BudgetStats { return s.reqBufs.budget.Stats() }
 
 func (s *Server) bind(cfg *config.Config, lc config.Listener) (*boundListener, error) {
 	var (
@@ -317,7 +360,7 @@ func (s *Server) bind(cfg *config.Config, lc config.Listener) (*boundListener, e
 		return nil, err
 	}
 	pool.SetDescriptors(&s.fdBudget)
-	return &boundListener{cfg: lc, pool: pool, tls: tp, h2: new(h2.Stats), acme: am, stats: new(h1.ListenerStats), httpsPort: 443}, nil
+	return &boundListener{cfg: lc, pool: pool, tls: tp, h2: new(h2.Stats), acme: am, reqBufs: s.reqBufs, stats: new(engine.ListenerStats), httpsPort: 443}, nil
 }
 
 // Start begins accepting on every listener. An error (the event loops
@@ -416,6 +459,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 	oldFDs := s.fds
 	s.fds = s.planDescriptors(cfg)
+	// The listeners started below take the new budgets; a reload that
+	// fails puts the old ones back.
+	oldBufs := s.reqBufs.set(cfg.RequestBuffers)
 	// Bind what is new before touching anything.
 	keep := make(map[string]*boundListener)
 	fresh := make(map[string]*boundListener)
@@ -441,6 +487,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 			tlsr.abort()
 			g.close()
 			s.fds = oldFDs
+			s.reqBufs.set(oldBufs)
 			return err
 		}
 		fresh[lc.Address] = bl
@@ -517,14 +564,14 @@ func (s *Server) startListener(bl *boundListener) error {
 	eng := s.engines[kind]
 	if eng == nil {
 		var err error
-		if eng, err = h1.NewEngine(s.pipeline, h1.EngineOptions{Poller: kind, Descriptors: &s.fdBudget}); err != nil {
+		if eng, err = engine.NewEngine(s.pipeline, engine.EngineOptions{Poller: kind, Descriptors: &s.fdBudget}); err != nil {
 			return err
 		}
 		eng.SetErrorLog(func(msg string, err error) { s.log.Warn(msg, zap.Error(err)) })
 		eng.SetAcceptErrorHook(s.acceptErrs.Observe)
 		s.engMu.Lock()
 		if s.engines == nil {
-			s.engines = make(map[netpoll.Kind]*h1.Engine)
+			s.engines = make(map[netpoll.Kind]*engine.Engine)
 		}
 		s.engines[kind] = eng
 		s.engMu.Unlock()
@@ -542,7 +589,7 @@ func (s *Server) startListener(bl *boundListener) error {
 }
 
 // retireBackend makes every engine drain its connections to backend addr
-// of upstream name (h1.Engine.RetireBackend): the backend left the
+// of upstream name (engine.Engine.RetireBackend): the backend left the
 // upstream, or an operator drains it. It does not wait, and takes no lock
 // that a reload holds, so discovery's goroutines may call it.
 func (s *Server) retireBackend(name, addr string) {
@@ -668,6 +715,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		eng.Close()
 	}
 	s.closeTracing()
+	if s.shadows != nil {
+		s.shadows.Close()
+	}
 	g.close()
 	if s.admin != nil {
 		actx, cancel := context.WithTimeout(context.Background(), time.Second)

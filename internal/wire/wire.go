@@ -1,5 +1,5 @@
 // Package wire declares the seam between the request pipeline
-// (internal/proxy) and an HTTP wire engine (internal/h1).
+// (internal/proxy) and an HTTP wire engine (internal/engine).
 //
 // The pipeline decides what happens to a request: which route, which
 // backend, whether to retry, what to record. The engine owns the bytes:
@@ -51,6 +51,11 @@ var (
 	// allows (or than its buffer holds, when the route buffers whole
 	// bodies): answered 413 when nothing was sent yet.
 	ErrBodyTooLarge = errors.New("request body too large")
+	// ErrBuffersFull means request buffering could not hold a body the
+	// route buffers whole: the client connection's or the process's
+	// request buffers are spent (by other requests, for now). Answered
+	// 503 when nothing was sent yet; not the backend's failure.
+	ErrBuffersFull = errors.New("request buffers full")
 )
 
 // BufferLimits say how an engine reads a request body before a backend is
@@ -149,6 +154,14 @@ type Exchange interface {
 	// The pipeline may edit its fields and status in Forwarded, before
 	// it asks for ActSend.
 	Response() *httpmsg.Response
+	// BodyHeld returns the whole request body when the engine holds all
+	// of it in memory and none of it has been sent: a body that came
+	// with the head, or one request buffering kept in memory (decoded,
+	// when it came chunked). ok is true, with a nil body, for a request
+	// without one; false while some of the body is still to come, or
+	// streams, or lies in a temporary file. The bytes are the exchange's
+	// and must not be changed.
+	BodyHeld() (body []byte, ok bool)
 	// Waker returns a function that ends the ActWait the flow is about to
 	// ask for, from any goroutine: the engine then calls Flow.Resume on
 	// its own loop, as when the wait's Delay passes. It is how a flow

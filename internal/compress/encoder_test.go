@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/andybalholm/brotli"
@@ -122,5 +123,62 @@ func BenchmarkGzip5JSON20K(b *testing.B) {
 		e := p.Get(Gzip)
 		e.Transform(body, false, true)
 		p.Put(e)
+	}
+}
+
+// TestReleaseReturnsToPool: InUse counts the encoders out of the pool,
+// and Release (the engine's end of an answer) gives one back.
+func TestReleaseReturnsToPool(t *testing.T) {
+	p, _ := NewPool(0, 0, 0)
+	var es []*Encoder
+	for _, c := range []Coding{Gzip, Zstd, Brotli} {
+		es = append(es, p.Get(c))
+	}
+	if got := p.InUse(); got != 3 {
+		t.Fatalf("got %d encoders in use, want 3", got)
+	}
+	for _, e := range es {
+		e.Release()
+	}
+	if got := p.InUse(); got != 0 {
+		t.Errorf("after Release: got %d encoders in use, want 0", got)
+	}
+}
+
+// TestEncoderMemoryIsBounded: an encoder that has compressed a long
+// answer holds a few MiB, not the 10 MiB that zstd's and brotli's
+// default windows (8 and 4 MiB) make it hold, so that memory follows
+// the answers being compressed at once, not their size.
+func TestEncoderMemoryIsBounded(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's shadow memory counts in the heap")
+	}
+	body := make([]byte, 3<<20)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range body {
+		body[i] = "abcdefghij{}\":, \n"[rng.IntN(17)]
+	}
+	const n, limit = 3, 4 << 20
+	for _, c := range []Coding{Gzip, Zstd, Brotli} {
+		p, _ := NewPool(0, 0, 0)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		es := make([]*Encoder, n)
+		for i := range es {
+			es[i] = p.Get(c)
+			for rest := body; len(rest) > 0; rest = rest[64<<10:] {
+				if _, err := es[i].Transform(rest[:64<<10], false, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
+		if per > limit {
+			t.Errorf("%v: got %d KiB per encoder after 3 MiB, want at most %d", c, per>>10, limit>>10)
+		}
+		runtime.KeepAlive(es)
 	}
 }

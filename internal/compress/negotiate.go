@@ -1,6 +1,7 @@
 // Package compress compresses answers for clients that ask for it:
-// which coding a request accepts (Accept-Encoding, with q-values), and
-// streaming encoders for gzip, zstd and brotli, pooled.
+// which coding a request accepts (Accept-Encoding, with q-values),
+// which answers a route compresses and how their heads change (Policy),
+// and streaming encoders for gzip, zstd and brotli, pooled.
 package compress
 
 import "github.com/helios-lb/helios/internal/httpmsg"

@@ -50,6 +50,7 @@ func (exchange) Header(string) []byte                       { return nil }
 func (exchange) Request() *httpmsg.Request                  { return &httpmsg.Request{} }
 func (exchange) Response() *httpmsg.Response                { return nil }
 func (exchange) Alloc(n int) []byte                         { return make([]byte, n) }
+func (exchange) TransformBody(wire.BodyTransform)           {}
 
 // detailed is an exchange with a query, a protocol, a TLS version and
 // headers.

@@ -173,6 +173,10 @@ type lconn struct {
 	// tryDeadline ends the current attempt (the transport's TryTimeout,
 	// lwait.go); 0: none.
 	tryDeadline int64
+	// xf is the transform the answer's body goes through (ltransform.go);
+	// nil for none. xfDirty: bytes went into it since its last flush.
+	xf      wire.BodyTransform
+	xfDirty bool
 }
 
 // allocConn returns a connection from the free list, or a new one.
@@ -637,6 +641,7 @@ func (c *lconn) startSend() {
 		c.startTunnel()
 		return
 	}
+	c.transformHead(&r.Response)
 	if c.h2s != nil {
 		c.h2startSend()
 		return
@@ -678,16 +683,16 @@ func (c *lconn) pump() {
 			return // writable() resumes
 		}
 		p, err := c.l.bodyPiece(&u.body, c.opts.outputLimit()-len(c.fw.pending))
+		if c.xf != nil {
+			var terr error
+			if p, terr = c.transform(p, err); terr != nil {
+				c.sendDone(terr)
+				return
+			}
+		}
 		if len(p) > 0 {
 			c.respBytes += int64(len(p))
-			if c.chunkOut {
-				w.writeHex(int64(len(p)))
-				w.WriteString("\r\n")
-			}
-			w.Write(p)
-			if c.chunkOut {
-				w.WriteString("\r\n")
-			}
+			c.writePiece(p)
 			if w.err != nil {
 				c.sendDone(fmt.Errorf("%w: %w", wire.ErrClientGone, w.err))
 				return
@@ -743,6 +748,7 @@ func (c *lconn) sendDone(err error) {
 // finish ends the exchange and goes on to the next request when the
 // connection allows it.
 func (c *lconn) finish() {
+	c.releaseTransform()
 	c.endFlow()
 	c.streaming, c.buffering = false, false
 	c.bodyDeadline = 0
@@ -1060,6 +1066,7 @@ func (c *lconn) close() {
 // stream) closes: its backend connection, its place in a lookup's or a
 // capped backend's wait, its request body buffer and its file.
 func (c *lconn) dropExchange() {
+	c.releaseTransform()
 	c.dropUp(false)
 	c.resolving = nil
 	if c.queued != nil {

@@ -192,6 +192,13 @@ func (c *lconn) h2pump() {
 			return
 		}
 		p, err := c.l.bodyPiece(&u.body, room)
+		if c.xf != nil {
+			var terr error
+			if p, terr = c.transform(p, err); terr != nil {
+				c.sendDone(terr)
+				return
+			}
+		}
 		if len(p) > 0 {
 			c.respBytes += int64(len(p))
 			c.h2data(p, false)
@@ -283,8 +290,16 @@ func (c *lconn) h2pumpFile() {
 		n, err := c.file.File.ReadAt(buf[:min(int64(min(len(buf), room)), c.fileEnd-c.fileOff)], c.fileOff)
 		if n > 0 {
 			c.fileOff += int64(n)
-			c.respBytes += int64(n)
-			c.h2data(buf[:n], c.fileOff >= c.fileEnd)
+			p := buf[:n]
+			if c.xf != nil {
+				var terr error
+				if p, terr = c.transform(p, eofIf(c.fileOff >= c.fileEnd)); terr != nil {
+					c.fileDone(terr)
+					return
+				}
+			}
+			c.respBytes += int64(len(p))
+			c.h2data(p, c.fileOff >= c.fileEnd)
 			if c.fileOff >= c.fileEnd && len(st.carry) == 0 {
 				c.fileDone(nil)
 				return

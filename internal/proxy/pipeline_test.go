@@ -42,6 +42,10 @@ type fakeExchange struct {
 	path  []byte
 	query []byte
 	addr  netip.Addr
+	// resp is the backend's answer's head (nil: none); xf records
+	// TransformBody.
+	resp *httpmsg.Response
+	xf   wire.BodyTransform
 }
 
 // field is a request header field.
@@ -117,8 +121,9 @@ func (e *fakeExchange) Header(name string) []byte {
 	}
 	return nil
 }
-func (e *fakeExchange) Request() *httpmsg.Request   { return &e.req }
-func (e *fakeExchange) Response() *httpmsg.Response { return nil }
+func (e *fakeExchange) Request() *httpmsg.Request          { return &e.req }
+func (e *fakeExchange) Response() *httpmsg.Response        { return e.resp }
+func (e *fakeExchange) TransformBody(t wire.BodyTransform) { e.xf = t }
 func (e *fakeExchange) Alloc(n int) []byte {
 	if cap(e.arena) < n {
 		e.arena = make([]byte, n)

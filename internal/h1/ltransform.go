@@ -1,0 +1,117 @@
+package h1
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/helios-lb/helios/internal/httpmsg"
+	"github.com/helios-lb/helios/internal/wire"
+)
+
+// The body-transform stage. An answer whose pipeline asked for it
+// (wire.Exchange.TransformBody: compression) has its body run through
+// the transform on its way to the client, over HTTP/1.1 or HTTP/2, from a
+// backend or from a file: each piece as it is read, with the same
+// backpressure as any answer (the pump reads no more while the client's
+// output is past its limit, so nothing is buffered whole), and a flush
+// whenever the source has nothing more for now, so that an answer that
+// trickles (server-sent events, a long poll's heartbeat) reaches the
+// client as it comes. The length of what comes out is not known until
+// the end: the answer is framed as one of unknown length (chunked for
+// HTTP/1.1, no content-length on HTTP/2). The transform is released
+// once, at the end of the exchange however it ends (finish, or
+// dropExchange when the connection or stream closes first).
+//
+// Answers without a transform never come here: their copy-free paths
+// (sendfile, a large piece read straight into the scratch buffer and
+// written with the head in one writev) stay as they are.
+
+// TransformBody sets the transform of the answer being sent
+// (wire.Exchange).
+func (c *lconn) TransformBody(t wire.BodyTransform) {
+	c.releaseTransform()
+	c.xf = t
+	c.xfDirty = false
+}
+
+// releaseTransform ends the answer's transform, if it has one.
+func (c *lconn) releaseTransform() {
+	if t := c.xf; t != nil {
+		c.xf = nil
+		t.Release()
+	}
+}
+
+// transformHead makes a backend's answer that goes through a transform
+// one of unknown length, so that the framing of either protocol follows
+// (framing, httpmsg.ResponseFields). The body is read by its own
+// framing, set when its head came (gotHead).
+func (c *lconn) transformHead(r *httpmsg.Response) {
+	if c.xf != nil {
+		r.ContentLength = -1
+	}
+}
+
+// transform runs a piece of the answer's body through its transform: p
+// as the source gave it, with the source's error after it. io.EOF ends
+// the body; errWouldBlock (nothing more for now) flushes what the
+// transform holds of what went in since the last flush. It returns the
+// bytes to send in p's place, or the transform's failure (which writing
+// into memory never causes; the answer is cut short as by any failure).
+func (c *lconn) transform(p []byte, err error) ([]byte, error) {
+	end := err == io.EOF
+	flush := err == errWouldBlock && c.xfDirty
+	if len(p) == 0 && !end && !flush {
+		return nil, nil
+	}
+	out, terr := c.xf.Transform(p, flush, end)
+	switch {
+	case flush || end:
+		c.xfDirty = false
+	case len(p) > 0:
+		c.xfDirty = true
+	}
+	if terr != nil {
+		return nil, fmt.Errorf("transforming the answer: %w", terr)
+	}
+	return out, nil
+}
+
+// fileFraming frames a file's answer that goes through a transform
+// (serveFile): chunked for an HTTP/1.1 client; an HTTP/1.0 client's
+// ends with the connection.
+func (c *lconn) fileFraming() {
+	c.chunkOut = false
+	if c.xf == nil {
+		return
+	}
+	if c.req.minor == 1 {
+		c.chunkOut = true
+		c.wr.WriteString("Transfer-Encoding: chunked\r\n")
+		return
+	}
+	c.closeAfter = true
+}
+
+// writePiece writes a piece of an answer's body to an HTTP/1.1 client:
+// as a chunk when the answer is chunked (chunkOut).
+func (c *lconn) writePiece(p []byte) {
+	w := &c.wr
+	if c.chunkOut {
+		w.writeHex(int64(len(p)))
+		w.WriteString("\r\n")
+	}
+	w.Write(p)
+	if c.chunkOut {
+		w.WriteString("\r\n")
+	}
+}
+
+// eofIf is io.EOF when end, nil otherwise: a file's piece as a source's
+// piece and error (transform).
+func eofIf(end bool) error {
+	if end {
+		return io.EOF
+	}
+	return nil
+}

@@ -30,6 +30,16 @@ func (c Coding) String() string {
 	return "identity"
 }
 
+// Token returns the coding's token as Content-Encoding writes it
+// (String's), as bytes shared by every caller: read them, never write
+// them. Identity's is nil.
+func (c Coding) Token() []byte {
+	if int(c) >= nCodings {
+		return nil
+	}
+	return tokens[c]
+}
+
 // ParseCoding returns the coding a configuration names ("gzip", "zstd",
 // "br" or "brotli").
 func ParseCoding(s string) (Coding, bool) {

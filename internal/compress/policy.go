@@ -49,9 +49,12 @@ type mediaRange struct {
 const DefaultMinBytes = 1024
 
 // DefaultCodings returns the codings offered when Options name none, in
-// the server's order of preference: zstd (the fastest for its ratio),
-// brotli, gzip (which every client has).
-func DefaultCodings() []Coding { return []Coding{Zstd, Brotli, Gzip} }
+// the server's order of preference: zstd, then gzip (which every client
+// has). Brotli is left to those who list it: at the levels an answer
+// made per request can afford, it costs two to five times gzip's CPU
+// for about gzip's ratio (BenchmarkEncoders); its gain is at the high
+// levels of files compressed ahead of time.
+func DefaultCodings() []Coding { return []Coding{Zstd, Gzip} }
 
 // DefaultTypes returns the media types compressed when Options name
 // none: text, and the structured and script types that are text in
@@ -256,7 +259,7 @@ func Mark(h *httpmsg.Header, c Coding, vary bool, mem Allocator) {
 		h.Fields = append(h.Fields, httpmsg.Field{Name: varyName, Value: acceptEncoding})
 	}
 	if c != Identity {
-		h.Fields = append(h.Fields, httpmsg.Field{Name: contentEncoding, Value: tokens[c], Kind: httpmsg.KindContentEncoding})
+		h.Fields = append(h.Fields, httpmsg.Field{Name: contentEncoding, Value: c.Token(), Kind: httpmsg.KindContentEncoding})
 	}
 }
 

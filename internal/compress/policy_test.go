@@ -36,7 +36,7 @@ func request(method string, proto httpmsg.Proto, ae ...string) *httpmsg.Request 
 }
 
 func TestChoose(t *testing.T) {
-	p, err := NewPolicy(Options{Types: []string{"text/*", "Application/JSON"}, MinBytes: 100})
+	p, err := NewPolicy(Options{Codings: []Coding{Zstd, Brotli, Gzip}, Types: []string{"text/*", "Application/JSON"}, MinBytes: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,7 +148,7 @@ func TestFileAnswersAreCompressed(t *testing.T) {
 		wantHead string
 	}{
 		{name: "file", method: "GET", ff: fakeFiles{status: 200, fields: css, file: fakeFile{}, length: 5000},
-			want: compress.Brotli, wantHead: "Content-Type: text/css\r\nETag: W/\"f-1\"\r\nVary: Accept-Encoding\r\nContent-Encoding: br\r\n"},
+			want: compress.Gzip, wantHead: "Content-Type: text/css\r\nETag: W/\"f-1\"\r\nVary: Accept-Encoding\r\nContent-Encoding: gzip\r\n"},
 		{name: "HEAD", method: "HEAD", ff: fakeFiles{status: 200, fields: css},
 			want: compress.Identity, wantHead: "Content-Type: text/css\r\nContent-Length: 5000\r\nETag: \"f-1\"\r\nVary: Accept-Encoding\r\n"},
 		{name: "error text", method: "GET", ff: fakeFiles{status: 404, fields: []string{"Content-Type", "text/plain", "Content-Length", "2000"}, body: make([]byte, 2000)},

@@ -110,8 +110,10 @@ func (c *lconn) pumpFile() {
 					return
 				}
 			}
-			c.respBytes += int64(len(p))
-			c.writePiece(p)
+			if len(p) > 0 { // an empty chunk would end the body
+				c.respBytes += int64(len(p))
+				c.writePiece(p)
+			}
 		}
 		if c.wr.err != nil {
 			c.fileDone(fmt.Errorf("%w: %w", wire.ErrClientGone, c.wr.err))

@@ -299,7 +299,9 @@ func (c *lconn) h2pumpFile() {
 				}
 			}
 			c.respBytes += int64(len(p))
-			c.h2data(p, c.fileOff >= c.fileEnd)
+			if len(p) > 0 || c.fileOff >= c.fileEnd {
+				c.h2data(p, c.fileOff >= c.fileEnd)
+			}
 			if c.fileOff >= c.fileEnd && len(st.carry) == 0 {
 				c.fileDone(nil)
 				return

@@ -2,9 +2,11 @@ package h1
 
 import (
 	"io"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/helios-lb/helios/internal/compress"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
@@ -16,6 +18,8 @@ type keepAliveLoop struct {
 	c   *rawClient
 	req []byte
 	buf []byte
+	// head is the first answer's head.
+	head string
 }
 
 var (
@@ -34,21 +38,27 @@ func (l *keepAliveLoop) roundTrip() error {
 // newLoopKeepAlive is a client, a loop engine proxy (the real pipeline,
 // without a recorder or guard) and a backend (another engine, answering
 // from a fixed route) over loopback, with the client in keep-alive.
-func newLoopKeepAlive(t testing.TB) *keepAliveLoop {
+func newLoopKeepAlive(t testing.TB) *keepAliveLoop { return newLoopKeepAliveWith(t, nil, "") }
+
+// newLoopKeepAliveWith is newLoopKeepAlive with the proxy's upstream
+// route compressing as pol says (nil: not), and fields (whole lines)
+// added to the request.
+func newLoopKeepAliveWith(t testing.TB, pol *compress.Policy, fields string) *keepAliveLoop {
 	backend := startLoopProxy(t, netpoll.KindEpoll, loopConfig{bare: true, fixed: map[string]proxy.Fixed{
 		"/bench": {Status: 200, Header: *benchHeader, Body: benchBody},
 	}, opts: Options{IdleTimeout: time.Minute, WriteTimeout: time.Minute}})
 	p := startLoopProxy(t, netpoll.KindEpoll, loopConfig{
-		backends: []string{backend.addr}, to: defaultTransport, bare: true,
+		backends: []string{backend.addr}, to: defaultTransport, bare: true, compress: pol,
 		opts: Options{ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute, WriteTimeout: time.Minute},
 	})
 	l := &keepAliveLoop{
 		c:   dialRaw(t, p.addr),
-		req: []byte("GET /bench HTTP/1.1\r\nHost: bench.example\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n"),
+		req: []byte("GET /bench HTTP/1.1\r\nHost: bench.example\r\nUser-Agent: bench\r\nAccept: */*\r\n" + fields + "\r\n"),
 	}
 	l.c.nc.SetDeadline(time.Time{})
 	l.c.nc.Write(l.req)
-	size := len(l.c.readHead()) + len(benchBody)
+	l.head = l.c.readHead()
+	size := len(l.head) + len(benchBody)
 	l.c.br.Discard(len(benchBody))
 	l.buf = make([]byte, size)
 	return l
@@ -71,22 +81,53 @@ func BenchmarkLoopProxy(b *testing.B) {
 // the event loops does not allocate per request (client, loop and
 // backend all count; an average under one per round trip leaves room for
 // the runtime's own, such as the Date line once a second).
+//
+// With compression configured on the route but not applied, it stays so:
+// an answer too small for it, and one the client accepts no coding for
+// (which gets Vary: Accept-Encoding all the same).
 func TestLoopProxyRoundTripAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool allocate")
 	}
-	l := newLoopKeepAlive(t)
-	for i := 0; i < 100; i++ {
-		if err := l.roundTrip(); err != nil {
+	policy := func(minBytes int64) *compress.Policy {
+		pol, err := compress.NewPolicy(compress.Options{MinBytes: minBytes})
+		if err != nil {
 			t.Fatal(err)
 		}
+		return pol
 	}
-	allocs := testing.AllocsPerRun(500, func() {
-		if err := l.roundTrip(); err != nil {
-			t.Fatal(err)
-		}
-	})
-	if allocs >= 0.5 {
-		t.Errorf("got %v allocs per round trip, want 0", allocs)
+	tests := []struct {
+		name   string
+		pol    *compress.Policy
+		fields string
+		vary   bool
+	}{
+		{name: "plain"},
+		{name: "compress, too small", pol: policy(1024), fields: "Accept-Encoding: gzip, br, zstd\r\n"},
+		{name: "compress, no coding accepted", pol: policy(-1), vary: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newLoopKeepAliveWith(t, tt.pol, tt.fields)
+			if got := strings.Contains(l.head, "Vary: Accept-Encoding"); got != tt.vary {
+				t.Fatalf("got Vary %v in\n%s\nwant %v", got, l.head, tt.vary)
+			}
+			for i := 0; i < 100; i++ {
+				if err := l.roundTrip(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			allocs := testing.AllocsPerRun(500, func() {
+				if err := l.roundTrip(); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if allocs >= 0.5 {
+				t.Errorf("got %v allocs per round trip, want 0", allocs)
+			}
+			if strings.Contains(string(l.buf), "Content-Encoding") {
+				t.Errorf("got a compressed answer:\n%s", l.buf)
+			}
+		})
 	}
 }

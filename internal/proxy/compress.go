@@ -16,7 +16,12 @@ import (
 func (f *flow) send() wire.Action {
 	if rt := f.rec.Route; rt != nil && rt.Compress != nil {
 		if r := f.ex.Response(); r != nil {
-			if e := rt.Compress.Apply(f.ex.Request(), r.Status, &r.Header, r.ContentLength, f.ex); e != nil {
+			length := r.ContentLength
+			if httpmsg.EqualFold(f.ex.Method(), "head") {
+				// The length GET would get, which the policy weighs.
+				length = contentLength(&r.Header)
+			}
+			if e := rt.Compress.Apply(f.ex.Request(), r.Status, &r.Header, length, f.ex); e != nil {
 				f.ex.TransformBody(e)
 			}
 		}

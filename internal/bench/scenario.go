@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -100,7 +101,14 @@ type Case struct {
 	// Protocol, for idle, is the connections' protocol: http/1.1 (the
 	// default) or h2.
 	Protocol string `yaml:"protocol" json:"protocol,omitempty"`
+	// Compress is the coding (gzip, zstd or br) every proxy compresses
+	// the backends' JSON answers with, and that the load generator asks
+	// for (Accept-Encoding); "" compresses nothing.
+	Compress string `yaml:"compress" json:"compress,omitempty"`
 }
+
+// The codings a case may compress with.
+var codings = []string{"gzip", "zstd", "br"}
 
 // Duration is a time.Duration written as a Go duration string in YAML and
 // JSON ("30s"); zero means unset.
@@ -160,6 +168,18 @@ func (c Case) merged(def Case) Case {
 	c.Resume = c.Resume || def.Resume
 	if c.Protocol == "" {
 		c.Protocol = def.Protocol
+	}
+	if c.Compress == "" {
+		c.Compress = def.Compress
+	}
+	if c.Compress != "" {
+		// The load generator asks for the coding the proxies use.
+		h := maps.Clone(c.Headers)
+		if h == nil {
+			h = map[string]string{}
+		}
+		h["Accept-Encoding"] = c.Compress
+		c.Headers = h
 	}
 	if c.Connections == 0 {
 		c.Connections = 100
@@ -256,6 +276,9 @@ func ParseScenarios(b []byte) ([]Scenario, error) {
 			}
 			if !slices.Contains([]string{"", "http/1.1", "h2"}, c.Protocol) || c.Protocol != "" && s.Tool != ToolIdle {
 				bad("case %s: protocol is http/1.1 or h2, for idle", c.Name)
+			}
+			if c.Compress != "" && (!slices.Contains(codings, c.Compress) || s.Tool != ToolWrk && s.Tool != ToolH2load) {
+				bad("case %s: compress is gzip, zstd or br, for wrk and h2load", c.Name)
 			}
 		}
 		for _, q := range s.Quick {

@@ -14,7 +14,7 @@ func TestEmbeddedScenarioNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"proxy-ka", "proxy-close", "respond", "static", "https-ka", "tls-handshake", "h2", "h2-bulk", "grpc",
-		"idle-conns", "pipeline", "upload", "websocket", "c10k", "slow-backend", "backend-down", "features-on", "latency-at-rate"}
+		"idle-conns", "pipeline", "upload", "websocket", "c10k", "slow-backend", "backend-down", "features-on", "latency-at-rate", "compress"}
 	if got := scenarioNames(ss); !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
@@ -31,6 +31,11 @@ func TestEmbeddedScenarioNames(t *testing.T) {
 	}
 	if got := conns("proxy-ka"); !slices.Equal(got, []int{100, 500, 1000}) {
 		t.Errorf("proxy-ka connections: got %v, want [100 500 1000]", got)
+	}
+	for _, c := range byName["compress"].Cases {
+		if c.Path != "/json/20480" || c.Compress == "" || c.Headers["Accept-Encoding"] != c.Compress {
+			t.Errorf("compress %s: got path %s, compress %q, headers %v; want a 20 KiB JSON asked for with its coding", c.Name, c.Path, c.Compress, c.Headers)
+		}
 	}
 	if got := conns("proxy-close"); !slices.Equal(got, []int{100, 1000}) {
 		t.Errorf("proxy-close connections: got %v, want [100 1000]", got)
@@ -165,6 +170,8 @@ func TestParseScenariosRejects(t *testing.T) {
 		{"open-loop without rate", "- {name: a, what: x, tool: open-loop, cases: [{name: c}]}", "rate_of_peak"},
 		{"unknown quick case", "- {name: a, what: x, quick: [z], cases: [{name: c}]}", "quick"},
 		{"bad duration", "- {name: a, what: x, duration: soon, cases: [{name: c}]}", "soon"},
+		{"unknown coding", "- {name: a, what: x, cases: [{name: c, compress: deflate}]}", "compress"},
+		{"coding for another tool", "- {name: a, what: x, tool: websocket, cases: [{name: c, compress: gzip}]}", "compress"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

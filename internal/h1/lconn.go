@@ -682,16 +682,11 @@ func (c *lconn) pump() {
 			c.setDeadline(dlWrite, c.opts.WriteTimeout)
 			return // writable() resumes
 		}
-		p, err := c.l.bodyPiece(&u.body, c.opts.outputLimit()-len(c.fw.pending))
-		if c.xf != nil {
-			var terr error
-			if p, terr = c.transform(p, err); terr != nil {
-				c.sendDone(terr)
-				return
-			}
+		p, ok, err := c.bodyOut(c.opts.outputLimit() - len(c.fw.pending))
+		if !ok {
+			return
 		}
 		if len(p) > 0 {
-			c.respBytes += int64(len(p))
 			c.writePiece(p)
 			if w.err != nil {
 				c.sendDone(fmt.Errorf("%w: %w", wire.ErrClientGone, w.err))

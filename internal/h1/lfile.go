@@ -99,21 +99,12 @@ func (c *lconn) pumpFile() {
 				return
 			}
 		}
-		n, err := c.file.File.ReadAt(buf[:min(int64(len(buf)), c.fileEnd-c.fileOff)], c.fileOff)
-		if n > 0 {
-			c.fileOff += int64(n)
-			p := buf[:n]
-			if c.xf != nil {
-				var terr error
-				if p, terr = c.transform(p, eofIf(c.fileOff >= c.fileEnd)); terr != nil {
-					c.fileDone(terr)
-					return
-				}
-			}
-			if len(p) > 0 { // an empty chunk would end the body
-				c.respBytes += int64(len(p))
-				c.writePiece(p)
-			}
+		p, ok, err := c.filePiece(buf)
+		if !ok {
+			return
+		}
+		if len(p) > 0 { // an empty chunk would end the body
+			c.writePiece(p)
 		}
 		if c.wr.err != nil {
 			c.fileDone(fmt.Errorf("%w: %w", wire.ErrClientGone, c.wr.err))

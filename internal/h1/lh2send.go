@@ -191,16 +191,11 @@ func (c *lconn) h2pump() {
 			c.deadline, c.dkind = 0, dlNone
 			return
 		}
-		p, err := c.l.bodyPiece(&u.body, room)
-		if c.xf != nil {
-			var terr error
-			if p, terr = c.transform(p, err); terr != nil {
-				c.sendDone(terr)
-				return
-			}
+		p, ok, err := c.bodyOut(room)
+		if !ok {
+			return
 		}
 		if len(p) > 0 {
-			c.respBytes += int64(len(p))
 			c.h2data(p, false)
 		}
 		switch {
@@ -287,22 +282,14 @@ func (c *lconn) h2pumpFile() {
 			c.deadline, c.dkind = 0, dlNone
 			return
 		}
-		n, err := c.file.File.ReadAt(buf[:min(int64(min(len(buf), room)), c.fileEnd-c.fileOff)], c.fileOff)
-		if n > 0 {
-			c.fileOff += int64(n)
-			p := buf[:n]
-			if c.xf != nil {
-				var terr error
-				if p, terr = c.transform(p, eofIf(c.fileOff >= c.fileEnd)); terr != nil {
-					c.fileDone(terr)
-					return
-				}
-			}
-			c.respBytes += int64(len(p))
-			if len(p) > 0 || c.fileOff >= c.fileEnd {
-				c.h2data(p, c.fileOff >= c.fileEnd)
-			}
-			if c.fileOff >= c.fileEnd && len(st.carry) == 0 {
+		p, ok, err := c.filePiece(buf[:min(len(buf), room)])
+		if !ok {
+			return
+		}
+		// Only this read can have reached the end (checked above).
+		if end := c.fileOff >= c.fileEnd; len(p) > 0 || end {
+			c.h2data(p, end)
+			if end && len(st.carry) == 0 {
 				c.fileDone(nil)
 				return
 			}

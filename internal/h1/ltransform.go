@@ -77,6 +77,46 @@ func (c *lconn) transform(p []byte, err error) ([]byte, error) {
 	return out, nil
 }
 
+// bodyOut reads the next piece of the backend's answer (at most room
+// bytes when read straight from the socket: bodyPiece) and returns it as
+// it goes to the client, through the transform when there is one, with
+// the source's error; counted as sent. ok is false when the transform
+// failed: the answer has been ended.
+func (c *lconn) bodyOut(room int) (p []byte, ok bool, err error) {
+	p, err = c.l.bodyPiece(&c.up.body, room)
+	if c.xf != nil {
+		var terr error
+		if p, terr = c.transform(p, err); terr != nil {
+			c.sendDone(terr)
+			return nil, false, nil
+		}
+	}
+	c.respBytes += int64(len(p))
+	return p, true, err
+}
+
+// filePiece reads the next piece of a file answer's range into buf (at
+// most len(buf) bytes) and returns it as it goes to the client, through
+// the transform when there is one, with the read's error; counted as
+// sent. ok is false when the transform failed: the answer has been ended.
+func (c *lconn) filePiece(buf []byte) (p []byte, ok bool, err error) {
+	n, err := c.file.File.ReadAt(buf[:min(int64(len(buf)), c.fileEnd-c.fileOff)], c.fileOff)
+	if n <= 0 {
+		return nil, true, err
+	}
+	c.fileOff += int64(n)
+	p = buf[:n]
+	if c.xf != nil {
+		var terr error
+		if p, terr = c.transform(p, eofIf(c.fileOff >= c.fileEnd)); terr != nil {
+			c.fileDone(terr)
+			return nil, false, nil
+		}
+	}
+	c.respBytes += int64(len(p))
+	return p, true, err
+}
+
 // fileFraming frames a file's answer that goes through a transform
 // (serveFile): chunked for an HTTP/1.1 client; an HTTP/1.0 client's
 // ends with the connection.

@@ -249,9 +249,9 @@ func compressClients(t *testing.T, s *Server, certs *testCerts) []compressClient
 	}
 }
 
-// do sends a request with Accept-Encoding ae ("" for none) and returns
-// the answer with its body as it came (coded).
-func (c compressClient) do(t *testing.T, method, path, ae string) (*http.Response, []byte) {
+// start sends a request with Accept-Encoding ae ("" for none) and
+// returns the answer, its body still to read.
+func (c compressClient) start(t *testing.T, method, path, ae string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest(method, c.base+path, nil)
 	if err != nil {
@@ -262,8 +262,15 @@ func (c compressClient) do(t *testing.T, method, path, ae string) (*http.Respons
 	}
 	res, err := c.rt.RoundTrip(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
+		t.Fatalf("%s %s over %s: %v", method, path, c.name, err)
 	}
+	return res
+}
+
+// do is start, and the body read as it came (coded).
+func (c compressClient) do(t *testing.T, method, path, ae string) (*http.Response, []byte) {
+	t.Helper()
+	res := c.start(t, method, path, ae)
 	defer res.Body.Close()
 	body, err := io.ReadAll(res.Body)
 	if err != nil {
@@ -472,12 +479,7 @@ func TestCompressedAnswerTrickles(t *testing.T) {
 				n++
 				id := strconv.Itoa(n)
 				what := c.name + " " + coding
-				req, _ := http.NewRequest("GET", c.base+"/events?id="+id, nil)
-				req.Header.Set("Accept-Encoding", coding)
-				res, err := c.rt.RoundTrip(req)
-				if err != nil {
-					t.Fatalf("%s: %v", what, err)
-				}
+				res := c.start(t, "GET", "/events?id="+id, coding)
 				if got := res.Header.Get("Content-Encoding"); got != coding {
 					t.Fatalf("%s: got Content-Encoding %q, want %s", what, got, coding)
 				}
@@ -617,12 +619,7 @@ func TestCompressionEncodersGoBack(t *testing.T) {
 		pool := e.s.Pipeline().Graph().RouteList[2].Compress.Pool()
 		for _, c := range e.clients {
 			t.Run(c.name+" client gone", func(t *testing.T) {
-				req, _ := http.NewRequest("GET", c.base+"/big", nil)
-				req.Header.Set("Accept-Encoding", "gzip")
-				res, err := c.rt.RoundTrip(req)
-				if err != nil {
-					t.Fatal(err)
-				}
+				res := c.start(t, "GET", "/big", "gzip")
 				if _, err := io.ReadFull(res.Body, make([]byte, 32<<10)); err != nil {
 					t.Fatal(err)
 				}
@@ -633,12 +630,7 @@ func TestCompressionEncodersGoBack(t *testing.T) {
 				e.checkEncodersBack(t)
 			})
 			t.Run(c.name+" backend failed", func(t *testing.T) {
-				req, _ := http.NewRequest("GET", c.base+"/broken", nil)
-				req.Header.Set("Accept-Encoding", "gzip")
-				res, err := c.rt.RoundTrip(req)
-				if err != nil {
-					t.Fatal(err)
-				}
+				res := c.start(t, "GET", "/broken", "gzip")
 				if _, err := io.ReadAll(res.Body); err == nil {
 					t.Errorf("got the whole answer, want it cut short")
 				}

@@ -34,14 +34,8 @@ func precompressedFixture(t *testing.T) string {
 func TestPrecompressedSiblings(t *testing.T) {
 	h := newHandler(t, precompressedFixture(t), "", "", Options{Precompressed: []compress.Coding{compress.Brotli, compress.Zstd, compress.Gzip}})
 	js := "text/javascript; charset=utf-8"
-	type want map[string]string
-	tests := []struct {
-		name   string
-		req    req
-		status int
-		body   string
-		fields want
-	}{
+	type want = map[string]string
+	tests := []planCase{
 		{"brotli preferred", get("/app.js", "Accept-Encoding", "gzip, deflate, br, zstd"), 200, "BROTLI",
 			want{"Content-Encoding": "br", "Content-Type": js, "Content-Length": "6", "ETag": etagOf(siblingTime, 6), "Vary": "Accept-Encoding"}},
 		{"q-values decide", get("/app.js", "Accept-Encoding", "br;q=0.5, gzip"), 200, "GZ",
@@ -66,24 +60,9 @@ func TestPrecompressedSiblings(t *testing.T) {
 		{"a sibling asked for by name is a file like any", get("/app.js.gz", "Accept-Encoding", "gzip"), 200, "GZ",
 			want{"Content-Encoding": "", "Content-Type": "application/gzip"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			// Twice: from the disk, then from the cache.
-			for round := 0; round < 2; round++ {
-				var a Answer
-				h.Plan(tt.req, &a)
-				res := send(t, &a)
-				if res.status != tt.status || res.body != tt.body {
-					t.Fatalf("round %d: got %d %q, want %d %q", round, res.status, res.body, tt.status, tt.body)
-				}
-				for k, v := range tt.fields {
-					if got := res.header.Get(k); got != v {
-						t.Errorf("round %d: %s: got %q, want %q", round, k, got, v)
-					}
-				}
-			}
-		})
-	}
+	// Twice: from the disk, then from the cache.
+	checkPlans(t, h, tests)
+	checkPlans(t, h, tests)
 }
 
 // TestPrecompressedNotConfigured: a route without precompressed codings

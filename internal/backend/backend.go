@@ -291,6 +291,7 @@ func (f *flow) Handler() *wire.Local                         { return f.local }
 func (f *flow) Files() wire.Files                            { return nil }
 func (f *flow) Target() (*wire.Transport, *upstream.Backend) { return nil, nil }
 func (f *flow) BufferLimits() wire.BufferLimits              { return wire.BufferLimits{Discard: true} }
+func (f *flow) ResponseBuffer() *wire.ResponseBuffer         { return nil }
 
 // Buffered answers /sink once its body has been read and dropped: with
 // its length.

@@ -204,6 +204,11 @@ func TestHeliosConfigParses(t *testing.T) {
 			if tt.name == "compress" {
 				d.Compress, d.CompressLevel = "gzip", compressGzipLevel
 			}
+			// The access log's directory, which the run makes before
+			// it writes the config there, must exist to validate.
+			if err := os.MkdirAll(d.Dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			text := render(t, "helios", d)
 			cfg, err := config.Parse([]byte(text), "helios.yaml", func(string) (string, bool) { return "", false })
 			if err != nil {

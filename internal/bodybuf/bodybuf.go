@@ -1,8 +1,10 @@
-// Package bodybuf holds a request body while Helios reads it from the
-// client before choosing a backend (request buffering): in memory up to a
-// size, then in an unlinked temporary file up to a cap. A slow client then
-// costs a backend nothing, and a buffered body can be sent again on a
-// retry.
+// Package bodybuf holds message bodies in memory up to a size, then in an
+// unlinked temporary file up to a cap: a request body while Helios reads
+// it from the client before choosing a backend (request buffering,
+// Buffer), and an answer between a backend and a client that reads it
+// more slowly (response buffering, Spool), within what a process may hold
+// (Budget). A slow client then costs a backend nothing, and a buffered
+// request body can be sent again on a retry.
 package bodybuf
 
 import (
@@ -57,6 +59,9 @@ func (b *Buffer) MemRoom() int {
 // Len returns the bytes held.
 func (b *Buffer) Len() int64 { return int64(len(b.mem)) + b.fileLen }
 
+// Cap returns how many bytes b holds at most, in memory and file.
+func (b *Buffer) Cap() int64 { return int64(b.memMax) + b.fileMax }
+
 // Room returns how many more bytes fit.
 func (b *Buffer) Room() int64 { return int64(b.memMax) + b.fileMax - b.Len() }
 
@@ -74,11 +79,10 @@ func (b *Buffer) Write(p []byte) (int, error) {
 		return n, nil
 	}
 	if b.f == nil {
-		f, err := os.CreateTemp(b.dir, "helios-body-*")
+		f, err := tempFile(b.dir)
 		if err != nil {
 			return n, fmt.Errorf("buffering a request body: %w", err)
 		}
-		os.Remove(f.Name())
 		b.f = f
 	}
 	m, err := b.f.Write(p[n:])

@@ -43,7 +43,16 @@ func SetDefaults(c *Config) {
 		setDefault(m, p+".max_header_count", &l.MaxHeaderCount, 100)
 		setDefault(m, p+".max_method_bytes", &l.MaxMethodBytes, 32)
 		setDefault(m, p+".output_buffer_bytes", &l.OutputBufferBytes, 65536)
-		setString(&l.Engine, EngineLoop)
+		if l.Poller == "" {
+			// The deprecated key's value, where it has one this key
+			// can take (validate says what is wrong with another).
+			switch l.Engine {
+			case EngineLoop, "":
+				l.Poller = PollerNative
+			case EnginePortable:
+				l.Poller = PollerPortable
+			}
+		}
 		setDefault(m, p+".write_timeout", &l.WriteTimeout, seconds(60))
 		// ReadTimeout defaults to 0, no limit.
 		setListenerTLSDefaults(m, l, p)
@@ -68,6 +77,9 @@ func SetDefaults(c *Config) {
 			setDefault(m, p+".max_body_bytes", &r.MaxBodyBytes, 100<<20)
 			setDefault(m, p+".request_buffer_memory_bytes", &r.RequestBufferMemoryBytes, 64<<10)
 			setDefault(m, p+".request_buffer_file_bytes", &r.RequestBufferFileBytes, 16<<20)
+			setString(&r.ResponseBuffering, BufferingAuto)
+			setDefault(m, p+".response_buffer_memory_bytes", &r.ResponseBufferMemoryBytes, 64<<10)
+			setDefault(m, p+".response_buffer_file_bytes", &r.ResponseBufferFileBytes, 64<<20)
 		}
 	}
 	for i := range c.Upstreams {
@@ -77,6 +89,8 @@ func SetDefaults(c *Config) {
 	setDefault(m, "discovery.timeout", &d.Timeout, seconds(5))
 	setDefault(m, "discovery.min_refresh", &d.MinRefresh, seconds(1))
 	setDefault(m, "discovery.file_refresh", &d.FileRefresh, seconds(1))
+	setDefault(m, "response_buffers.memory_bytes", &c.ResponseBuffers.MemoryBytes, 64<<20)
+	setDefault(m, "response_buffers.file_bytes", &c.ResponseBuffers.FileBytes, 1<<30)
 	setString(&c.Admin.Address, defaultAdminAddress)
 	setString(&c.Logging.Level, "info")
 	setString(&c.Logging.Format, "json")

@@ -63,7 +63,7 @@ func TestSetDefaultsInCode(t *testing.T) {
 // would have filled, rather than accept it.
 func TestValidateWithoutDefaults(t *testing.T) {
 	c := &Config{
-		Listeners: []Listener{{Name: "web", Address: ":80", Sockets: 1, Backlog: 1, MaxConnections: 1, MaxHeaderBytes: 1024, MaxHeaderCount: 1, MaxMethodBytes: 1, OutputBufferBytes: 4096, Engine: EngineLoop}},
+		Listeners: []Listener{{Name: "web", Address: ":80", Sockets: 1, Backlog: 1, MaxConnections: 1, MaxHeaderBytes: 1024, MaxHeaderCount: 1, MaxMethodBytes: 1, OutputBufferBytes: 4096, Poller: PollerNative}},
 		Routes:    []Route{{Name: "r", Respond: &Respond{Status: 200}}},
 		Admin:     Admin{Address: "off"},
 		Logging:   Logging{Level: "info", Format: "json", AccessLog: "stderr"},

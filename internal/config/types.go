@@ -60,6 +60,10 @@ type Config struct {
 	// checks of backends files; the zero Discovery gets the defaults
 	// documented on its fields.
 	Discovery Discovery `yaml:"discovery"`
+	// ResponseBuffers caps what response buffering holds across the
+	// process; the zero ResponseBuffers gets the defaults documented on
+	// its fields.
+	ResponseBuffers ResponseBuffers `yaml:"response_buffers"`
 
 	// File is the path the configuration was read from ("" when parsed
 	// from memory). Not a YAML key.
@@ -74,6 +78,11 @@ type Config struct {
 	// for a Config built in code.
 	meta *meta
 }
+
+// IsSet reports whether the file gave the key at path (a key path as
+// problems name them, such as listeners[0].max_connections) a value, rather
+// than leaving it to its default. It is false for a Config built in code.
+func (c *Config) IsSet(path string) bool { return c.meta.present(path) }
 
 // Listener is one listening address served by a pool of SO_REUSEPORT sockets.
 type Listener struct {
@@ -125,10 +134,14 @@ type Listener struct {
 	// reads slowly, 4096-67108864; past it Helios stops reading from the
 	// backend until the client catches up. Default 65536.
 	OutputBufferBytes int `yaml:"output_buffer_bytes"`
-	// Engine is how the event loops serving the listener learn which
-	// sockets are ready: "loop" (the system's own poller: epoll on Linux)
-	// or "portable" (Go's netpoller, which every system has; slower, and
-	// what non-Linux systems get with either value). Default "loop".
+	// Poller is how the event loops serving the listener learn which
+	// sockets are ready: "native" (the system's own poller: epoll on
+	// Linux) or "portable" (Go's netpoller, which every system has;
+	// slower, and what non-Linux systems get with either value). Default
+	// "native".
+	Poller string `yaml:"poller"`
+	// Engine is Poller's old name, read when Poller is not set ("loop"
+	// for "native"; "portable"); validate warns that it is deprecated.
 	Engine string `yaml:"engine"`
 	// TLS makes the listener speak TLS; nil means cleartext.
 	TLS *ListenerTLS `yaml:"tls"`
@@ -141,7 +154,13 @@ type Listener struct {
 	H2C bool `yaml:"h2c"`
 }
 
-// The Listener.Engine values.
+// The Listener.Poller values.
+const (
+	PollerNative   = "native"
+	PollerPortable = "portable"
+)
+
+// The Listener.Engine values, the old names of the pollers.
 const (
 	EngineLoop     = "loop"
 	EnginePortable = "portable"
@@ -213,6 +232,39 @@ type Route struct {
 	// ACME certificate are never redirected by it. nil means the
 	// default, true; HTTPSRedirects reads it.
 	HTTPSRedirect *bool `yaml:"https_redirect"`
+	// ResponseBuffering says what happens to an answer whose client reads
+	// it more slowly than the backend sends it: auto (it is read into a
+	// buffer, up to ResponseBufferMemoryBytes in memory, then up to
+	// ResponseBufferFileBytes in a temporary file, within the process's
+	// ResponseBuffers, so that the backend connection is let go as soon
+	// as the whole answer is in; answers that say they are streams are
+	// never buffered) or off (the backend waits for the client). Default
+	// auto. Only for routes with an upstream (the defaults are filled in
+	// only there).
+	ResponseBuffering string `yaml:"response_buffering"`
+	// ResponseBufferMemoryBytes is how much of one answer response
+	// buffering keeps in memory, 0-67108864. Default 65536.
+	ResponseBufferMemoryBytes int `yaml:"response_buffer_memory_bytes"`
+	// ResponseBufferFileBytes is how much more of one answer it keeps in
+	// a temporary file (in $TMPDIR, unlinked at once), 0 or more. An
+	// answer of known length that does not fit is not buffered. Default
+	// 67108864.
+	ResponseBufferFileBytes int64 `yaml:"response_buffer_file_bytes"`
+}
+
+// The Route.ResponseBuffering values are BufferingAuto and BufferingOff.
+
+// ResponseBuffers caps what response buffering holds across the process,
+// all routes' answers together; an answer that would pass a cap is not
+// buffered further (it waits for its client, as with response_buffering
+// off).
+type ResponseBuffers struct {
+	// MemoryBytes caps the bytes held in memory, 0 or more (0: none).
+	// Default 67108864.
+	MemoryBytes int64 `yaml:"memory_bytes"`
+	// FileBytes caps the bytes held in temporary files, 0 or more (0:
+	// none). Default 1073741824.
+	FileBytes int64 `yaml:"file_bytes"`
 }
 
 // SplitTarget is one upstream of a route's split.

@@ -244,6 +244,43 @@ routes:
 			want: `t.yaml:5: routes[0].allow_methods[1]: "GET" is not a method this key allows (TRACE, CONNECT; other methods need no allowing)`,
 		},
 
+		{
+			name: "response buffering mode",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    upstream: app
+    response_buffering: "on"
+    response_buffer_memory_bytes: 67108865
+    response_buffer_file_bytes: -1
+upstreams: [{name: app, backends: [{address: "127.0.0.1:9000"}]}]
+`,
+			want: `t.yaml:5: routes[0].response_buffering: "on" is not a response buffering mode (auto, off)
+t.yaml:6: routes[0].response_buffer_memory_bytes: 67108865 is out of range (0-67108864)
+t.yaml:7: routes[0].response_buffer_file_bytes: -1 is out of range (0 keeps answers in memory only, or more)`,
+		},
+		{
+			name: "response buffering on a respond route",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    respond: {}
+    response_buffering: "off"
+`,
+			want: `t.yaml:5: routes[0].response_buffering: set on a route without an upstream (only answers from a backend are buffered)`,
+		},
+		{
+			name: "response buffer caps",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, respond: {}}]
+response_buffers:
+  memory_bytes: -1
+  file_bytes: -2
+`,
+			want: `t.yaml:4: response_buffers.memory_bytes: -1 is out of range (0 or more)
+t.yaml:5: response_buffers.file_bytes: -2 is out of range (0 or more)`,
+		},
+
 		// Routes.
 		{
 			name: "no routes",

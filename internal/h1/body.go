@@ -48,8 +48,9 @@ type body struct {
 	limit int64
 	// trailer holds the trailer section of a chunked body, copied out of
 	// the buffer because later reads reuse it (of a stream's body, the
-	// stream keeps its own: streamBuf).
-	trailer trailerSection
+	// stream keeps its own: streamBuf); nil until a body has one (few
+	// do, and every connection carries a body), then kept for reuse.
+	trailer *trailerSection
 	// onFirstRead runs once before the first byte is read (sending
 	// "100 Continue" to a client that asked for it).
 	onFirstRead func()
@@ -59,7 +60,9 @@ type body struct {
 
 func (b *body) reset(src *reader, kind bodyKind, length int64) {
 	tr := b.trailer
-	tr.reset()
+	if tr != nil {
+		tr.reset()
+	}
 	*b = body{src: src, kind: kind, remaining: length, trailer: tr}
 	if kind == bodyNone || (kind == bodyFixed && length == 0) {
 		b.done = true
@@ -192,12 +195,17 @@ func (b *body) nextChunk() error {
 		}
 		if len(line) == 0 {
 			b.done = true
-			b.trailer.done()
+			if b.trailer != nil {
+				b.trailer.done()
+			}
 			return nil
 		}
 		colon := indexByte(line, ':')
 		if colon <= 0 || !httpmsg.IsToken(line[:colon]) || !httpmsg.ValidValue(httpmsg.TrimOWS(line[colon+1:])) {
 			return errMalformedChunk
+		}
+		if b.trailer == nil {
+			b.trailer = &trailerSection{}
 		}
 		b.trailer.size += len(line) + 2
 		if b.trailer.size > maxTrailerBytes {
@@ -414,3 +422,15 @@ func (b *body) consumeBuffered() {
 	b.remaining = 0
 	b.done = true
 }
+
+// trailers returns the body's trailer section (empty when it had none).
+func (b *body) trailers() *trailerSection {
+	if b.trailer == nil {
+		return &noTrailer
+	}
+	return b.trailer
+}
+
+// noTrailer is the trailer section of the bodies that have none; it is
+// only read.
+var noTrailer trailerSection

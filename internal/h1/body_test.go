@@ -172,8 +172,8 @@ func TestChunkedBody(t *testing.T) {
 				if string(got) != tt.want {
 					t.Errorf("got body %q, want %q", trunc(got), trunc([]byte(tt.want)))
 				}
-				if string(b.trailer.lines()) != tt.trailer {
-					t.Errorf("got trailer %q, want %q", b.trailer.lines(), tt.trailer)
+				if string(b.trailers().lines()) != tt.trailer {
+					t.Errorf("got trailer %q, want %q", b.trailers().lines(), tt.trailer)
 				}
 				if b.read != int64(len(tt.want)) {
 					t.Errorf("got read %v, want %v", b.read, len(tt.want))

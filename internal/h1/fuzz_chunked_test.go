@@ -148,7 +148,7 @@ func decodeChunked(src *pieceSource, bufSize int, limit int64, read func(*body) 
 	b.reset(rd, bodyChunked, 0)
 	b.limit = limit
 	data, err := read(b)
-	d := decodedBody{data: data, trailer: b.trailer.lines(), err: err}
+	d := decodedBody{data: data, trailer: b.trailers().lines(), err: err}
 	if err == nil {
 		d.rest = append(append([]byte(nil), rd.buffered()...), src.data...)
 		if b.read != int64(len(data)) {

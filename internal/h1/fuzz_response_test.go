@@ -194,13 +194,14 @@ func checkRelayedResponse(t *testing.T, r *response, forHEAD, http10Client bool)
 		}
 	}
 	// The end-to-end fields go on in order; hop-by-hop ones, those the
-	// Connection header named and framing the body no longer has do not.
+	// Connection header named and framing the body no longer has do not,
+	// nor a Content-Length in a 204 (RFC 9110 §8.6 forbids it there).
 	var want []httpmsg.Field
 	for _, f := range r.Header.Fields {
 		switch {
 		case f.Drop, f.Kind.HopByHop(),
 			f.Kind == httpmsg.KindTrailer && !chunkOut,
-			f.Kind == httpmsg.KindContentLength && (r.chunked || r.untilClose):
+			f.Kind == httpmsg.KindContentLength && (r.chunked || r.untilClose || r.Status == 204):
 			continue
 		}
 		want = append(want, f)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -212,7 +213,10 @@ func (c *lconn) startBuffering(lim wire.BufferLimits) {
 	}
 	c.state = lsBuffer
 	c.buffering = true
-	c.bufLim = lim
+	c.bufDiscard, c.bufStream = lim.Discard, lim.Stream
+	if c.bb == nil {
+		c.bb = new(bodybuf.Buffer) // kept for the connection's next bodies
+	}
 	c.bb.Reset(lim.Memory, lim.File, lim.Dir)
 	c.bufferMore()
 }
@@ -220,19 +224,19 @@ func (c *lconn) startBuffering(lim wire.BufferLimits) {
 // bufferMore reads body bytes into c.bb until the body is done, the
 // buffer is full, or the client or the disk has to be waited for.
 func (c *lconn) bufferMore() {
-	if c.bufLim.Discard {
+	if c.bufDiscard {
 		c.discardMore()
 		return
 	}
 	for c.buffering && !c.spilling {
 		room := c.bb.Room()
 		if room == 0 {
-			if c.bufLim.Stream {
+			if c.bufStream {
 				c.bodyBuf = bufferedPrefix
 				c.bufferDone(nil)
 				return
 			}
-			c.bufferDone(fmt.Errorf("%w: more than the %d bytes this route buffers", wire.ErrBodyTooLarge, int64(c.bufLim.Memory)+c.bufLim.File))
+			c.bufferDone(fmt.Errorf("%w: more than the %d bytes this route buffers", wire.ErrBodyTooLarge, c.bb.Cap()))
 			return
 		}
 		buf := c.l.scratch()
@@ -297,7 +301,9 @@ func (c *lconn) bufferDone(err error) {
 	if err != nil {
 		c.closeAfter = true
 		if !c.spilling {
-			c.bb.Close()
+			if c.bb != nil {
+				c.bb.Close()
+			}
 		}
 	}
 	c.state = lsForward
@@ -311,6 +317,10 @@ type spillJob struct {
 	gen  uint32
 	data *[]byte
 	n    int
+	// out, when set, makes it a write of a buffered answer to out's
+	// file, f (nil: none yet; lresp.go).
+	out *respSpool
+	f   *os.File
 }
 
 // spill hands p to the spill goroutine; the loop reads no more of the
@@ -353,6 +363,10 @@ func (e *Engine) spillLoop() {
 		case <-e.ctx.Done():
 			return
 		case j := <-e.spills:
+			if j.out != nil {
+				e.spillAnswer(j)
+				continue
+			}
 			_, err := j.c.bb.Write((*j.data)[:j.n])
 			e.spillBufs.Put(j.data)
 			l := j.c.l
@@ -368,7 +382,9 @@ func (c *lconn) spilled(gen uint32, err error) {
 	c.spilling = false
 	if gen != c.gen || !c.buffering {
 		// The connection ended (or the exchange failed) meanwhile.
-		c.bb.Close()
+		if c.bb != nil {
+			c.bb.Close()
+		}
 		return
 	}
 	if err != nil {

@@ -63,7 +63,9 @@ const (
 const maxLoopBody = 64 << 10
 
 // lconn is a client connection served by a loop. It implements
-// wire.Exchange.
+// wire.Exchange. Every idle keep-alive connection holds one (see
+// TestIdleConnectionMemory): small fields sit beside others of their
+// size, so that it fits an allocation class of 1,280 bytes.
 type lconn struct {
 	l    *loop
 	ll   *LoopListener
@@ -75,17 +77,16 @@ type lconn struct {
 	rd     reader
 	fw     fdWriter
 	wr     writer
-	wbuf   []byte
 
 	req     request
 	reqBody body
 	flow    wire.Flow
-	state   lstate
 	scanned int // how far the current head has been scanned
 	headOff int // where the current request's head starts in rd.buf
 
 	deadline int64
 	dkind    uint8
+	state    lstate
 	// headDeadline: a partial head's deadline is set once, when its first
 	// bytes arrive, not moved by later ones.
 	headDeadline bool
@@ -100,9 +101,9 @@ type lconn struct {
 
 	// The exchange in progress.
 	start       int64
-	respStarted bool
 	respStatus  int
 	respBytes   int64
+	respStarted bool
 	closeAfter  bool
 	broken      bool
 	bodySent    bool
@@ -113,25 +114,29 @@ type lconn struct {
 
 	// The request body, when it does not fit the read buffer whole.
 	// streaming: it goes to the backend as it arrives (pumpReq);
-	// buffering: it is read first (bufferMore) under bufLim into bb,
+	// buffering: it is read first (bufferMore) into bb, under its caps
+	// (bufDiscard: only to drop it; bufStream: what outgrows bb streams),
 	// with a write to its temporary file under way while spilling
 	// (bufferEOF: the body ended meanwhile); bodyBuf says what bb
 	// holds once done; prefixCRLF: a buffered chunk's end is still to go.
 	streaming, buffering, spilling bool
 	bufferEOF, prefixCRLF          bool
-	bufLim                         wire.BufferLimits
-	bb                             bodybuf.Buffer
 	bodyBuf                        bodyBuffering
+	bufDiscard, bufStream          bool
+	bb                             *bodybuf.Buffer
 	// bodyDeadline bounds the wait for request body bytes (unix
 	// nanoseconds; 0: none).
 	bodyDeadline int64
+	// rs holds the answer for a client that reads it more slowly than
+	// its backend sends it (response buffering, lresp.go); nil while it
+	// streams. spooled, spoolFull: the answer has been counted as
+	// buffered, as stopped by a cap.
+	rs                 *respSpool
+	spooled, spoolFull bool
 	// flowDone: the exchange's flow has been finished.
 	flowDone bool
 	// arena is the memory Alloc lends the exchange's pipeline.
 	arena []byte
-	// gen numbers the exchanges on this connection, so that a spill
-	// write finishing late knows whether its exchange is still on.
-	gen uint32
 	// continueFn is c.sendContinue, made once.
 	continueFn func()
 	// TLS: the connection's tls.Conn once handshaken, and the socket it
@@ -143,6 +148,11 @@ type lconn struct {
 	// inc numbers the connections this lconn has served, so that a
 	// handshake that ends late knows whether its connection is still on.
 	inc uint32
+	// gen numbers the exchanges on this connection, so that a spill
+	// write finishing late knows whether its exchange is still on. (Next
+	// to inc: two words of lconn's would be padding otherwise, and it
+	// must stay within its allocation class, TestIdleConnectionMemory.)
+	gen uint32
 	// HTTP/2: h2 is the session of a connection in state lsH2; h2s is
 	// set while this lconn serves one stream of such a connection (it
 	// has no socket of its own then).
@@ -153,30 +163,33 @@ type lconn struct {
 	inClosed, outClosed, inShut, outShut bool
 
 	// Forwarding.
-	tr *wire.Transport
+	replay, chunkOut bool
+	tr               *wire.Transport
 	// local is the in-process backend of an ActServeHTTP (nil when
 	// forwarding for the pipeline).
 	local *localServer
-	// queued is the pool whose connection cap this request waits at.
+	// queued is the pool whose connection cap this request waits at;
+	// fdWait: it waits for the descriptor budget instead (lfds.go).
 	queued *lpool
-	// file is a static answer in progress; fileOff..fileEnd is what is
-	// left of its range (over TLS; without, fw keeps it).
-	file             wire.FileAnswer
+	fdWait bool
+	// file is the static answer in progress, made on the connection's
+	// first file and kept; fileOff..fileEnd is what is left of its range
+	// (over TLS; without, fw keeps it).
+	file             *wire.FileAnswer
 	fileOff, fileEnd int64
 	be               *upstream.Backend
 	up               *lupconn
 	tries            int
-	replay           bool
-	chunkOut         bool
 	// resolving: the attempt waits for this pool's host name lookup.
 	resolving *lpool
 	// tryDeadline ends the current attempt (the transport's TryTimeout,
 	// lwait.go); 0: none.
 	tryDeadline int64
-	// xf is the transform the answer's body goes through (ltransform.go);
-	// nil for none. xfDirty: bytes went into it since its last flush.
-	xf      wire.BodyTransform
-	xfDirty bool
+	// xf holds the transform the answer's body goes through
+	// (ltransform.go); nil until the connection's first. One pointer,
+	// not the 24 bytes of the transform and its state: lconn must stay
+	// within its allocation class (TestIdleConnectionMemory).
+	xf *xform
 }
 
 // allocConn returns a connection from the free list, or a new one.
@@ -416,6 +429,9 @@ func (c *lconn) readHead() bool {
 				c.rd.pinHead(end)
 				c.headOff = c.rd.pin - end
 				head := c.rd.buf[c.headOff:c.rd.pin]
+				if c.req.Header.Fields == nil {
+					c.req.Header.Fields = c.l.fieldBufs.get()
+				}
 				if err := parseRequestLimits(head, &c.req, c.opts.limits()); err != nil {
 					if c.opts.H2C && c.fresh != 0 && !bytes.Contains(head[:bytes.IndexByte(head, '\n')+1], []byte(" HTTP/1.")) {
 						// The first bytes of an h2c listener's connection
@@ -475,6 +491,7 @@ func (c *lconn) readHead() bool {
 				c.l.headBufs.put(c.rd.buf)
 				c.rd.reset(c.src(), nil)
 				c.rd.buf = nil
+				c.dropFields()
 				c.setDeadline(dlIdle, c.opts.IdleTimeout)
 			}
 			return false
@@ -567,6 +584,7 @@ func (c *lconn) begin() {
 	c.inClosed, c.outClosed, c.inShut, c.outShut = false, false, false, false
 	c.bodyBuf = notBuffered
 	c.bodyDeadline = 0
+	c.spooled, c.spoolFull = false, false
 	switch {
 	case c.req.chunked:
 		c.reqBody.reset(&c.rd, bodyChunked, 0)
@@ -671,36 +689,30 @@ func (c *lconn) startSend() {
 // pump moves response body from the backend to the client until one of
 // them has to wait.
 func (c *lconn) pump() {
+	if c.rs != nil && c.spoolPump() {
+		return // a buffered answer (lresp.go)
+	}
 	if c.h2s != nil {
 		c.h2pump()
 		return
 	}
 	u := c.up
-	w := &c.wr
 	for {
 		if len(c.fw.pending) > c.opts.outputLimit() {
+			if c.startSpool() {
+				return
+			}
 			c.setDeadline(dlWrite, c.opts.WriteTimeout)
 			return // writable() resumes
 		}
 		p, ok, err := c.bodyOut(c.opts.outputLimit() - len(c.fw.pending))
-		if !ok {
+		if !ok || len(p) > 0 && !c.writePiece(p) {
 			return
-		}
-		if len(p) > 0 {
-			c.writePiece(p)
-			if w.err != nil {
-				c.sendDone(fmt.Errorf("%w: %w", wire.ErrClientGone, w.err))
-				return
-			}
 		}
 		switch {
 		case err == nil:
 		case err == io.EOF:
-			if c.chunkOut {
-				w.WriteString("0\r\n")
-				httpmsg.TrailerFields(w, &u.respTrailer().hdr)
-				w.WriteString("\r\n")
-			}
+			c.endChunks(u.respTrailer())
 			c.sendDone(nil)
 			return
 		case err == errWouldBlock:
@@ -720,24 +732,67 @@ func (c *lconn) pump() {
 	}
 }
 
+// writePiece writes a piece of the answer's body to the client (a chunk
+// when the answer goes out chunked); false when the client is gone (the
+// exchange has ended).
+func (c *lconn) writePiece(p []byte) bool {
+	c.respBytes += int64(len(p))
+	c.writeChunk(p)
+	if w := &c.wr; w.err != nil {
+		c.sendDone(fmt.Errorf("%w: %w", wire.ErrClientGone, w.err))
+		return false
+	}
+	return true
+}
+
+// writeChunk writes a piece of an answer's body to an HTTP/1.1 client:
+// as a chunk when the answer goes out chunked (chunkOut).
+func (c *lconn) writeChunk(p []byte) {
+	w := &c.wr
+	if c.chunkOut {
+		w.writeHex(int64(len(p)))
+		w.WriteString("\r\n")
+	}
+	w.Write(p)
+	if c.chunkOut {
+		w.WriteString("\r\n")
+	}
+}
+
+// endChunks ends an answer that goes out chunked, with its trailer.
+func (c *lconn) endChunks(tr *trailerSection) {
+	if c.chunkOut {
+		w := &c.wr
+		w.WriteString("0\r\n")
+		httpmsg.TrailerFields(w, &tr.hdr)
+		w.WriteString("\r\n")
+	}
+}
+
 // sendDone ends an answer streamed from a backend.
 func (c *lconn) sendDone(err error) {
-	u := c.up
-	c.up = nil
 	if err == nil && c.wr.err != nil {
 		err = fmt.Errorf("%w: %w", wire.ErrClientGone, c.wr.err)
 	}
-	if u != nil {
-		// A backend connection whose request body did not all go out
-		// (it answered early) cannot carry another request.
-		u.release(err == nil && u.resp.keepAlive && u.body.done && !c.streaming && !u.busy())
-		c.releaseUpWriterOf(u)
-	}
+	c.letGoUp(err)
 	if err != nil {
 		c.broken = true
 	}
 	c.flow.Sent(c.respStatus, c.respBytes, err)
 	c.finish()
+}
+
+// letGoUp ends the use of the backend connection once its answer has
+// been read, or given up on (err): back to its pool when it can carry
+// another request, closed otherwise. A backend connection whose request
+// body did not all go out (it answered early) cannot.
+func (c *lconn) letGoUp(err error) {
+	u := c.up
+	c.up = nil
+	if u != nil {
+		u.release(err == nil && u.resp.keepAlive && u.body.done && !c.streaming && !u.busy())
+		c.releaseUpWriterOf(u)
+	}
 }
 
 // finish ends the exchange and goes on to the next request when the
@@ -747,8 +802,11 @@ func (c *lconn) finish() {
 	c.endFlow()
 	c.streaming, c.buffering = false, false
 	c.bodyDeadline = 0
+	c.dropSpool()
 	if !c.spilling {
-		c.bb.Close()
+		if c.bb != nil {
+			c.bb.Close()
+		}
 	}
 	if c.broken {
 		c.flushOut()
@@ -815,7 +873,18 @@ func (c *lconn) endOutput() {
 			c.rd.buf = nil
 			c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
 		}
+		c.dropFields()
 		c.setDeadline(dlIdle, c.opts.IdleTimeout)
+	}
+}
+
+// dropFields gives the request head's field array back to the loop
+// between requests: an idle connection holds none (a browser's dozen
+// fields take most of a kilobyte).
+func (c *lconn) dropFields() {
+	if c.req.Header.Fields != nil {
+		c.l.fieldBufs.put(c.req.Header.Fields)
+		c.req.Header.Fields = nil
 	}
 }
 
@@ -865,8 +934,7 @@ func (c *lconn) writeConnectionHeader() {
 
 func (c *lconn) ensureWriter() {
 	if c.wr.buf == nil {
-		c.wbuf = c.l.writeBufs.get()
-		c.wr.reset(c.sink(), c.wbuf)
+		c.wr.reset(c.sink(), c.l.writeBufs.get())
 	}
 }
 
@@ -879,8 +947,7 @@ const maxIdlePending = 16 << 10
 // releaseWriter gives back the output buffers of a connection going idle.
 func (c *lconn) releaseWriter() {
 	if c.wr.buf != nil && c.wr.n == 0 {
-		c.l.writeBufs.put(c.wbuf)
-		c.wbuf = nil
+		c.l.writeBufs.put(c.wr.buf)
 		c.wr.reset(nil, nil)
 	}
 	if len(c.fw.pending) == 0 && cap(c.fw.pending) > maxIdlePending {
@@ -915,10 +982,14 @@ var errAborted = errors.New("connection closed by the server")
 // abort closes the connection now. An exchange in progress is ended
 // first, as if the client had gone, so that the pipeline hears of it:
 // its attempt is reported (the breaker's admission returned, the
-// backend's in-flight count ended) and the request recorded.
+// backend's in-flight count ended) and the request recorded. A tunnel
+// ends as when it goes quiet (a WebSocket's sides told it goes away).
 func (c *lconn) abort() {
-	if c.state == lsForward || c.state == lsSend || c.state == lsFile {
+	switch c.state {
+	case lsForward, lsSend, lsFile:
 		c.gone(errAborted)
+	case lsTunnel:
+		c.abortTunnel()
 	}
 	c.close()
 }
@@ -1002,8 +1073,12 @@ func (c *lconn) timeout() {
 	case dlTunnel:
 		c.endTunnel()
 	case dlQueue:
-		p := c.queued
+		p, fdWait := c.queued, c.fdWait
 		p.unqueue(c)
+		if fdWait {
+			c.forwarded(0, noFDErr(p, c))
+			return
+		}
 		c.forwarded(0, fmt.Errorf("%w: %s: no connection free within %v", wire.ErrBackendBusy, p.addr, c.tr.Settings.QueueTimeout))
 	case dlH2Tick, dlH2Linger:
 		c.h2tick()
@@ -1046,9 +1121,9 @@ func (c *lconn) close() {
 		c.l.headBufs.put(c.rd.buf)
 		c.rd.buf = nil
 	}
-	if c.wbuf != nil {
-		c.l.writeBufs.put(c.wbuf)
-		c.wbuf = nil
+	c.dropFields()
+	if c.wr.buf != nil {
+		c.l.writeBufs.put(c.wr.buf)
 	}
 	c.wr.reset(nil, nil)
 	c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
@@ -1069,10 +1144,13 @@ func (c *lconn) dropExchange() {
 	}
 	c.streaming, c.buffering = false, false
 	c.bodyDeadline = 0
+	c.dropSpool()
 	if !c.spilling {
-		c.bb.Close()
+		if c.bb != nil {
+			c.bb.Close()
+		}
 	}
-	if c.file.File != nil {
+	if c.file != nil && c.file.File != nil {
 		c.file.File.Release()
 		c.file.File = nil
 	}

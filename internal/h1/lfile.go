@@ -21,7 +21,10 @@ import (
 
 // serveFile answers from a file planner (ActServeFile).
 func (c *lconn) serveFile(fs wire.Files) {
-	a := &c.file
+	if c.file == nil {
+		c.file = new(wire.FileAnswer) // kept: its buffers serve the connection's next files
+	}
+	a := c.file
 	fs.PlanFile(c.l.id, c, a)
 	c.respStarted = true
 	c.respStatus = a.Status
@@ -48,7 +51,7 @@ func (c *lconn) serveFile(fs wire.Files) {
 	}
 	c.state = lsFile
 	c.fileOff, c.fileEnd = a.Offset, a.Offset+a.Length
-	if c.tls == nil && c.xf == nil {
+	if c.tls == nil && !c.transforming() {
 		// The head goes first (the writer's buffer, then pending), the
 		// range behind it, in one segment when it fits (MSG_MORE, as
 		// nginx's tcp_nopush).
@@ -71,7 +74,7 @@ func (c *lconn) pumpFile() {
 		c.h2pumpFile()
 		return
 	}
-	if c.tls == nil && c.xf == nil {
+	if c.tls == nil && !c.transforming() {
 		done, err := c.fw.flushPending()
 		switch {
 		case err != nil:
@@ -104,7 +107,7 @@ func (c *lconn) pumpFile() {
 			return
 		}
 		if len(p) > 0 { // an empty chunk would end the body
-			c.writePiece(p)
+			c.writeChunk(p)
 		}
 		if c.wr.err != nil {
 			c.fileDone(fmt.Errorf("%w: %w", wire.ErrClientGone, c.wr.err))
@@ -134,7 +137,7 @@ func errFileShort(err error) error {
 // and a range cut short closes the connection (the client was promised
 // the rest).
 func (c *lconn) fileDone(err error) {
-	if c.file.File != nil {
+	if c.file != nil && c.file.File != nil {
 		c.file.File.Release()
 		c.file.File = nil
 	}

@@ -62,6 +62,9 @@ type h2conn struct {
 	// ending: the session is over; what is pending goes out, then the
 	// write side is shut (shut) and the connection lingers.
 	ending, shut bool
+	// held: the loop gathers the machine's output until the end of its
+	// batch of events (loop.hold).
+	held bool
 }
 
 // h2stream is the stream side of an lconn serving one HTTP/2 stream
@@ -222,15 +225,19 @@ func (c *lconn) h2writable() {
 
 // h2check ends the connection once its session is over: what is pending
 // goes first, then the write side is shut and the connection lingers for
-// the client's close (h2discard), at most h2Linger.
+// the client's close (h2discard), at most h2Linger. Output the loop holds
+// in the machine is pending too: the answers of the session's last
+// streams, and its final GOAWAY, may be there (issue 26: a drain shut the
+// write side under them, and the client saw the connection end without
+// them).
 func (c *lconn) h2check() {
 	h := c.h2
 	if c.state != lsH2 || !h.conn.Done() {
 		return
 	}
 	h.ending = true
-	if c.fw.busy() {
-		return // h2writable comes back
+	if h.held || c.fw.busy() {
+		return // releaseHeld or h2writable comes back
 	}
 	if h.shut {
 		return
@@ -490,6 +497,7 @@ func (c *lconn) closeStream() {
 		c.l.headBufs.put(c.rd.buf)
 		c.rd.buf = nil
 	}
+	c.dropFields()
 	c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
 	c.h2s = nil
 	c.l.freeStream(st)

@@ -1768,29 +1768,14 @@ func testLoopH2Shutdown(t *testing.T, k netpoll.Kind) {
 				c.request(1, "GET", "/slow", true)
 				be.waitReached(t)
 				p.checkInvariants()
-				c.autoPing = false
-				p.ll.Stop()
-				shut := make(chan error, 1)
-				go func() {
-					ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-					defer cancel()
-					shut <- tt.shutdown(p, ctx)
-				}()
-				ev := c.mustNext()
-				if ev.typ != http2.FrameGoAway || ev.code != http2.ErrCodeNo || ev.last != 1<<31-1 {
-					t.Fatalf("got (%v, %v, last %d), want GOAWAY NO_ERROR naming every stream", ev.typ, ev.code, ev.last)
-				}
-				ev = c.mustNext()
-				if ev.typ != http2.FramePing {
-					t.Fatalf("got %v, want the drain's PING", ev.typ)
-				}
+				ping, shut := startH2Drain(t, p, c, tt.shutdown)
 				// A request already on its way is served.
 				c.request(3, "GET", "/fixed/late", true)
 				if r := c.response(3); r.status != "200" || string(r.body) != "fixed" {
 					t.Errorf("stream opened before the PING's answer: got (%q, %q), want (200, fixed)", r.status, r.body)
 				}
-				c.fr.WritePing(true, ev.ping)
-				ev = c.mustNext()
+				c.fr.WritePing(true, ping)
+				ev := c.mustNext()
 				if ev.typ != http2.FrameGoAway || ev.code != http2.ErrCodeNo || ev.last != 3 {
 					t.Fatalf("got (%v, %v, last %d), want the final GOAWAY NO_ERROR naming stream 3", ev.typ, ev.code, ev.last)
 				}
@@ -1805,14 +1790,7 @@ func testLoopH2Shutdown(t *testing.T, k netpoll.Kind) {
 				}
 				c.expectEOF()
 				c.nc.Close()
-				select {
-				case err := <-shut:
-					if err != nil {
-						t.Errorf("Shutdown: got %v, want nil", err)
-					}
-				case <-time.After(testTimeout):
-					t.Fatal("Shutdown did not return")
-				}
+				drainReturned(t, shut)
 				if n := p.eng.OpenConns(); n != 0 {
 					t.Errorf("got %d open connections, want 0", n)
 				}

@@ -161,6 +161,7 @@ func (c *lconn) h2pump() {
 	for {
 		if !c.h2flushCarry() {
 			c.deadline, c.dkind = 0, dlNone
+			c.startSpool()
 			return // OnWritable resumes
 		}
 		if st.s == nil {
@@ -180,7 +181,7 @@ func (c *lconn) h2pump() {
 					return
 				}
 			}
-			c.h2endBody()
+			c.h2endBody(u.respTrailer())
 			return
 		}
 		room := st.s.SendWindow()
@@ -189,6 +190,7 @@ func (c *lconn) h2pump() {
 			// stall timeout), not the backend's read timeout.
 			st.s.WaitWritable()
 			c.deadline, c.dkind = 0, dlNone
+			c.startSpool()
 			return
 		}
 		p, ok, err := c.bodyOut(room)
@@ -196,6 +198,7 @@ func (c *lconn) h2pump() {
 			return
 		}
 		if len(p) > 0 {
+			c.respBytes += int64(len(p))
 			c.h2data(p, false)
 		}
 		switch {
@@ -212,14 +215,13 @@ func (c *lconn) h2pump() {
 	}
 }
 
-// h2endBody ends an answer whose body is all written: with the trailers
-// of a chunked answer (gRPC's grpc-status), or an empty DATA frame.
-func (c *lconn) h2endBody() {
+// h2endBody ends an answer whose body is all written: with its trailer
+// section, tr (gRPC's grpc-status), or an empty DATA frame.
+func (c *lconn) h2endBody(tr *trailerSection) {
 	st := c.h2s
-	u := c.up
 	var err error
 	st.calling++
-	if tr := u.respTrailer(); !tr.empty() {
+	if !tr.empty() {
 		sink := h2fields{l: c.l, fs: st.fields[:0]}
 		httpmsg.TrailerFields(&sink, &tr.hdr)
 		st.fields = sink.fs

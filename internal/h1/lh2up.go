@@ -153,6 +153,10 @@ func (c *lconn) connectH2(p *lpool) {
 		}
 		var err error
 		if hu, err = c.l.dialH2(p, c.tr); err != nil {
+			if errors.Is(err, errNoDescriptor) {
+				c.waitFD(p)
+				return // a descriptor given back resumes (lfds.go)
+			}
 			c.forwarded(0, err)
 			return
 		}
@@ -172,8 +176,12 @@ func (c *lconn) connectH2(p *lpool) {
 
 // dialH2 starts a connection to p's backend for transport tr.
 func (l *loop) dialH2(p *lpool, tr *wire.Transport) (*h2up, error) {
+	if !l.eng.takeFD() {
+		return nil, errNoDescriptor
+	}
 	fd, connected, err := l.connect(p)
 	if err != nil {
+		l.releaseFD()
 		return nil, err
 	}
 	hu := &h2up{l: l, pool: p, fd: fd, connecting: true, lastTick: l.now, tr: tr}
@@ -184,6 +192,7 @@ func (l *loop) dialH2(p *lpool, tr *wire.Transport) (*h2up, error) {
 	hu.fw = fdWriter{fd: fd, p: l.poller, file: -1}
 	if err := l.register(fd, hu); err != nil {
 		netpoll.CloseFD(fd)
+		l.releaseFD()
 		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, err)
 	}
 	p.open++
@@ -426,6 +435,7 @@ func (hu *h2up) close(cause error) {
 			break
 		}
 	}
+	hu.l.releaseFD()
 	p.freed()
 }
 
@@ -546,7 +556,9 @@ func (l *loop) allocUpStream(hu *h2up) *lupconn {
 	u.used = false
 	u.sending = false
 	tr := u.body.trailer
-	tr.reset()
+	if tr != nil {
+		tr.reset()
+	}
 	u.body = body{trailer: tr}
 	u.inc++
 	st := u.h2

@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/wire"
@@ -57,6 +56,9 @@ type Engine struct {
 	// dialControl, when set, is given each backend socket before it
 	// connects (tests shrink buffers with it).
 	dialControl func(fd int)
+	// acceptControl, when set, is given each client socket accepted
+	// (tests shrink its buffers).
+	acceptControl func(fd int)
 	// lookup resolves backend host names, off the loops; ctx ends with
 	// the engine. resolveEvery and resolveRetry say when to look again
 	// (tests shorten them).
@@ -70,9 +72,15 @@ type Engine struct {
 	// spillBufs holds their buffers (*[]byte, spillSize).
 	spills    chan spillJob
 	spillBufs sync.Pool
+	// spoolBufs holds the buffers answers are gathered in for their
+	// files (*[]byte, empty, spoolChunk of room; lresp.go).
+	spoolBufs sync.Pool
 	// locals are the in-process backends serving handlers (local.go).
 	localMu sync.Mutex
 	locals  map[*wire.Local]*localServer
+	// fds is the descriptor budget backend connections draw on (nil:
+	// none; lfds.go).
+	fds Descriptors
 }
 
 // spillSize is the most a loop hands the spill goroutine in one write.
@@ -86,6 +94,24 @@ type EngineOptions struct {
 	// Poller is the readiness poller the loops use; "" is
 	// netpoll.Native().
 	Poller netpoll.Kind
+	// Descriptors is the process's descriptor budget, which backend
+	// connections draw on: a request whose backend connection would pass
+	// it waits for one to close (as at a backend's connection cap).
+	// Nil: no budget.
+	Descriptors Descriptors
+}
+
+// Descriptors is a descriptor budget backend connections draw on
+// (listener.Descriptors implements it).
+type Descriptors interface {
+	// TakeBackend counts a backend connection about to be opened; false:
+	// no room.
+	TakeBackend() bool
+	// ReleaseBackend ends one TakeBackend counted.
+	ReleaseBackend()
+	// Squeezed reports whether clients want back room backend
+	// connections took: idle ones then close rather than wait.
+	Squeezed() bool
 }
 
 // NewEngine starts event loops serving requests with s.
@@ -97,10 +123,11 @@ func NewEngine(s wire.Stepper, o EngineOptions) (*Engine, error) {
 	if o.Poller == "" {
 		o.Poller = netpoll.Native()
 	}
-	e := &Engine{stepper: s, status: newStatusLines(), lookup: lookupHost, resolveEvery: resolveEvery, resolveRetry: resolveRetry, kind: o.Poller}
+	e := &Engine{stepper: s, status: newStatusLines(), lookup: lookupHost, resolveEvery: resolveEvery, resolveRetry: resolveRetry, kind: o.Poller, fds: o.Descriptors}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.spills = make(chan spillJob, 1024)
 	e.spillBufs.New = func() any { b := make([]byte, spillSize); return &b }
+	e.spoolBufs.New = func() any { b := make([]byte, 0, spoolChunk); return &b }
 	for i := 0; i < n; i++ {
 		l, err := newLoop(e, i)
 		if err != nil {
@@ -428,6 +455,9 @@ type loop struct {
 	// acceptLater lists listening sockets with connections left queued
 	// for want of descriptors.
 	acceptLater []int
+	// fdWaiters counts the requests in the loop's pools that wait for
+	// the descriptor budget (lfds.go).
+	fdWaiters int
 	// spillLater holds spill writes the spill goroutine had no room for.
 	spillLater []spillJob
 	// scratchBuf is a piece of request body on its way to a buffer.
@@ -443,6 +473,9 @@ type loop struct {
 	readBufs  bufList
 	headBufs  bufList
 	writeBufs bufList
+	// fieldBufs are request heads' field arrays, held, like a head's
+	// read buffer, only while a connection has a request in hand.
+	fieldBufs fieldList
 	freeConns []*lconn
 	// HTTP/2: connections' read buffers and their output buffers, stream
 	// state kept for reuse, and header field names seen (h2name).
@@ -454,38 +487,60 @@ type loop struct {
 	// sweeps); freeUpStreams, lupconns in the stream role kept for reuse.
 	h2ups         []*h2up
 	freeUpStreams []*lupconn
-	// held are the HTTP/2 connections whose output is gathered until the
-	// end of the loop's batch of events (hold).
-	held []*h2.Conn
+	// held are the HTTP/2 client connections whose output is gathered
+	// until the end of the loop's batch of events (hold).
+	held []*h2conn
 	// handshakesWoken: the batch started a TLS handshake's goroutine or
 	// told one its socket is ready; the loop then yields its processor
 	// once (run).
 	handshakesWoken bool
 }
 
-// hold gathers conn's output until the end of the loop's current batch
-// of events, when it leaves in one write with whatever else the batch
-// made: the answers of several streams, or an answer's head, body and
-// end that came in separate events of its backend.
-func (l *loop) hold(conn *h2.Conn) {
-	for _, x := range l.held {
-		if x == conn {
-			return
-		}
+// hold gathers h's output until the end of the loop's current batch of
+// events, when it leaves in one write with whatever else the batch made:
+// the answers of several streams, or an answer's head, body and end that
+// came in separate events of its backend. Until then the output is in
+// the machine, not in the connection's writer: the connection must not
+// end meanwhile (h2check waits for releaseHeld).
+func (l *loop) hold(h *h2conn) {
+	if h.held {
+		return
 	}
-	conn.Hold()
-	l.held = append(l.held, conn)
+	h.held = true
+	h.conn.Hold()
+	l.held = append(l.held, h)
 }
 
-// releaseHeld writes out what hold gathered.
+// releaseHeld writes out what hold gathered, and ends the sessions that
+// ended while their output was held, now that it has gone to their
+// writers.
 func (l *loop) releaseHeld() {
 	for i := 0; i < len(l.held); i++ {
 		// Releasing one may make another stream's answer (OnWritable),
 		// holding more: the loop runs to the end of the list as it grows.
-		l.held[i].Release()
+		l.release(l.held[i])
 	}
 	clear(l.held)
 	l.held = l.held[:0]
+}
+
+// release writes out what h held, and ends its session if it is over; a
+// panic costs h's connection (if it still has it), not the loop.
+func (l *loop) release(h *h2conn) {
+	defer func() {
+		if r := recover(); r != nil {
+			var t target
+			if h.c.h2 == h {
+				t = h.c
+			}
+			l.recovered(t, nil, r)
+		}
+	}()
+	h.held = false
+	h.conn.Release()
+	if h.c.h2 == h {
+		h.c.h2check()
+	}
 }
 
 // dueConn is a stream whose deadline a sweep found passed, and which of
@@ -704,6 +759,9 @@ func (l *loop) accept(ll *LoopListener, lfd int) {
 			netpoll.CloseFD(fd)
 			continue
 		}
+		if l.eng.acceptControl != nil {
+			l.eng.acceptControl(fd)
+		}
 		c := l.allocConn()
 		if err := l.register(fd, c); err != nil {
 			l.logf("registering a connection", err)
@@ -743,6 +801,15 @@ func (l *loop) scratch() []byte {
 func (l *loop) sweep() {
 	now := l.now
 	l.retrySpills()
+	// Descriptors other loops gave back: start a request that waits.
+	// Clients that want back what idle backend connections took: close
+	// those.
+	l.wakeFDWaiter()
+	if l.eng.squeezed() {
+		for _, p := range l.pools {
+			p.closeIdle()
+		}
+	}
 	if len(l.acceptLater) > 0 {
 		fds := l.acceptLater
 		l.acceptLater = nil
@@ -895,6 +962,32 @@ func (f *bufList) get() []byte {
 func (f *bufList) put(b []byte) {
 	if len(b) == f.size && len(f.bufs) < 4096 {
 		f.bufs = append(f.bufs, b)
+	}
+}
+
+// fieldList is a loop's free list of header field arrays.
+type fieldList struct{ lists [][]httpmsg.Field }
+
+// fieldsCap is the room a field array starts with: a browser's request
+// head has about a dozen fields.
+const fieldsCap = 16
+
+func (f *fieldList) get() []httpmsg.Field {
+	if n := len(f.lists); n > 0 {
+		h := f.lists[n-1]
+		f.lists = f.lists[:n-1]
+		return h
+	}
+	return make([]httpmsg.Field, 0, fieldsCap)
+}
+
+// put keeps h for reuse, emptied (its fields point into buffers that
+// go on to other connections), unless it has grown large (a head of
+// hundreds of fields) or the list is long enough.
+func (f *fieldList) put(h []httpmsg.Field) {
+	if cap(h) <= 4*fieldsCap && len(f.lists) < 4096 {
+		clear(h[:cap(h)])
+		f.lists = append(f.lists, h[:0])
 	}
 }
 

@@ -49,6 +49,8 @@ type loopConfig struct {
 	maxConns int32
 	// dialControl is given each backend socket the loops dial.
 	dialControl func(fd int)
+	// acceptControl is given each client socket the loops accept.
+	acceptControl func(fd int)
 	// lookup, when set, resolves backend host names, and they are
 	// looked up again after a failure at once.
 	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
@@ -64,6 +66,10 @@ type loopConfig struct {
 	// transform, when set, gives the body transform of the answers the
 	// pipeline sends (nil: none), asked as the flow returns ActSend.
 	transform func(ex wire.Exchange) wire.BodyTransform
+	// clientTLS is how the engine dials backends when to.TLS is set.
+	clientTLS wire.ClientTLS
+	// respBuf is the upstream route's response buffering (nil: off).
+	respBuf *wire.ResponseBuffer
 }
 
 // pollers are the drivers every engine test runs on.
@@ -128,7 +134,7 @@ func startLoopProxy(t testing.TB, k netpoll.Kind, cfg loopConfig) *loopProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.tr = &wire.Transport{Name: "up", Settings: cfg.to}
+	p.tr = &wire.Transport{Name: "up", Settings: cfg.to, TLS: cfg.clientTLS}
 	p.up = &proxy.Upstream{Name: "up", Strategy: balancer.RoundRobin, Backends: backends, Picker: picker,
 		Transport: p.tr, Retry: cfg.retry, Guard: p.guard, Stats: &proxy.UpstreamStats{}}
 	var rec proxy.Recorder = p
@@ -144,7 +150,8 @@ func startLoopProxy(t testing.TB, k netpoll.Kind, cfg loopConfig) *loopProxy {
 		route.Entry[*proxy.Route]{Name: "fixed", PathPrefix: "/fixed/", Value: &proxy.Route{Name: "fixed", Respond: &fixedRoute}},
 		route.Entry[*proxy.Route]{Name: "big", Path: "/big-fixed", Value: &proxy.Route{Name: "big", Respond: &bigFixed}},
 		route.Entry[*proxy.Route]{Name: "local", PathPrefix: "/local/", Value: &proxy.Route{Name: "local", Local: &wire.Local{Name: "local", Handler: localHandler()}}},
-		route.Entry[*proxy.Route]{Name: "up", Value: &proxy.Route{Name: "up", Upstream: p.up, Upgrades: [][]byte{[]byte("websocket")}, Compress: cfg.compress}},
+		route.Entry[*proxy.Route]{Name: "up", Value: &proxy.Route{Name: "up", Upstream: p.up, Upgrades: [][]byte{[]byte("websocket")},
+			ResponseBuffer: cfg.respBuf, Compress: cfg.compress}},
 	)
 	table, err := route.New(entries)
 	if err != nil {
@@ -161,6 +168,7 @@ func startLoopProxy(t testing.TB, k netpoll.Kind, cfg loopConfig) *loopProxy {
 	}
 	p.eng.SetErrorLog(func(msg string, err error) { p.log(msg + ": " + err.Error()) })
 	p.eng.dialControl = cfg.dialControl
+	p.eng.acceptControl = cfg.acceptControl
 	if cfg.lookup != nil {
 		p.eng.lookup = cfg.lookup
 		p.eng.resolveRetry = 0
@@ -303,7 +311,10 @@ func (l *loop) invariantErrors() []string {
 	// an HTTP/2 stream's.
 	exchange := func(c *lconn, who string) {
 		own(c.rd.buf, who+" read buffer")
-		own(c.wbuf, who+" write buffer")
+		own(c.wr.buf, who+" write buffer")
+		if c.rs != nil && c.state != lsSend {
+			errs = append(errs, fmt.Sprintf("%s: holds a buffered answer in state %d", who, c.state))
+		}
 		if u := c.up; u != nil {
 			own(u.rd.buf, who+" backend read buffer")
 			if u.client != c {
@@ -510,6 +521,13 @@ func (f *checkedFlow) BufferLimits() wire.BufferLimits {
 		f.fail("BufferLimits after action %d (busy %v)", f.last, f.busy)
 	}
 	return f.f.BufferLimits()
+}
+
+func (f *checkedFlow) ResponseBuffer() *wire.ResponseBuffer {
+	if !f.busy || f.last != wire.ActSend {
+		f.fail("ResponseBuffer after action %d (busy %v)", f.last, f.busy)
+	}
+	return f.f.ResponseBuffer()
 }
 
 func (f *checkedFlow) Buffered(err error) wire.Action {

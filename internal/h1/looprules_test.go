@@ -22,9 +22,10 @@ var blocking = map[string]bool{
 // offLoop names the functions of this package that run off the loops (on
 // goroutines of their own) or may block by design, with why.
 var offLoop = map[string]string{
-	"lookupHost": "name lookups run on a goroutine (lpool.resolve) and post the answer back",
-	"spillLoop":  "the spill goroutine writes request bodies to disk for the loops",
-	"run":        "only a broken poller (epoll_wait failing) makes a loop wait before trying again",
+	"lookupHost":  "name lookups run on a goroutine (lpool.resolve) and post the answer back",
+	"spillLoop":   "the spill goroutine writes request bodies to disk for the loops",
+	"spillAnswer": "the spill goroutine writes buffered answers to disk for the loops (lresp.go)",
+	"run":         "only a broken poller (epoll_wait failing) makes a loop wait before trying again",
 }
 
 // TestNoBlockingCallsOnLoops enforces the first rule for code on a loop

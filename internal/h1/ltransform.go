@@ -26,18 +26,35 @@ import (
 // (sendfile, a large piece read straight into the scratch buffer and
 // written with the head in one writev) stay as they are.
 
+// xform is a connection's body-transform state.
+type xform struct {
+	// t is the transform of the answer being sent; nil for none.
+	t wire.BodyTransform
+	// dirty: bytes went into t since its last flush.
+	dirty bool
+}
+
 // TransformBody sets the transform of the answer being sent
 // (wire.Exchange).
 func (c *lconn) TransformBody(t wire.BodyTransform) {
 	c.releaseTransform()
-	c.xf = t
-	c.xfDirty = false
+	if t == nil {
+		return
+	}
+	if c.xf == nil {
+		c.xf = new(xform)
+	}
+	c.xf.t, c.xf.dirty = t, false
 }
+
+// transforming reports whether the answer goes through a transform.
+func (c *lconn) transforming() bool { return c.xf != nil && c.xf.t != nil }
 
 // releaseTransform ends the answer's transform, if it has one.
 func (c *lconn) releaseTransform() {
-	if t := c.xf; t != nil {
-		c.xf = nil
+	if x := c.xf; x != nil && x.t != nil {
+		t := x.t
+		x.t = nil
 		t.Release()
 	}
 }
@@ -47,7 +64,7 @@ func (c *lconn) releaseTransform() {
 // (framing, httpmsg.ResponseFields). The body is read by its own
 // framing, set when its head came (gotHead).
 func (c *lconn) transformHead(r *httpmsg.Response) {
-	if c.xf != nil {
+	if c.transforming() {
 		r.ContentLength = -1
 	}
 }
@@ -60,16 +77,17 @@ func (c *lconn) transformHead(r *httpmsg.Response) {
 // into memory never causes; the answer is cut short as by any failure).
 func (c *lconn) transform(p []byte, err error) ([]byte, error) {
 	end := err == io.EOF
-	flush := err == errWouldBlock && c.xfDirty
+	x := c.xf
+	flush := err == errWouldBlock && x.dirty
 	if len(p) == 0 && !end && !flush {
 		return nil, nil
 	}
-	out, terr := c.xf.Transform(p, flush, end)
+	out, terr := x.t.Transform(p, flush, end)
 	switch {
 	case flush || end:
-		c.xfDirty = false
+		x.dirty = false
 	case len(p) > 0:
-		c.xfDirty = true
+		x.dirty = true
 	}
 	if terr != nil {
 		return nil, fmt.Errorf("transforming the answer: %w", terr)
@@ -80,19 +98,56 @@ func (c *lconn) transform(p []byte, err error) ([]byte, error) {
 // bodyOut reads the next piece of the backend's answer (at most room
 // bytes when read straight from the socket: bodyPiece) and returns it as
 // it goes to the client, through the transform when there is one, with
-// the source's error; counted as sent. ok is false when the transform
-// failed: the answer has been ended.
+// the source's error. ok is false when the transform failed: the answer
+// has been ended.
 func (c *lconn) bodyOut(room int) (p []byte, ok bool, err error) {
 	p, err = c.l.bodyPiece(&c.up.body, room)
-	if c.xf != nil {
+	if c.transforming() {
 		var terr error
 		if p, terr = c.transform(p, err); terr != nil {
 			c.sendDone(terr)
 			return nil, false, nil
 		}
 	}
-	c.respBytes += int64(len(p))
 	return p, true, err
+}
+
+// spoolPiece is a piece of a buffered answer as it goes to the client
+// (lresp.go): through the transform when there is one. The spool holds
+// what the backend sent, so that its caps and its file count the
+// backend's bytes; what the client is sent is coded on the way out.
+func (c *lconn) spoolPiece(p []byte) ([]byte, error) {
+	if !c.transforming() {
+		return p, nil
+	}
+	return c.transform(p, nil)
+}
+
+// spoolTransformEnd writes the end of a buffered answer's transform, if
+// it has one, and lets the transform go. It reports whether the answer
+// may end now: false when the exchange has ended (the client is gone,
+// or the transform failed), or when an HTTP/2 stream's window did not
+// take it all (the spool's pump comes back to end the answer once it
+// has gone out).
+func (c *lconn) spoolTransformEnd() bool {
+	if !c.transforming() {
+		return true
+	}
+	p, err := c.transform(nil, io.EOF)
+	c.releaseTransform()
+	if err != nil {
+		c.sendDone(err)
+		return false
+	}
+	if c.h2s == nil {
+		return len(p) == 0 || c.writePiece(p)
+	}
+	if len(p) > 0 {
+		c.respBytes += int64(len(p))
+		c.h2data(p, false)
+	}
+	// A stream reset meanwhile is ended by its reset (OnReset).
+	return c.h2s.s != nil && len(c.h2s.carry) == 0
 }
 
 // filePiece reads the next piece of a file answer's range into buf (at
@@ -106,7 +161,7 @@ func (c *lconn) filePiece(buf []byte) (p []byte, ok bool, err error) {
 	}
 	c.fileOff += int64(n)
 	p = buf[:n]
-	if c.xf != nil {
+	if c.transforming() {
 		var terr error
 		if p, terr = c.transform(p, eofIf(c.fileOff >= c.fileEnd)); terr != nil {
 			c.fileDone(terr)
@@ -122,7 +177,7 @@ func (c *lconn) filePiece(buf []byte) (p []byte, ok bool, err error) {
 // ends with the connection.
 func (c *lconn) fileFraming() {
 	c.chunkOut = false
-	if c.xf == nil {
+	if !c.transforming() {
 		return
 	}
 	if c.req.minor == 1 {
@@ -131,20 +186,6 @@ func (c *lconn) fileFraming() {
 		return
 	}
 	c.closeAfter = true
-}
-
-// writePiece writes a piece of an answer's body to an HTTP/1.1 client:
-// as a chunk when the answer is chunked (chunkOut).
-func (c *lconn) writePiece(p []byte) {
-	w := &c.wr
-	if c.chunkOut {
-		w.writeHex(int64(len(p)))
-		w.WriteString("\r\n")
-	}
-	w.Write(p)
-	if c.chunkOut {
-		w.WriteString("\r\n")
-	}
 }
 
 // eofIf is io.EOF when end, nil otherwise: a file's piece as a source's

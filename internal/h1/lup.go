@@ -47,6 +47,9 @@ type lpool struct {
 	// one, in order, up to maxQueue.
 	open, maxOpen, maxQueue int
 	queue                   []*lconn
+	// fdWaiting counts the requests in queue that wait for the
+	// descriptor budget rather than the cap (lfds.go).
+	fdWaiting int
 	// h2 are the loop's HTTP/2 connections to the backend (transport
 	// protocol h2c, lh2up.go); open counts them. h2max is the backend's
 	// SETTINGS_MAX_CONCURRENT_STREAMS as last seen (0: not yet).
@@ -260,7 +263,7 @@ func (p *lpool) get() *lupconn {
 
 // put keeps a connection for reuse, or closes it when the pool is full.
 func (p *lpool) put(u *lupconn) {
-	if len(p.idle) >= p.opts.MaxIdlePerBackend || p.l.eng.stopped.Load() || p.retired {
+	if len(p.idle) >= p.opts.MaxIdlePerBackend || p.l.eng.stopped.Load() || p.retired || p.l.eng.squeezed() {
 		u.close()
 		return
 	}
@@ -396,6 +399,11 @@ type lupconn struct {
 	tls                upTLS
 	tfile              *os.File
 	tfileOff, tfileEnd int64
+	// ws follows the frames of a tunnel that carries a WebSocket
+	// (ltunnel.go). It is here rather than on the client's lconn, which
+	// every idle connection pays for (and which a pointer more would
+	// move to a larger allocation class).
+	ws *wsTunnel
 }
 
 // dial starts a non-blocking connect to the pool's backend.
@@ -416,8 +424,12 @@ func (l *loop) dial(p *lpool) (*lupconn, error) {
 		}
 		return u, nil
 	}
+	if !l.eng.takeFD() {
+		return nil, errNoDescriptor
+	}
 	fd, connected, err := l.connect(p)
 	if err != nil {
+		l.releaseFD()
 		return nil, err
 	}
 	p.open++
@@ -430,6 +442,7 @@ func (l *loop) dial(p *lpool) (*lupconn, error) {
 	if err := l.register(fd, u); err != nil {
 		netpoll.CloseFD(fd)
 		p.open--
+		l.releaseFD()
 		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, err)
 	}
 	return u, nil
@@ -499,6 +512,10 @@ func (c *lconn) connect(p *lpool) {
 		}
 		var err error
 		if u, err = c.l.dial(p); err != nil {
+			if errors.Is(err, errNoDescriptor) {
+				c.waitFD(p)
+				return // a descriptor given back resumes (lfds.go)
+			}
 			c.forwarded(0, err)
 			return
 		}
@@ -669,7 +686,7 @@ func (u *lupconn) event(ev uint32) {
 			// What this event makes of the stream's answer (its head,
 			// body and end, say) goes out with the rest of the loop's
 			// batch, in one write.
-			u.l.hold(c.h2s.s.Conn())
+			u.l.hold(c.h2s.parent.h2)
 		}
 		if u.h2 != nil && ev&evOut != 0 {
 			c.pumpReqH2()
@@ -714,8 +731,14 @@ func (u *lupconn) event(ev uint32) {
 			// not reused). A read error fails the attempt.
 			c.readUpHead()
 		case upBody:
-			if len(c.fw.pending) <= c.opts.outputLimit() {
+			if c.rs != nil || len(c.fw.pending) <= c.opts.outputLimit() {
 				c.pump()
+			} else if !c.startSpool() && c.dkind != dlWrite {
+				// The client is behind and the backend has more: the
+				// answer waits for the client (unless it could be
+				// buffered), and its write timeout bounds the wait, not
+				// the backend's read timeout.
+				c.setDeadline(dlWrite, c.opts.WriteTimeout)
 			}
 		case upTunnel:
 			c.tunnelFromBackend()
@@ -901,6 +924,7 @@ func (p *lpool) dequeue() *lconn {
 		if c.queued == p {
 			c.queued = nil
 			c.deadline, c.dkind = 0, dlNone
+			p.unwaitFD(c)
 			return c
 		}
 	}
@@ -916,6 +940,7 @@ func (p *lpool) unqueue(c *lconn) {
 		}
 	}
 	c.queued = nil
+	p.unwaitFD(c)
 }
 
 // freed runs when a connection of the pool closes: a request waiting for
@@ -959,5 +984,8 @@ func (u *lupconn) closeFD() {
 		u.rd.buf = nil
 	}
 	u.client = nil
+	if u.pool.local == nil {
+		u.l.releaseFD()
+	}
 	u.pool.freed()
 }

@@ -53,6 +53,14 @@ func (l *loop) startUpTLS(t *upTLS, fd int, fr *fdReader, fw *fdWriter, tr *wire
 		}
 		l.post(func() {
 			t.sock.blocking = false
+			// The handshake's goroutine may have taken the socket's last
+			// readiness report without reading it dry (its last read
+			// returned a record): a poller that reports a socket again
+			// only once told it is drained (the portable one) would then
+			// never report the answer. Have it look again; a socket with
+			// nothing to read is simply watched.
+			t.sock.fr.drained = false
+			l.poller.Drained(fd)
 			done(err)
 		})
 	}()

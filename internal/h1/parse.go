@@ -335,6 +335,9 @@ func (lim limits) checkMethod(m []byte) error {
 	if len(m) > max {
 		return &statusError{501, "method not implemented"}
 	}
+	if misspelledMethod(m) {
+		return badRequest("method names are case-sensitive")
+	}
 	return nil
 }
 
@@ -376,6 +379,34 @@ var (
 	schemeHTTP  = []byte("http")
 	schemeHTTPS = []byte("https")
 )
+
+// standardMethods are the methods of RFC 9110 §9 and PATCH (RFC 5789).
+var standardMethods = [...]string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
+
+// misspelledMethod reports whether m is a standard method spelled in
+// another case ("get", "Post"). Method names are case-sensitive (RFC 9110
+// §9.1), so such a token is another, extension, method to Helios, which
+// compares them exactly (TRACE and CONNECT are refused unless a route
+// allows them, only idempotent methods are retried, HEAD answers have no
+// body); a backend that folds case would take it for the standard one,
+// and no client sends one but to probe that gap. Such a request gets 400,
+// as nginx answers any lower-case method; other tokens (PROPFIND, PURGE,
+// helloGET) are extension methods and are forwarded.
+func misspelledMethod(m []byte) bool {
+	lower := false
+	for _, c := range m {
+		lower = lower || 'a' <= c && c <= 'z'
+	}
+	if !lower {
+		return false // the usual case: no standard method is misspelled in capitals
+	}
+	for _, s := range standardMethods {
+		if len(m) == len(s) && bytes.EqualFold(m, []byte(s)) {
+			return true
+		}
+	}
+	return false
+}
 
 // parseContentLength accepts 1 to 18 decimal digits, nothing else (no
 // sign, no spaces, no lists), so the value cannot overflow or be read two
@@ -476,6 +507,10 @@ type response struct {
 	untilClose bool
 	keepAlive  bool
 	hasTrailer bool
+	// streams: the answer says it is a stream whose parts must not be
+	// held back (an event stream, gRPC, or X-Accel-Buffering: no), so
+	// response buffering leaves it alone.
+	streams bool
 }
 
 func (r *response) reset() {
@@ -563,6 +598,8 @@ func parseResponse(head []byte, r *response, headRequest bool) error {
 			nConn++
 		case httpmsg.KindTrailer:
 			r.hasTrailer = true
+		case httpmsg.KindContentType, httpmsg.KindOther:
+			r.streams = r.streams || streamField(k, name, value)
 		}
 	}
 	var closeTok, keepTok bool
@@ -601,6 +638,17 @@ func parseResponse(head []byte, r *response, headRequest bool) error {
 		r.keepAlive = false
 	}
 	return nil
+}
+
+// streamField reports whether a response field marks the answer as a
+// stream that response buffering must leave alone: a Content-Type of
+// text/event-stream or application/grpc (and its +proto, +json...
+// forms), or X-Accel-Buffering: no (nginx's way for a backend to ask).
+func streamField(k httpmsg.Kind, name, value []byte) bool {
+	if k == httpmsg.KindContentType {
+		return httpmsg.HasPrefixFold(value, "text/event-stream") || httpmsg.HasPrefixFold(value, "application/grpc")
+	}
+	return len(name) == len("x-accel-buffering") && httpmsg.EqualFold(name, "x-accel-buffering") && httpmsg.EqualFold(value, "no")
 }
 
 // lastCodingChunked reports whether the final transfer coding in a

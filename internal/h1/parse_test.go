@@ -74,6 +74,18 @@ var requestOKTests = []struct {
 		want: getExample("/a/b"),
 	},
 	{
+		// Extension methods are tokens, in any case; only the standard
+		// methods' other spellings are refused.
+		name: "extension method with lower case",
+		head: crlf("helloGET /a HTTP/1.1\nHost: example.com\n\n"),
+		want: reqSummary{Method: "helloGET", URI: "/a", Path: "/a", Host: "example.com", Authority: "example.com", Minor: 1, CL: 0, KeepAlive: true},
+	},
+	{
+		name: "extension method",
+		head: crlf("PROPFIND /a HTTP/1.1\nHost: example.com\n\n"),
+		want: reqSummary{Method: "PROPFIND", URI: "/a", Path: "/a", Host: "example.com", Authority: "example.com", Minor: 1, CL: 0, KeepAlive: true},
+	},
+	{
 		name: "bare LF line endings",
 		head: "GET /a HTTP/1.1\nHost: example.com\n\n",
 		want: getExample("/a"),
@@ -294,6 +306,13 @@ var requestRejectTests = []struct {
 	{"connect", "CONNECT example.com:443 HTTP/1.1\nHost: example.com:443\n\n", 405},
 	{"expect other", "PUT / HTTP/1.1\nHost: a\nExpect: 200-ok\nContent-Length: 1\n\n", 417},
 	{"method not a token", "G(T / HTTP/1.1\nHost: a\n\n", 400},
+	// Issue 26: a standard method in another case is no method any
+	// client sends; Helios and a backend that folds case would disagree
+	// on it (TRACE refused, trace forwarded).
+	{"lower-case GET", "get / HTTP/1.1\nHost: a\n\n", 400},
+	{"capitalised POST", "Post / HTTP/1.1\nHost: a\nContent-Length: 0\n\n", 400},
+	{"mixed-case TRACE", "tRaCe / HTTP/1.1\nHost: a\n\n", 400},
+	{"lower-case PATCH", "patch / HTTP/1.1\nHost: a\n\n", 400},
 	{"empty method", " / HTTP/1.1\nHost: a\n\n", 400},
 	{"double space", "GET  / HTTP/1.1\nHost: a\n\n", 400},
 	{"control in target", "GET /a\x01b HTTP/1.1\nHost: a\n\n", 400},

@@ -70,7 +70,7 @@ func (c *lconn) reqTrailer() *trailerSection {
 	if c.h2s != nil {
 		return &c.h2s.trailer
 	}
-	return &c.reqBody.trailer
+	return c.reqBody.trailers()
 }
 
 // respTrailer returns the trailer section of the answer u reads: its
@@ -79,5 +79,5 @@ func (u *lupconn) respTrailer() *trailerSection {
 	if u.h2 != nil {
 		return &u.h2.trailer
 	}
-	return &u.body.trailer
+	return u.body.trailers()
 }

@@ -7,7 +7,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/helios-lb/helios/internal/acme"
+	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/h2"
+	"github.com/helios-lb/helios/internal/listener"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/tlsconf"
 	"github.com/helios-lb/helios/internal/wire"
@@ -16,14 +18,16 @@ import (
 // fakeSource serves a graph without routes and the given HTTP/2 counters.
 type fakeSource struct{ h2 map[string]*h2.Stats }
 
-func (fakeSource) Graph() *proxy.Graph                { return &proxy.Graph{} }
-func (fakeSource) BreakerState(string, string) int    { return -1 }
-func (fakeSource) OpenConnections() map[string]int64  { return nil }
-func (fakeSource) AcceptErrors() map[string]uint64    { return nil }
-func (fakeSource) Panics() uint64                     { return 0 }
-func (fakeSource) TLSProviders() []*tlsconf.Provider  { return nil }
-func (fakeSource) ACMEManagers() []*acme.Manager      { return nil }
-func (s fakeSource) HTTP2Stats() map[string]*h2.Stats { return s.h2 }
+func (fakeSource) Graph() *proxy.Graph                   { return &proxy.Graph{} }
+func (fakeSource) BreakerState(string, string) int       { return -1 }
+func (fakeSource) OpenConnections() map[string]int64     { return nil }
+func (fakeSource) AcceptErrors() map[string]uint64       { return nil }
+func (fakeSource) Panics() uint64                        { return 0 }
+func (fakeSource) Descriptors() listener.DescriptorStats { return listener.DescriptorStats{} }
+func (fakeSource) TLSProviders() []*tlsconf.Provider     { return nil }
+func (fakeSource) ACMEManagers() []*acme.Manager         { return nil }
+func (s fakeSource) HTTP2Stats() map[string]*h2.Stats    { return s.h2 }
+func (fakeSource) ResponseBuffers() bodybuf.BudgetStats  { return bodybuf.BudgetStats{} }
 
 // protoExchange is an exchange of which only the protocol and the TLS
 // version are read.

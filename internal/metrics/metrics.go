@@ -15,7 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/helios-lb/helios/internal/acme"
+	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/h2"
+	"github.com/helios-lb/helios/internal/listener"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/tlsconf"
 	"github.com/helios-lb/helios/internal/upstream"
@@ -45,6 +47,12 @@ type Source interface {
 	// ACMEManagers returns the ACME managers of the listeners that have
 	// one.
 	ACMEManagers() []*acme.Manager
+	// ResponseBuffers returns what response buffering holds and has
+	// done across the process.
+	ResponseBuffers() bodybuf.BudgetStats
+	// Descriptors returns the process's descriptor budget: what clients
+	// and backend connections hold of it, and what it refused.
+	Descriptors() listener.DescriptorStats
 }
 
 // Metrics holds Helios's collectors.
@@ -60,6 +68,8 @@ type Metrics struct {
 	breakerDesc, openConnsDesc, acceptErrsDesc, panicsDesc      *prometheus.Desc
 	adminDesc, weightDesc                                       *prometheus.Desc
 	protocolDesc                                                *prometheus.Desc
+	respBuffered, respFull, respSpilled, respHeld               *prometheus.Desc
+	fdRoom, fdHeld, fdRefused, fdWaits                          *prometheus.Desc
 	tls                                                         tlsDescs
 	http2                                                       http2Descs
 	acme                                                        acmeDescs
@@ -121,6 +131,22 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 		protocolDesc: prometheus.NewDesc("helios_requests_by_protocol_total",
 			"Requests by the protocol the client spoke (HTTP/1.0, HTTP/1.1, HTTP/2.0) and its connection's TLS version (none, 1.2, 1.3).",
 			[]string{"protocol", "tls"}, nil),
+		fdRoom: prometheus.NewDesc("helios_descriptor_budget",
+			"Descriptors client connections and backend connections share (RLIMIT_NOFILE less the listening sockets, files and a reserve); 0 when there is no limit.", nil, nil),
+		fdHeld: prometheus.NewDesc("helios_descriptor_budget_used",
+			"Descriptors of the budget in use, by what holds them: clients or backends.", []string{"by"}, nil),
+		fdRefused: prometheus.NewDesc("helios_descriptor_budget_refused_total",
+			"Client connections closed at once because the descriptor budget had no room for them.", nil, nil),
+		fdWaits: prometheus.NewDesc("helios_descriptor_budget_waits_total",
+			"Backend connections put off because the descriptor budget had no room: their requests waited for one to close.", nil, nil),
+		respBuffered: prometheus.NewDesc("helios_response_buffered_total",
+			"Answers response buffering took over because their client read more slowly than the backend sent.", nil, nil),
+		respFull: prometheus.NewDesc("helios_response_buffer_full_total",
+			"Answers whose buffering stopped at a cap (the answer's or the process's) or a failed disk write; they went on with backpressure.", nil, nil),
+		respSpilled: prometheus.NewDesc("helios_response_buffer_spilled_bytes_total",
+			"Bytes of answers written to temporary files by response buffering.", nil, nil),
+		respHeld: prometheus.NewDesc("helios_response_buffer_bytes",
+			"Bytes response buffering holds now (reserved for answers under way), in memory or in temporary files.", []string{"where"}, nil),
 		tls:   newTLSDescs(),
 		http2: newHTTP2Descs(),
 		acme:  newACMEDescs(),
@@ -212,6 +238,18 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.acceptErrsDesc, prometheus.CounterValue, float64(n), reason)
 	}
 	ch <- prometheus.MustNewConstMetric(m.panicsDesc, prometheus.CounterValue, float64(m.src.Panics()))
+	rb := m.src.ResponseBuffers()
+	ch <- prometheus.MustNewConstMetric(m.respBuffered, prometheus.CounterValue, float64(rb.Buffered))
+	ch <- prometheus.MustNewConstMetric(m.respFull, prometheus.CounterValue, float64(rb.Full))
+	ch <- prometheus.MustNewConstMetric(m.respSpilled, prometheus.CounterValue, float64(rb.Spilled))
+	ch <- prometheus.MustNewConstMetric(m.respHeld, prometheus.GaugeValue, float64(rb.Memory), "memory")
+	ch <- prometheus.MustNewConstMetric(m.respHeld, prometheus.GaugeValue, float64(rb.File), "file")
+	fd := m.src.Descriptors()
+	ch <- prometheus.MustNewConstMetric(m.fdRoom, prometheus.GaugeValue, float64(fd.Room))
+	ch <- prometheus.MustNewConstMetric(m.fdHeld, prometheus.GaugeValue, float64(fd.Clients), "clients")
+	ch <- prometheus.MustNewConstMetric(m.fdHeld, prometheus.GaugeValue, float64(fd.Backends), "backends")
+	ch <- prometheus.MustNewConstMetric(m.fdRefused, prometheus.CounterValue, float64(fd.Refused))
+	ch <- prometheus.MustNewConstMetric(m.fdWaits, prometheus.CounterValue, float64(fd.Waited))
 	m.collectTLS(ch, time.Now())
 	m.protocols.collect(ch, m.protocolDesc)
 	m.collectHTTP2(ch)

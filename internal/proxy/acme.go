@@ -68,7 +68,11 @@ func (f *flow) httpsRedirect(a ACME, ex wire.Exchange, rt *Route) (wire.Action, 
 	if port == 0 {
 		return 0, false
 	}
-	loc := append(f.redirect[:0], "https://"...)
+	if f.redirect == nil {
+		f.redirect = new(redirectHead)
+	}
+	rd := f.redirect
+	loc := append(rd.location[:0], "https://"...)
 	loc = append(loc, ex.Host()...)
 	if port != 443 {
 		loc = append(loc, ':')
@@ -79,11 +83,18 @@ func (f *flow) httpsRedirect(a ACME, ex wire.Exchange, rt *Route) (wire.Action, 
 		loc = append(loc, '?')
 		loc = append(loc, q...)
 	}
-	f.redirect = loc
-	h := &f.redirectHdr
+	rd.location = loc
+	h := &rd.header
 	h.Reset()
 	h.Add(locationName, loc)
 	h.Add(contentTypeName, textPlainValue)
 	f.rec.Route = rt
 	return f.answer(308, h, redirectBody), true
+}
+
+// redirectHead is the head of an https redirect: its Location and its
+// fields.
+type redirectHead struct {
+	location []byte
+	header   httpmsg.Header
 }

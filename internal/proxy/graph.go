@@ -81,6 +81,10 @@ type Route struct {
 	// whose certificates come from ACME, which are otherwise redirected
 	// to HTTPS (Graph.ACME).
 	NoHTTPSRedirect bool
+	// ResponseBuffer, when set, lets the engine hold an answer for a
+	// client that reads it more slowly than the backend sends it
+	// (response buffering); nil streams answers with backpressure.
+	ResponseBuffer *wire.ResponseBuffer
 }
 
 // StatsOf returns the counters of the route's requests to up: the

@@ -79,16 +79,15 @@ type flow struct {
 	// local is the in-process handler of an ActServeHTTP that is not a
 	// route's (the ACME challenge solver); nil otherwise.
 	local *wire.Local
-	// redirect holds the Location of an https redirect and redirectHdr
-	// its fields, reused by the connection's requests.
-	redirect    []byte
-	redirectHdr httpmsg.Header
+	// redirect holds an https redirect's head, made on the connection's
+	// first and reused by its next ones.
+	redirect *redirectHead
 }
 
 // Begin routes the request.
 func (f *flow) Begin(ex wire.Exchange) wire.Action {
 	p := f.p
-	*f = flow{p: p, g: p.graph.Load(), ex: ex, redirect: f.redirect, redirectHdr: f.redirectHdr}
+	*f = flow{p: p, g: p.graph.Load(), ex: ex, redirect: f.redirect}
 	f.rec.Start = time.Now()
 	f.setRequestID(ex)
 	if a := f.g.ACME; a != nil {
@@ -192,6 +191,14 @@ func (f *flow) Files() wire.Files {
 
 // BufferLimits returns the route's request buffering limits.
 func (f *flow) BufferLimits() wire.BufferLimits { return *f.rec.Route.Buffer }
+
+// ResponseBuffer returns the route's response buffering (nil: off).
+func (f *flow) ResponseBuffer() *wire.ResponseBuffer {
+	if f.rec.Route == nil {
+		return nil
+	}
+	return f.rec.Route.ResponseBuffer
+}
 
 // Buffered goes on once the request body has been buffered.
 func (f *flow) Buffered(err error) wire.Action {

@@ -107,6 +107,13 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 				Stream: rc.RequestBuffering == config.BufferingAuto,
 			}
 		}
+		if rc.ResponseBuffering == config.BufferingAuto {
+			rt.ResponseBuffer = &wire.ResponseBuffer{
+				Memory: rc.ResponseBufferMemoryBytes,
+				File:   rc.ResponseBufferFileBytes,
+				Budget: s.respBufs,
+			}
+		}
 		for _, m := range rc.AllowMethods {
 			switch m {
 			case config.MethodTrace:

@@ -50,6 +50,11 @@ routes:
   - name: raw
     match: {path_prefix: /raw/}
     upstream: origin
+  - name: unbuffered
+    match: {path_prefix: /off/}
+    upstream: origin
+    response_buffering: "off"
+    compress: {encodings: [gzip], types: [text/*], level: 1}
   - name: app
     match: {path_prefix: /}
     upstream: origin
@@ -112,7 +117,7 @@ func (o *compressOrigin) gate(id string) chan struct{} {
 func (o *compressOrigin) serve(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	path := strings.TrimPrefix(r.URL.Path, "/raw")
+	path := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, "/raw"), "/off")
 	switch path {
 	case "/json", "/notransform", "/png":
 		h.Set("ETag", `"v1"`)
@@ -536,10 +541,12 @@ func liveHeap() int64 {
 	return int64(ms.HeapAlloc)
 }
 
-// TestCompressionBackpressure: a client that does not read stops the
-// backend (a 64 MiB answer is not compressed ahead into memory), over
-// HTTP/1.1 and HTTP/2, and then gets the whole answer, decodable, when
-// it reads.
+// TestCompressionBackpressure: a client that does not read a 64 MiB
+// compressed answer, over HTTP/1.1 and HTTP/2, gets it whole when it
+// reads at last, and the answer is never held whole in memory: on a route
+// without response buffering, the backend is stopped (the answer is not
+// compressed ahead); with it (the default), the backend is let go and
+// the answer waits in the spool's file, compressed on its way out.
 func TestCompressionBackpressure(t *testing.T) {
 	if raceEnabled {
 		t.Skip("64 MiB through gzip is slow under the race detector")
@@ -547,19 +554,21 @@ func TestCompressionBackpressure(t *testing.T) {
 	eachEngine(t, func(t *testing.T, engine string) {
 		e := startCompressEnv(t, engine)
 		total := int64(bigBlocks * len(e.o.block))
-		// check reads a 64 MiB answer whose client did not read until
+		// read reads a 64 MiB answer whose client did not read until
 		// the origin stopped writing; before is the live heap when it
 		// was asked for.
-		check := func(t *testing.T, body io.Reader, before int64) {
+		read := func(t *testing.T, body io.Reader, before int64, buffered bool) {
 			t.Helper()
 			o := e.o
 			stalled := o.settled(t)
-			grown := liveHeap() - before
-			if stalled > total/4 {
-				t.Errorf("the origin wrote %d of %d bytes to a client that reads nothing, want it stopped far before", stalled, total)
-			}
-			if grown > 16<<20 {
+			if grown := liveHeap() - before; grown > 16<<20 {
 				t.Errorf("the heap grew by %d bytes while the client did not read, want it flat", grown)
+			}
+			switch {
+			case buffered && stalled != total:
+				t.Errorf("the origin wrote %d of %d bytes, want all: the answer buffered, the backend let go", stalled, total)
+			case !buffered && stalled > total/4:
+				t.Errorf("the origin wrote %d of %d bytes to a client that reads nothing, want it stopped far before", stalled, total)
 			}
 			d := decoder(t, "gzip", body)
 			buf := make([]byte, len(o.block))
@@ -572,40 +581,44 @@ func TestCompressionBackpressure(t *testing.T) {
 				t.Errorf("got %d bytes past the answer's end", n)
 			}
 		}
-		t.Run("http1", func(t *testing.T) {
-			e.o.bigWritten.Store(0)
-			// A small receive buffer, so that the client's socket holds
-			// little of what it does not read.
-			d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-				return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10) })
-			}}
-			before := liveHeap()
-			conn, err := d.Dial("tcp", e.s.Addr("plain").String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			io.WriteString(conn, "GET /big HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n")
-			conn.SetDeadline(time.Now().Add(60 * time.Second))
-			br := bufio.NewReader(conn)
-			res, err := http.ReadResponse(br, nil)
-			if err != nil || res.Header.Get("Content-Encoding") != "gzip" {
-				t.Fatalf("got %v, %v; want a gzip answer", res, err)
-			}
-			check(t, res.Body, before)
-		})
-		t.Run("h2c", func(t *testing.T) {
-			e.o.bigWritten.Store(0)
-			before := liveHeap()
-			req, _ := http.NewRequest("GET", "http://"+e.s.Addr("plain").String()+"/big", nil)
-			req.Header.Set("Accept-Encoding", "gzip")
-			res, err := newH2ServerClient(t, nil).RoundTrip(req)
-			if err != nil || res.Header.Get("Content-Encoding") != "gzip" {
-				t.Fatalf("got %v, %v; want a gzip answer", res, err)
-			}
-			defer res.Body.Close()
-			check(t, res.Body, before)
-		})
+		for _, route := range []struct {
+			prefix   string
+			buffered bool
+		}{{"/off", false}, {"", true}} {
+			name := map[bool]string{false: "unbuffered", true: "buffered"}[route.buffered]
+			t.Run(name+"/http1", func(t *testing.T) {
+				e.o.bigWritten.Store(0)
+				before := liveHeap()
+				// A small receive buffer, so that the client's socket
+				// holds little of what it does not read.
+				d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+					return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10) })
+				}}
+				conn, err := d.Dial("tcp", e.s.Addr("plain").String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				io.WriteString(conn, "GET "+route.prefix+"/big HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n")
+				conn.SetDeadline(time.Now().Add(60 * time.Second))
+				res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+				if err != nil || res.Header.Get("Content-Encoding") != "gzip" {
+					t.Fatalf("got %v, %v; want a gzip answer", res, err)
+				}
+				read(t, res.Body, before, route.buffered)
+			})
+			t.Run(name+"/h2c", func(t *testing.T) {
+				e.o.bigWritten.Store(0)
+				before := liveHeap()
+				res := compressClient{name: "h2c", rt: newH2ServerClient(t, nil), base: "http://" + e.s.Addr("plain").String()}.
+					start(t, "GET", route.prefix+"/big", "gzip")
+				defer res.Body.Close()
+				if res.Header.Get("Content-Encoding") != "gzip" {
+					t.Fatalf("got Content-Encoding %q, want gzip", res.Header.Get("Content-Encoding"))
+				}
+				read(t, res.Body, before, route.buffered)
+			})
+		}
 		e.checkEncodersBack(t)
 	})
 }
@@ -616,7 +629,7 @@ func TestCompressionBackpressure(t *testing.T) {
 func TestCompressionEncodersGoBack(t *testing.T) {
 	eachEngine(t, func(t *testing.T, engine string) {
 		e := startCompressEnv(t, engine)
-		pool := e.s.Pipeline().Graph().RouteList[2].Compress.Pool()
+		pool := e.s.Pipeline().Graph().RouteList[3].Compress.Pool()
 		for _, c := range e.clients {
 			t.Run(c.name+" client gone", func(t *testing.T) {
 				res := c.start(t, "GET", "/big", "gzip")

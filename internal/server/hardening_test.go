@@ -21,7 +21,7 @@ import (
 )
 
 // testEngines are the engine drivers every hardening test runs on.
-var testEngines = []string{config.EngineLoop, config.EnginePortable}
+var testEngines = []string{config.PollerNative, config.PollerPortable}
 
 // eachEngine runs f once per engine driver, as a subtest named after it.
 func eachEngine(t *testing.T, f func(t *testing.T, engine string)) {
@@ -33,7 +33,7 @@ func eachEngine(t *testing.T, f func(t *testing.T, engine string)) {
 // setEngine makes every listener of cfg use engine.
 func setEngine(cfg *config.Config, engine string) {
 	for i := range cfg.Listeners {
-		cfg.Listeners[i].Engine = engine
+		cfg.Listeners[i].Poller = engine
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/helios-lb/helios/internal/acme"
 	"github.com/helios-lb/helios/internal/admin"
+	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/clock"
 	"github.com/helios-lb/helios/internal/config"
 	"github.com/helios-lb/helios/internal/h1"
@@ -71,14 +72,20 @@ type Server struct {
 	configPath string
 	rlimit     listener.Rlimit
 	fds        listener.DescriptorPlan // caps client connections below the descriptor limit
-	acceptErrs *listener.AcceptErrors  // failed accepts, from every engine
-	nofile     atomic.Uint64           // the soft descriptor limit, for the accept warning
+	// fdBudget is the descriptors every listener's clients and every
+	// backend connection share, as the plan sets it.
+	fdBudget   listener.Descriptors
+	acceptErrs *listener.AcceptErrors // failed accepts, from every engine
+	nofile     atomic.Uint64          // the soft descriptor limit, for the accept warning
 	sockets    Sockets
 	onReload   func(*config.Config, error)
 	draining   atomic.Bool
 	cur        atomic.Pointer[generation] // the generation being served
 	acmeEnv    acme.Env
 	acmeSolver *acme.Solver // answers HTTP-01 from shared storage, for the process's life
+	// respBufs is what response buffering may hold across the process
+	// (every route's answers share it); reloads change its caps.
+	respBufs *bodybuf.Budget
 
 	mu        sync.Mutex                  // serialises Start, Reload and Shutdown
 	engines   map[netpoll.Kind]*h1.Engine // the event loops, by poller, made when a listener needs them (written under engMu too)
@@ -160,7 +167,9 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		s.rlimit = listener.SystemRlimit()
 	}
 	s.acceptErrs = s.newAcceptErrors()
+	s.respBufs = bodybuf.NewBudget(cfg.ResponseBuffers.MemoryBytes, cfg.ResponseBuffers.FileBytes)
 	s.fds = s.planDescriptors(cfg)
+	s.fds.Budget(&s.fdBudget)
 	if s.registry == nil {
 		s.registry = prometheus.NewRegistry()
 	}
@@ -281,6 +290,7 @@ func (s *Server) bind(cfg *config.Config, lc config.Listener) (*boundListener, e
 		}
 		return nil, err
 	}
+	pool.SetDescriptors(&s.fdBudget)
 	return &boundListener{cfg: lc, pool: pool, tls: tp, h2: new(h2.Stats), acme: am}, nil
 }
 
@@ -313,29 +323,21 @@ func (s *Server) Start() error {
 	s.gen.commit(nil)
 	if s.admin != nil {
 		s.admin.Start()
-		s.log.Info("admin listening", zap.String("address", s.admin.Addr().String()))
+		s.log.Debug("admin listening", zap.String("address", s.admin.Addr().String()))
 		s.warnInsecureAdmin(s.gen.cfg.Admin)
 	}
+	// Debug: the daemon opens the log with one line that says what is
+	// served where (Summary); what each listener's connections may hold
+	// in memory is in helios validate's output and /api/v1/listeners
+	// (issue 18 item 7: a newcomer read these lines as alarms).
 	for _, bl := range s.listeners {
-		s.log.Info("listening", zap.String("listener", bl.cfg.Name), zap.String("address", bl.pool.Addr().String()),
-			zap.Int("sockets", bl.pool.Sockets()), zap.String("poller", string(pollerOf(bl.cfg))))
-		s.logMemory(bl.cfg)
+		m := ListenerMemory(bl.cfg, s.fds.Cap(bl.cfg.MaxConnections))
+		s.log.Debug("listening", zap.String("listener", bl.cfg.Name), zap.String("address", bl.pool.Addr().String()),
+			zap.Int("sockets", bl.pool.Sockets()), zap.String("poller", string(pollerOf(bl.cfg))),
+			zap.Int("memory_worst_kib", m.WorstKiB), zap.Int("memory_slow_reader_kib", m.SlowReaderKiB),
+			zap.Int("connection_cap", m.Connections), zap.Int("memory_worst_total_mib", m.WorstTotalMiB))
 	}
 	return nil
-}
-
-// logMemory says what a listener's connections may hold in memory, so an
-// operator sees what max_connections commits them to.
-func (s *Server) logMemory(lc config.Listener) {
-	o := engineOptions(lc)
-	worst, slow := o.ConnMemory()
-	s.log.Info("memory per client connection",
-		zap.String("listener", lc.Name),
-		zap.Int("worst_kib", worst>>10),
-		zap.Int("slow_reader_kib", slow>>10),
-		zap.Int("max_connections", lc.MaxConnections),
-		zap.Int("worst_total_mib", int(int64(worst)*int64(lc.MaxConnections)>>20)),
-		zap.Int("slow_readers_total_mib", int(int64(slow)*int64(lc.MaxConnections)>>20)))
 }
 
 // Addr returns the bound address of the named listener (with the real
@@ -419,6 +421,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 
 	// Commit: swap the graph, hand health over, then adjust listeners.
+	s.fds.Budget(&s.fdBudget)
 	startACME := tlsr.commit()
 	next := make(map[string]*boundListener, len(keep)+len(fresh))
 	for a, bl := range keep {
@@ -431,6 +434,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 		}
 	}
 	s.installACME(g, next)
+	s.respBufs.SetCaps(cfg.ResponseBuffers.MemoryBytes, cfg.ResponseBuffers.FileBytes)
 	s.pipeline.Swap(g.graph)
 	s.cur.Store(g)
 	s.gen = g
@@ -482,7 +486,7 @@ func (s *Server) startListener(bl *boundListener) error {
 	eng := s.engines[kind]
 	if eng == nil {
 		var err error
-		if eng, err = h1.NewEngine(s.pipeline, h1.EngineOptions{Poller: kind}); err != nil {
+		if eng, err = h1.NewEngine(s.pipeline, h1.EngineOptions{Poller: kind, Descriptors: &s.fdBudget}); err != nil {
 			return err
 		}
 		eng.SetErrorLog(func(msg string, err error) { s.log.Warn(msg, zap.Error(err)) })
@@ -520,7 +524,7 @@ func (s *Server) retireBackend(name, addr string) {
 
 // pollerOf returns the poller a listener's engine setting asks for.
 func pollerOf(lc config.Listener) netpoll.Kind {
-	if lc.Engine == config.EnginePortable {
+	if lc.Poller == config.PollerPortable {
 		return netpoll.KindPortable
 	}
 	return netpoll.Native()
@@ -546,10 +550,10 @@ func (s *Server) findListener(addr string) *boundListener {
 // kept listener never loses a socket: the backlog is changed in place, and
 // a different socket count waits for a restart (and says so).
 func (s *Server) updateListener(bl *boundListener, lc config.Listener) {
-	if lc.Engine != bl.cfg.Engine {
-		s.log.Warn("listeners[].engine changes need a restart; keeping the running engine",
-			zap.String("listener", lc.Name), zap.String("running", bl.cfg.Engine), zap.String("configured", lc.Engine))
-		lc.Engine = bl.cfg.Engine
+	if lc.Poller != bl.cfg.Poller {
+		s.log.Warn("listeners[].poller changes need a restart; keeping the running poller",
+			zap.String("listener", lc.Name), zap.String("running", bl.cfg.Poller), zap.String("configured", lc.Poller))
+		lc.Poller = bl.cfg.Poller
 	}
 	if bl.loop != nil {
 		bl.loop.SetOptions(bl.engineOptions(lc))

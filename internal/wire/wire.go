@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/upstream"
 )
@@ -66,6 +67,19 @@ type BufferLimits struct {
 	// gone, such as the built-in backend's /sink); the other limits do
 	// not apply.
 	Discard bool
+}
+
+// ResponseBuffer says how an engine may hold an answer for a client that
+// reads it more slowly than its backend sends it (response buffering), so
+// that the backend's connection is let go as soon as the whole answer is
+// in: up to Memory bytes in memory, then up to File bytes in a temporary
+// file, within what Budget leaves across the process (nil: no process
+// cap). An answer that does not fit is not failed: it goes on with
+// backpressure, as without buffering.
+type ResponseBuffer struct {
+	Memory int
+	File   int64
+	Budget *bodybuf.Budget
 }
 
 // Exchange is one request on a client connection and the means to answer
@@ -324,6 +338,9 @@ type Flow interface {
 	// Resume ends an ActWait and returns what to do next: ActForward,
 	// ActRespond or ActClose.
 	Resume() Action
+	// ResponseBuffer returns how the answer being sent (ActSend) may be
+	// buffered for a slow client; nil: it streams with backpressure.
+	ResponseBuffer() *ResponseBuffer
 	// Sent reports how the answer went: the status sent, the body bytes
 	// written, and the error that cut it short (wrapping ErrClientGone,
 	// ErrBackend or ErrTimeout), if any.

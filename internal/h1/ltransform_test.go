@@ -5,11 +5,17 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/andybalholm/brotli"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/helios-lb/helios/internal/compress"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/wire"
@@ -151,4 +157,113 @@ func testLoopTransformPanic(t *testing.T, k netpoll.Kind) {
 			t.Errorf("after the panic: got %d, want 200 on the same connection", r.status)
 		}
 	})
+}
+
+// TestMatrixCompression: over every pairing of client and backend
+// protocols, on every poller, a route's answers are compressed for a
+// client that asks (of declared and undeclared length, in each coding),
+// decode to what the backend sent, say so in their head, have no length
+// (chunked over HTTP/1.1), and an answer that trickles reaches the
+// client piece by piece; the route's encoders all go back to its pool.
+func TestMatrixCompression(t *testing.T) {
+	pol, err := compress.NewPolicy(compress.Options{Codings: []compress.Coding{compress.Zstd, compress.Brotli, compress.Gzip}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := bytes.Repeat([]byte(`{"id": 1, "name": "helios", "tags": ["a", "b", "c"]},`+"\n"), 1000)
+	matrix(t, func(t *testing.T, c *cell) {
+		next := make(chan struct{})
+		c.be.handle(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			switch r.URL.Path {
+			case "/fixed":
+				w.Header().Set("Content-Length", strconv.Itoa(len(doc)))
+				w.Write(doc)
+			case "/stream":
+				for rest := doc; len(rest) > 0; rest = rest[min(len(rest), 5000):] {
+					w.Write(rest[:min(len(rest), 5000)])
+					w.(http.Flusher).Flush()
+				}
+			case "/trickle":
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, "data: one\n\n")
+				w.(http.Flusher).Flush()
+				select {
+				case <-next:
+				case <-time.After(testTimeout):
+				}
+				io.WriteString(w, "data: two\n\n")
+			}
+		})
+		for _, coding := range []compress.Coding{compress.Gzip, compress.Zstd, compress.Brotli} {
+			for _, path := range []string{"/fixed", "/stream"} {
+				resp, err := c.get(path, http.Header{"Accept-Encoding": {coding.String()}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				what := coding.String() + " " + path
+				if ce := resp.header.Get("Content-Encoding"); resp.status != 200 || ce != coding.String() || resp.header.Get("Vary") != "Accept-Encoding" {
+					t.Fatalf("%s: got %d with Content-Encoding %q and Vary %q", what, resp.status, ce, resp.header.Get("Vary"))
+				}
+				if got := decodeAll(t, coding, strings.NewReader(resp.body)); !bytes.Equal(got, doc) {
+					t.Errorf("%s: decoded %d bytes, want the %d sent", what, len(got), len(doc))
+				}
+				if resp.length != -1 || len(resp.body) > len(doc)/4 {
+					t.Errorf("%s: got length %d and %d bytes, want none and compressed", what, resp.length, len(resp.body))
+				}
+			}
+		}
+		// Trickling: the first event comes while the backend holds the
+		// second back.
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", c.base+"/trickle", nil)
+		req.Header.Set("Accept-Encoding", "gzip")
+		res, err := c.tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		zr, err := gzip.NewReader(res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := make([]byte, len("data: one\n\n"))
+		if _, err := io.ReadFull(zr, first); err != nil || string(first) != "data: one\n\n" {
+			t.Fatalf("got %q, %v; want the first event before the second is sent", first, err)
+		}
+		close(next)
+		if rest, err := io.ReadAll(zr); err != nil || string(rest) != "data: two\n\n" {
+			t.Errorf("then got %q, %v; want the second event and the end", rest, err)
+		}
+		waitFor(t, "the encoders to go back to their pool", func() bool { return pol.Pool().InUse() == 0 })
+	}, withConfig(loopConfig{compress: pol}))
+}
+
+// decodeAll decodes r from coding c.
+func decodeAll(t *testing.T, c compress.Coding, r io.Reader) []byte {
+	t.Helper()
+	var d io.Reader
+	switch c {
+	case compress.Gzip:
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d = zr
+	case compress.Zstd:
+		zr, err := zstd.NewReader(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer zr.Close()
+		d = zr
+	case compress.Brotli:
+		d = brotli.NewReader(r)
+	}
+	out, err := io.ReadAll(d)
+	if err != nil {
+		t.Fatalf("decoding %v: %v", c, err)
+	}
+	return out
 }

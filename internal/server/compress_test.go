@@ -34,15 +34,7 @@ import (
 // answers in every way the compression rules tell apart, and ask it over
 // HTTP/1.1, TLS, h2 and h2c, on every engine.
 
-const compressYAML = `
-listeners:
-  - name: web
-    address: "127.0.0.1:1"
-    tls: {cert_file: "{{DIR}}/site.pem", key_file: "{{DIR}}/site.key"}
-  - name: plain
-    address: "127.0.0.2:1"
-    h2c: true
-routes:
+const compressYAML = h2Listeners + `routes:
   - name: files
     match: {path_prefix: /files/}
     static: {root: "{{ROOT}}", strip_prefix: /files, precompressed: [br, gzip]}

@@ -13,7 +13,9 @@ import (
 // the transform on its way to the client, over HTTP/1.1 or HTTP/2, from a
 // backend or from a file: each piece as it is read, with the same
 // backpressure as any answer (the pump reads no more while the client's
-// output is past its limit, so nothing is buffered whole), and a flush
+// output is past its limit, so nothing is held whole in memory; with
+// response buffering the spool holds the backend's bytes and they are
+// transformed on their way out, lresp.go), and a flush
 // whenever the source has nothing more for now, so that an answer that
 // trickles (server-sent events, a long poll's heartbeat) reaches the
 // client as it comes. The length of what comes out is not known until

@@ -51,6 +51,7 @@ func (exchange) Request() *httpmsg.Request                  { return &httpmsg.Re
 func (exchange) Response() *httpmsg.Response                { return nil }
 func (exchange) Alloc(n int) []byte                         { return make([]byte, n) }
 func (exchange) TransformBody(wire.BodyTransform)           {}
+func (exchange) Timing() wire.Timing                        { return wire.Timing{} }
 
 // detailed is an exchange with a query, a protocol, a TLS version and
 // headers.

@@ -215,7 +215,12 @@ func Listen(addr string, src Source, o Options) (*Server, error) {
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	if o.Gatherer != nil {
-		mux.Handle("GET /metrics", s.auth(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{})))
+		mux.Handle("GET /metrics", s.auth(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{
+			// Exemplars (a sampled request's trace id on its duration
+			// bucket) exist only in OpenMetrics, served to a scraper whose
+			// Accept asks for it; others get the text format.
+			EnableOpenMetrics: true,
+		})))
 	}
 	mux.Handle("GET /api/v1/upstreams", s.auth(http.HandlerFunc(s.upstreams)))
 	mux.Handle("GET /api/v1/listeners", s.auth(http.HandlerFunc(s.listeners)))

@@ -63,6 +63,10 @@ type PeerData struct {
 	AdminListen string
 	// AccessLog is the access log file when Features is on.
 	AccessLog string
+	// TraceEndpoint, when set, turns Helios's tracing on, its spans
+	// going over OTLP/gRPC to this URL at TraceRatio.
+	TraceEndpoint string
+	TraceRatio    float64
 	// User and Group are set when running as root, for nginx's user
 	// directive (its workers would otherwise switch to nobody).
 	User, Group string
@@ -279,6 +283,9 @@ func variant(peer string, d PeerData) string {
 	}
 	if d.Features {
 		parts = append(parts, "features")
+	}
+	if d.TraceEndpoint != "" {
+		parts = append(parts, "tracing")
 	}
 	if d.TLSListen != "" {
 		parts = append(parts, "tls")

@@ -15,6 +15,11 @@ import (
 
 func testPeerData(t *testing.T, p string) PeerData {
 	dir := t.TempDir()
+	// The peer's directory, where its access log goes: a run makes it
+	// before it writes the config there, and validation checks it exists.
+	if err := os.MkdirAll(filepath.Join(dir, p), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	return PeerData{
 		Dir:               filepath.Join(dir, p),
 		Listen:            "127.0.0.1:28080",
@@ -203,11 +208,6 @@ func TestHeliosConfigParses(t *testing.T) {
 			d.Strategy, d.Features = tt.strategy, tt.features
 			if tt.name == "compress" {
 				d.Compress, d.CompressLevel = "gzip", compressGzipLevel
-			}
-			// The access log's directory, which the run makes before
-			// it writes the config there, must exist to validate.
-			if err := os.MkdirAll(d.Dir, 0o755); err != nil {
-				t.Fatal(err)
 			}
 			text := render(t, "helios", d)
 			cfg, err := config.Parse([]byte(text), "helios.yaml", func(string) (string, bool) { return "", false })

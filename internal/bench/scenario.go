@@ -84,6 +84,13 @@ type Case struct {
 	Features bool `yaml:"features" json:"features,omitempty"`
 	// FeaturesOffBaseline adds Helios with features off as a contender.
 	FeaturesOffBaseline bool `yaml:"features_off_baseline" json:"features_off_baseline,omitempty"`
+	// TraceRatio turns Helios's tracing on at this sample_ratio, its
+	// spans going to a collector the bench runs (a sink that counts
+	// them); 0 leaves tracing off. Other proxies are not traced.
+	TraceRatio float64 `yaml:"trace_ratio" json:"trace_ratio,omitempty"`
+	// TracingOffBaseline adds Helios with the same features and tracing
+	// off as a contender: what tracing costs, in interleaved rounds.
+	TracingOffBaseline bool `yaml:"tracing_off_baseline" json:"tracing_off_baseline,omitempty"`
 	// RateOfPeak is the open-loop rate as a fraction of nginx's peak.
 	RateOfPeak float64 `yaml:"rate_of_peak" json:"rate_of_peak,omitempty"`
 	// BodyBytes is the POST body of each request (wrk), or the message
@@ -155,6 +162,10 @@ func (c Case) merged(def Case) Case {
 	}
 	c.Features = c.Features || def.Features
 	c.FeaturesOffBaseline = c.FeaturesOffBaseline || def.FeaturesOffBaseline
+	if c.TraceRatio == 0 {
+		c.TraceRatio = def.TraceRatio
+	}
+	c.TracingOffBaseline = c.TracingOffBaseline || def.TracingOffBaseline
 	if c.RateOfPeak == 0 {
 		c.RateOfPeak = def.RateOfPeak
 	}

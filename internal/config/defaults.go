@@ -95,6 +95,7 @@ func SetDefaults(c *Config) {
 	setString(&c.Logging.Level, "info")
 	setString(&c.Logging.Format, "json")
 	setString(&c.Logging.AccessLog, AccessLogOff)
+	setTracingDefaults(m, c.Tracing)
 }
 
 // setUpstreamDefaults fills the absent keys of the upstream u at path p.

@@ -64,6 +64,9 @@ type Config struct {
 	// process; the zero ResponseBuffers gets the defaults documented on
 	// its fields.
 	ResponseBuffers ResponseBuffers `yaml:"response_buffers"`
+	// Tracing exports OpenTelemetry traces of the requests; nil (the
+	// default) traces nothing.
+	Tracing *Tracing `yaml:"tracing"`
 
 	// File is the path the configuration was read from ("" when parsed
 	// from memory). Not a YAML key.

@@ -51,6 +51,7 @@ func (c *Config) validate() (problems, warnings Problems) {
 	v.admin(&c.Admin)
 	v.logging(&c.Logging)
 	v.responseBuffers(&c.ResponseBuffers)
+	v.tracing(c.Tracing)
 	return v.problems, v.warnings
 }
 
@@ -572,14 +573,20 @@ func (v *validator) match(m *Match, p string) {
 
 func (v *validator) respond(r *Respond, p string) {
 	v.intRange(p+".status", r.Status, minStatus, maxStatus)
+	v.headers(p+".headers", r.Headers)
+}
+
+// headers checks a map of header fields at p: names are tokens, set once
+// (case-insensitively), values on one line.
+func (v *validator) headers(p string, h map[string]string) {
 	// In file order, so that a repeated name is reported where it repeats.
-	names := slices.Collect(maps.Keys(r.Headers))
+	names := slices.Collect(maps.Keys(h))
 	slices.SortFunc(names, func(a, b string) int {
-		return cmp.Or(cmp.Compare(v.meta.line(childPath(p+".headers", a)), v.meta.line(childPath(p+".headers", b))), cmp.Compare(a, b))
+		return cmp.Or(cmp.Compare(v.meta.line(childPath(p, a)), v.meta.line(childPath(p, b))), cmp.Compare(a, b))
 	})
 	seen := make(map[string]string, len(names))
 	for _, name := range names {
-		hp := childPath(p+".headers", name)
+		hp := childPath(p, name)
 		if !isToken(name) {
 			v.addf(hp, "%q is not a header name (letters, digits and !#$%%&'*+-.^_`|~)", name)
 		}
@@ -587,7 +594,7 @@ func (v *validator) respond(r *Respond, p string) {
 			v.addf(hp, "%q repeats header %q (names are case-insensitive; set each once)", name, first)
 		}
 		seen[strings.ToLower(name)] = name
-		if value := r.Headers[name]; strings.ContainsAny(value, "\r\n\x00") {
+		if value := h[name]; strings.ContainsAny(value, "\r\n\x00") {
 			v.addf(hp, "%q has a line break or NUL (a value on one line)", value)
 		}
 	}

@@ -185,6 +185,8 @@ type lconn struct {
 	// tryDeadline ends the current attempt (the transport's TryTimeout,
 	// lwait.go); 0: none.
 	tryDeadline int64
+	// tm times the attempt's stages (ltiming.go).
+	tm attemptClock
 	// xf holds the transform the answer's body goes through
 	// (ltransform.go); nil until the connection's first. One pointer,
 	// not the 24 bytes of the transform and its state: lconn must stay
@@ -623,6 +625,7 @@ func (c *lconn) act(a wire.Action) {
 		c.local = nil
 		c.flushOut() // earlier pipelined answers go before we wait
 		c.startTry()
+		c.timeAttempt()
 		c.attempt()
 	case wire.ActWait:
 		c.flushOut()
@@ -644,6 +647,7 @@ func (c *lconn) forwarded(status int, err error) {
 	if c.queued != nil {
 		c.queued.unqueue(c)
 	}
+	c.timeEnd()
 	a := c.flow.Forwarded(status, err)
 	if a != wire.ActSend {
 		c.dropUp(true)

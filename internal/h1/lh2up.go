@@ -148,10 +148,12 @@ func (c *lconn) connectH2(p *lpool) {
 			}
 			p.queue = append(p.queue, c)
 			c.queued = p
+			c.timeQueued()
 			c.setDeadline(dlQueue, c.tr.Settings.QueueTimeout)
 			return // a stream's end resumes (h2up.streamEnded)
 		}
 		var err error
+		c.timeDial()
 		if hu, err = c.l.dialH2(p, c.tr); err != nil {
 			if errors.Is(err, errNoDescriptor) {
 				c.waitFD(p)
@@ -166,6 +168,7 @@ func (c *lconn) connectH2(p *lpool) {
 	c.up = u
 	c.state = lsForward
 	if hu.connecting {
+		c.timeDial()
 		hu.opening++
 		hu.waiting = append(hu.waiting, upWait{u, u.inc})
 		c.setDeadline(dlConnect, c.tr.Settings.DialTimeout)

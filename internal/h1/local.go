@@ -69,6 +69,7 @@ func (c *lconn) serveLocal(loc *wire.Local) {
 	c.tr, c.be, c.local = ls.tr, ls.be, ls
 	c.tries = 0
 	c.flushOut() // earlier pipelined answers go before we wait
+	c.timeAttempt()
 	c.attempt()
 }
 

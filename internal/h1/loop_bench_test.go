@@ -10,6 +10,7 @@ import (
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/tracing"
 )
 
 // keepAliveLoop is a client in keep-alive that sends one request and
@@ -38,17 +39,23 @@ func (l *keepAliveLoop) roundTrip() error {
 // newLoopKeepAlive is a client, a loop engine proxy (the real pipeline,
 // without a recorder or guard) and a backend (another engine, answering
 // from a fixed route) over loopback, with the client in keep-alive.
-func newLoopKeepAlive(t testing.TB) *keepAliveLoop { return newLoopKeepAliveWith(t, nil, "") }
+func newLoopKeepAlive(t testing.TB) *keepAliveLoop { return newLoopKeepAliveWith(t, loopConfig{}, "") }
 
-// newLoopKeepAliveWith is newLoopKeepAlive with the proxy's upstream
-// route compressing as pol says (nil: not), and fields (whole lines)
-// added to the request.
-func newLoopKeepAliveWith(t testing.TB, pol *compress.Policy, fields string) *keepAliveLoop {
+// newLoopKeepAliveTraced is newLoopKeepAlive with the proxy's pipeline
+// tracing under pol (nil: off).
+func newLoopKeepAliveTraced(t testing.TB, pol *tracing.Policy) *keepAliveLoop {
+	return newLoopKeepAliveWith(t, loopConfig{tracing: pol}, "")
+}
+
+// newLoopKeepAliveWith is newLoopKeepAlive with the proxy's tracing and
+// its upstream route's compression as extra has them, and fields (whole
+// lines) added to the request.
+func newLoopKeepAliveWith(t testing.TB, extra loopConfig, fields string) *keepAliveLoop {
 	backend := startLoopProxy(t, netpoll.KindEpoll, loopConfig{bare: true, fixed: map[string]proxy.Fixed{
 		"/bench": {Status: 200, Header: *benchHeader, Body: benchBody},
 	}, opts: Options{IdleTimeout: time.Minute, WriteTimeout: time.Minute}})
 	p := startLoopProxy(t, netpoll.KindEpoll, loopConfig{
-		backends: []string{backend.addr}, to: defaultTransport, bare: true, compress: pol,
+		backends: []string{backend.addr}, to: defaultTransport, bare: true, tracing: extra.tracing, compress: extra.compress,
 		opts: Options{ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute, WriteTimeout: time.Minute},
 	})
 	l := &keepAliveLoop{
@@ -81,14 +88,25 @@ func BenchmarkLoopProxy(b *testing.B) {
 // the event loops does not allocate per request (client, loop and
 // backend all count; an average under one per round trip leaves room for
 // the runtime's own, such as the Date line once a second).
-//
-// With compression configured on the route but not applied, it stays so:
-// an answer too small for it, and one the client accepts no coding for
-// (which gets Vary: Accept-Encoding all the same).
 func TestLoopProxyRoundTripAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector makes sync.Pool allocate")
-	}
+	testRoundTripAllocs(t, func() *keepAliveLoop { return newLoopKeepAlive(t) })
+}
+
+// TestLoopProxyTracedRoundTripAllocs: with tracing on, a request that is
+// not sampled still costs no allocation through the loops (issue 24): it
+// starts a trace, decides, and hands the backend its context in memory
+// the exchange lends.
+func TestLoopProxyTracedRoundTripAllocs(t *testing.T) {
+	testRoundTripAllocs(t, func() *keepAliveLoop {
+		return newLoopKeepAliveTraced(t, tracing.NewPolicy(0, true, tracing.W3C, tracing.B3))
+	})
+}
+
+// TestLoopProxyCompressionNotAppliedAllocs: with compression configured
+// on the route but not applied, a request costs no allocation through
+// the loops either: an answer too small for it, and one the client
+// accepts no coding for (which gets Vary: Accept-Encoding all the same).
+func TestLoopProxyCompressionNotAppliedAllocs(t *testing.T) {
 	policy := func(minBytes int64) *compress.Policy {
 		pol, err := compress.NewPolicy(compress.Options{MinBytes: minBytes})
 		if err != nil {
@@ -102,32 +120,56 @@ func TestLoopProxyRoundTripAllocs(t *testing.T) {
 		fields string
 		vary   bool
 	}{
-		{name: "plain"},
-		{name: "compress, too small", pol: policy(1024), fields: "Accept-Encoding: gzip, br, zstd\r\n"},
-		{name: "compress, no coding accepted", pol: policy(-1), vary: true},
+		{name: "too small", pol: policy(1024), fields: "Accept-Encoding: gzip, br, zstd\r\n"},
+		{name: "no coding accepted", pol: policy(-1), vary: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := newLoopKeepAliveWith(t, tt.pol, tt.fields)
-			if got := strings.Contains(l.head, "Vary: Accept-Encoding"); got != tt.vary {
-				t.Fatalf("got Vary %v in\n%s\nwant %v", got, l.head, tt.vary)
-			}
-			for i := 0; i < 100; i++ {
-				if err := l.roundTrip(); err != nil {
-					t.Fatal(err)
+			var l *keepAliveLoop
+			testRoundTripAllocs(t, func() *keepAliveLoop {
+				l = newLoopKeepAliveWith(t, loopConfig{compress: tt.pol}, tt.fields)
+				if got := strings.Contains(l.head, "Vary: Accept-Encoding"); got != tt.vary {
+					t.Fatalf("got Vary %v in\n%s\nwant %v", got, l.head, tt.vary)
 				}
-			}
-			allocs := testing.AllocsPerRun(500, func() {
-				if err := l.roundTrip(); err != nil {
-					t.Fatal(err)
-				}
+				return l
 			})
-			if allocs >= 0.5 {
-				t.Errorf("got %v allocs per round trip, want 0", allocs)
-			}
-			if strings.Contains(string(l.buf), "Content-Encoding") {
+			if l != nil && strings.Contains(string(l.buf), "Content-Encoding") {
 				t.Errorf("got a compressed answer:\n%s", l.buf)
 			}
 		})
+	}
+}
+
+// BenchmarkLoopProxyTraced is BenchmarkLoopProxy with tracing on and
+// nothing sampled: what deciding and propagating costs.
+func BenchmarkLoopProxyTraced(b *testing.B) {
+	l := newLoopKeepAliveTraced(b, tracing.NewPolicy(0, true))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := l.roundTrip(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// testRoundTripAllocs counts the allocations of the round trips of the
+// keep-alive loop start returns.
+func testRoundTripAllocs(t *testing.T, start func() *keepAliveLoop) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool allocate")
+	}
+	l := start()
+	for i := 0; i < 100; i++ {
+		if err := l.roundTrip(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allocs := testing.AllocsPerRun(500, func() {
+		if err := l.roundTrip(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs >= 0.5 {
+		t.Errorf("got %v allocs per round trip, want 0", allocs)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/route"
+	"github.com/helios-lb/helios/internal/tracing"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -70,6 +71,8 @@ type loopConfig struct {
 	clientTLS wire.ClientTLS
 	// respBuf is the upstream route's response buffering (nil: off).
 	respBuf *wire.ResponseBuffer
+	// tracing is the pipeline's tracing policy (nil: off).
+	tracing *tracing.Policy
 }
 
 // pollers are the drivers every engine test runs on.
@@ -157,7 +160,7 @@ func startLoopProxy(t testing.TB, k netpoll.Kind, cfg loopConfig) *loopProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.pipe = proxy.New(&proxy.Graph{Routes: table, Upstreams: []*proxy.Upstream{p.up}, Recorder: rec})
+	p.pipe = proxy.New(&proxy.Graph{Routes: table, Upstreams: []*proxy.Upstream{p.up}, Recorder: rec, Tracing: cfg.tracing})
 	var stepper wire.Stepper = p.pipe
 	if !cfg.bare {
 		stepper = &checkedStepper{p: p, s: p.pipe}

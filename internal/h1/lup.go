@@ -507,10 +507,12 @@ func (c *lconn) connect(p *lpool) {
 			}
 			p.queue = append(p.queue, c)
 			c.queued = p
+			c.timeQueued()
 			c.setDeadline(dlQueue, c.tr.Settings.QueueTimeout)
 			return // dequeue() resumes
 		}
 		var err error
+		c.timeDial()
 		if u, err = c.l.dial(p); err != nil {
 			if errors.Is(err, errNoDescriptor) {
 				c.waitFD(p)
@@ -546,6 +548,7 @@ func (c *lconn) useConn(u *lupconn) {
 // start of a body that streams (pumpReq).
 func (c *lconn) sendRequest() {
 	u := c.up
+	c.timeConnected()
 	if u.h2 != nil {
 		c.sendRequestH2()
 		return
@@ -811,6 +814,7 @@ func (c *lconn) readUpHead() {
 // gotHead hands a response head to the pipeline.
 func (c *lconn) gotHead() {
 	u := c.up
+	c.timeHead()
 	u.state = upBody
 	if c.replay {
 		c.reqBody.consumeBuffered()
@@ -925,6 +929,7 @@ func (p *lpool) dequeue() *lconn {
 			c.queued = nil
 			c.deadline, c.dkind = 0, dlNone
 			p.unwaitFD(c)
+			c.timeDequeued()
 			return c
 		}
 	}

@@ -190,11 +190,11 @@ func (m *Metrics) Record(ex wire.Exchange, r proxy.Record) {
 	m.protocols.count(ex)
 	if r.Route != nil {
 		if s := r.Route.StatsOf(r.Upstream); s != nil {
-			s.Count(r.Status, r.Duration)
+			count(s, &r)
 		}
 		return
 	}
-	m.noRoute.Count(r.Status, r.Duration)
+	count(&m.noRoute, &r)
 }
 
 // Describe is empty: the collector is unchecked, because its label sets

@@ -16,6 +16,7 @@ import (
 	"github.com/helios-lb/helios/internal/compress"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/route"
+	"github.com/helios-lb/helios/internal/tracing"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -35,6 +36,9 @@ type Graph struct {
 	// redirected to HTTPS; nil when no listener gets certificates
 	// through ACME.
 	ACME ACME
+	// Tracing says how requests join traces (formats, sampling); nil
+	// when tracing is off.
+	Tracing *tracing.Policy
 }
 
 // Route is a compiled route with exactly one action set.
@@ -160,11 +164,17 @@ type Observer interface {
 
 // Count records one answered request.
 func (s *RouteStats) Count(status int, d time.Duration) {
-	if status >= 0 && status < len(s.Codes) {
-		s.Codes[status].Add(1)
-	}
+	s.CountStatus(status)
 	if s.Duration != nil {
 		s.Duration.Observe(d.Seconds())
+	}
+}
+
+// CountStatus counts one answered request by its status, for a caller
+// that observes the duration itself (with an exemplar).
+func (s *RouteStats) CountStatus(status int) {
+	if status >= 0 && status < len(s.Codes) {
+		s.Codes[status].Add(1)
 	}
 }
 
@@ -299,6 +309,12 @@ type Record struct {
 	Duration time.Duration
 	// Attempts counts forwarding attempts (retries are Attempts-1).
 	Attempts int
+	// Timing is how the last attempt went, as the engine measured it;
+	// zero when there was none.
+	Timing wire.Timing
+	// Trace is the request's place in its trace; zero when tracing is
+	// off.
+	Trace tracing.Span
 	// Err is the error that decided the status, if any.
 	Err error
 	// RequestID is the request's id: the client's X-Request-Id, or one

@@ -90,6 +90,7 @@ func (f *flow) Begin(ex wire.Exchange) wire.Action {
 	*f = flow{p: p, g: p.graph.Load(), ex: ex, redirect: f.redirect}
 	f.rec.Start = time.Now()
 	f.setRequestID(ex)
+	f.startTrace(ex)
 	if a := f.g.ACME; a != nil {
 		if act, ok := f.acmeChallenge(a, ex); ok {
 			return act
@@ -252,6 +253,7 @@ func (f *flow) pick() wire.Action {
 		f.b, f.ticket = b, ticket
 		f.rec.Backend = b
 		f.rec.Attempts++
+		f.traceAttempt(b)
 		b.Begin()
 		f.last = wire.ActForward
 		return wire.ActForward
@@ -287,6 +289,7 @@ func (f *flow) Forwarded(status int, err error) wire.Action {
 		f.status = status
 		return f.send()
 	}
+	f.attemptDone(status, err)
 	if err != nil {
 		out := outcomeOf(err)
 		f.done(out)

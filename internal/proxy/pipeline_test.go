@@ -33,9 +33,13 @@ type fakeExchange struct {
 	limit     int64
 	buffered  *wire.BufferLimits
 	bufferErr error
-	// req is the head the pipeline may edit; arena backs Alloc.
-	req   httpmsg.Request
-	arena []byte
+	// req is the head the pipeline may edit; arena backs Alloc, from
+	// arenaOff on, until begin starts it over.
+	req      httpmsg.Request
+	arena    []byte
+	arenaOff int
+	// timing is what Timing reports.
+	timing wire.Timing
 	// hdr, path, query and addr, when set, are the request's header
 	// fields, path, query and client address (for request keys).
 	hdr   []field
@@ -125,15 +129,18 @@ func (e *fakeExchange) Request() *httpmsg.Request          { return &e.req }
 func (e *fakeExchange) Response() *httpmsg.Response        { return e.resp }
 func (e *fakeExchange) TransformBody(t wire.BodyTransform) { e.xf = t }
 func (e *fakeExchange) Alloc(n int) []byte {
-	if cap(e.arena) < n {
-		e.arena = make([]byte, n)
+	if cap(e.arena)-e.arenaOff < n {
+		e.arena, e.arenaOff = make([]byte, max(512, n)), 0
 	}
-	return e.arena[:n]
+	b := e.arena[e.arenaOff : e.arenaOff+n : e.arenaOff+n]
+	e.arenaOff += n
+	return b
 }
+func (e *fakeExchange) Timing() wire.Timing { return e.timing }
 
 // begin makes the exchange ready for its next request, as an engine's
 // is: a head of its own.
-func (e *fakeExchange) begin() { e.req.Reset() }
+func (e *fakeExchange) begin() { e.req.Reset(); e.arenaOff = 0 }
 
 // fakeTransport answers each backend from a script: an error or a status.
 type fakeTransport struct {

@@ -158,6 +158,7 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 		return nil, err
 	}
 	g.graph.Recorder = s.recorder
+	g.graph.Tracing = tracingPolicy(cfg.Tracing)
 	return g, nil
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/tlsconf"
+	"github.com/helios-lb/helios/internal/tracing/otlp"
 )
 
 // Options are the parts of a Server that do not come from the config
@@ -86,6 +87,12 @@ type Server struct {
 	// respBufs is what response buffering may hold across the process
 	// (every route's answers share it); reloads change its caps.
 	respBufs *bodybuf.Budget
+	// spans exports sampled requests' spans (tracing.go); spanSettings
+	// are its exporter's (nil: tracing off); exportErrAt rate-limits the
+	// log of failed exports.
+	spans        otlp.Switch
+	spanSettings *otlp.Settings
+	exportErrAt  atomic.Int64
 
 	mu        sync.Mutex                  // serialises Start, Reload and Shutdown
 	engines   map[netpoll.Kind]*h1.Engine // the event loops, by poller, made when a listener needs them (written under engMu too)
@@ -178,9 +185,12 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
 	s.metrics = m
-	s.recorder = m
+	if err := s.registry.Register(metrics.NewTracing(s.spans.Stats)); err != nil {
+		return nil, fmt.Errorf("registering metrics: %w", err)
+	}
+	s.recorder = proxy.Recorders{m, &s.spans}
 	if o.Recorder != nil {
-		s.recorder = proxy.Recorders{m, o.Recorder}
+		s.recorder = proxy.Recorders{m, &s.spans, o.Recorder}
 	}
 	g, err := s.build(cfg, nil)
 	if err != nil {
@@ -215,6 +225,14 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 			return nil, fmt.Errorf("admin listener: binding %s: %w", cfg.Admin.Address, err)
 		}
 		s.admin = a
+	}
+	if err := s.applyTracing(cfg.Tracing); err != nil {
+		s.closeListeners()
+		g.close()
+		if s.admin != nil {
+			s.admin.Shutdown(context.Background())
+		}
+		return nil, err
 	}
 	s.cur.Store(g)
 	return s, nil
@@ -435,6 +453,10 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 	s.installACME(g, next)
 	s.respBufs.SetCaps(cfg.ResponseBuffers.MemoryBytes, cfg.ResponseBuffers.FileBytes)
+	if err := s.applyTracing(cfg.Tracing); err != nil {
+		// Validated already: only a URL the exporter refuses gets here.
+		s.log.Error("tracing: the exporter could not be made; spans go where they went", zap.Error(err))
+	}
 	s.pipeline.Swap(g.graph)
 	s.cur.Store(g)
 	s.gen = g
@@ -636,6 +658,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, eng := range s.engines {
 		eng.Close()
 	}
+	s.closeTracing()
 	g.close()
 	if s.admin != nil {
 		actx, cancel := context.WithTimeout(context.Background(), time.Second)

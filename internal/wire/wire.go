@@ -159,6 +159,10 @@ type Exchange interface {
 	// answer. Answers without a transform keep the engine's copy-free
 	// paths (sendfile, writev).
 	TransformBody(t BodyTransform)
+	// Timing returns how the attempt that Flow.Forwarded reports on
+	// went (valid during that call); the zero Timing for an engine that
+	// does not measure.
+	Timing() Timing
 }
 
 // BodyTransform rewrites an answer's body as it streams
@@ -172,6 +176,26 @@ type BodyTransform interface {
 	Transform(p []byte, flush, end bool) ([]byte, error)
 	// Release ends the transform's use.
 	Release()
+}
+
+// Timing is how one forwarding attempt went, as the engine measured it on
+// its own clock: an event loop stamps each stage with the time its
+// current batch of events began (no system call per stamp), so each
+// figure is exact to within one batch. A stage the attempt did not go
+// through is zero.
+type Timing struct {
+	// Start is when the attempt began and End when it was reported
+	// (Forwarded), in Unix nanoseconds.
+	Start, End int64
+	// Queue is the wait for a connection to a backend at its connection
+	// cap (transport.max_conns_per_backend).
+	Queue time.Duration
+	// Connect is the time to open a new connection to the backend (TCP,
+	// then TLS when the transport has it); zero on a reused connection.
+	Connect time.Duration
+	// FirstByte is the time from Start to the backend's response head;
+	// zero when none came.
+	FirstByte time.Duration
 }
 
 // Transport says how to reach one upstream's backends. Engines keep

@@ -59,13 +59,28 @@ func (b *Budget) takeFileUpTo(n int64) int64 {
 	if b == nil {
 		return n
 	}
+	return upTo(&b.file, b.fileCap.Load(), n)
+}
+
+// takeMemUpTo takes up to n bytes of memory and returns how many it
+// took.
+func (b *Budget) takeMemUpTo(n int64) int64 {
+	if b == nil {
+		return n
+	}
+	return upTo(&b.mem, b.memCap.Load(), n)
+}
+
+// upTo adds up to n to v without passing max, and returns how much it
+// added.
+func upTo(v *atomic.Int64, max, n int64) int64 {
 	for {
-		cur, max := b.file.Load(), b.fileCap.Load()
+		cur := v.Load()
 		m := min(n, max-cur)
 		if m <= 0 {
 			return 0
 		}
-		if b.file.CompareAndSwap(cur, cur+m) {
+		if v.CompareAndSwap(cur, cur+m) {
 			return m
 		}
 	}

@@ -32,7 +32,7 @@ listeners:
 routes: [{name: r, respond: {}}]
 file: x.yaml
 `,
-			want: `t.yaml:3: file: unknown key (allowed: listeners, routes, upstreams, admin, logging, discovery, response_buffers, tracing)`,
+			want: `t.yaml:3: file: unknown key (allowed: listeners, routes, upstreams, admin, logging, discovery, request_buffers, response_buffers, tracing)`,
 		},
 		{
 			name: "string for an integer",
@@ -158,7 +158,7 @@ routes:
 			name: "string for the whole file",
 			yaml: `helios
 `,
-			want: `t.yaml:1: "helios" is not a mapping (keys: listeners, routes, upstreams, admin, logging, discovery, response_buffers, tracing)`,
+			want: `t.yaml:1: "helios" is not a mapping (keys: listeners, routes, upstreams, admin, logging, discovery, request_buffers, response_buffers, tracing)`,
 		},
 		{
 			name: "duplicate key",

@@ -89,6 +89,10 @@ func SetDefaults(c *Config) {
 	setDefault(m, "discovery.timeout", &d.Timeout, seconds(5))
 	setDefault(m, "discovery.min_refresh", &d.MinRefresh, seconds(1))
 	setDefault(m, "discovery.file_refresh", &d.FileRefresh, seconds(1))
+	rb := &c.RequestBuffers
+	setDefault(m, "request_buffers.connection_bytes", &rb.ConnectionBytes, 32<<20)
+	setDefault(m, "request_buffers.memory_bytes", &rb.MemoryBytes, 256<<20)
+	setDefault(m, "request_buffers.file_bytes", &rb.FileBytes, 1<<30)
 	setDefault(m, "response_buffers.memory_bytes", &c.ResponseBuffers.MemoryBytes, 64<<20)
 	setDefault(m, "response_buffers.file_bytes", &c.ResponseBuffers.FileBytes, 1<<30)
 	setString(&c.Admin.Address, defaultAdminAddress)

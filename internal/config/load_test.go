@@ -134,6 +134,7 @@ func TestLoadFull(t *testing.T) {
 		Discovery: Discovery{
 			Resolver: "10.0.0.53:5353", Timeout: dur(2 * time.Second), MinRefresh: dur(2 * time.Second), FileRefresh: dur(3 * time.Second),
 		},
+		RequestBuffers:  RequestBuffers{ConnectionBytes: 8 << 20, MemoryBytes: 64 << 20, FileBytes: 0},
 		ResponseBuffers: ResponseBuffers{MemoryBytes: 1 << 20, FileBytes: 10 << 20},
 	}
 	cfg.meta = nil // compared through the values it produced
@@ -216,6 +217,7 @@ upstreams:
 		Admin:           Admin{Address: "127.0.0.1:9901"},
 		Logging:         Logging{Level: "info", Format: "json", AccessLog: "off"},
 		Discovery:       Discovery{Timeout: dur(5 * time.Second), MinRefresh: dur(time.Second), FileRefresh: dur(time.Second)},
+		RequestBuffers:  RequestBuffers{ConnectionBytes: 32 << 20, MemoryBytes: 256 << 20, FileBytes: 1 << 30},
 		ResponseBuffers: ResponseBuffers{MemoryBytes: 64 << 20, FileBytes: 1 << 30},
 	}
 	cfg.meta = nil

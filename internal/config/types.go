@@ -60,6 +60,11 @@ type Config struct {
 	// checks of backends files; the zero Discovery gets the defaults
 	// documented on its fields.
 	Discovery Discovery `yaml:"discovery"`
+	// RequestBuffers bounds what request buffering (routes[].
+	// request_buffering) holds across routes: per client connection and
+	// for the whole process. The zero RequestBuffers gets the defaults
+	// documented on its fields.
+	RequestBuffers RequestBuffers `yaml:"request_buffers"`
 	// ResponseBuffers caps what response buffering holds across the
 	// process; the zero ResponseBuffers gets the defaults documented on
 	// its fields.
@@ -755,6 +760,29 @@ func (r *Retries) Conditions() RetryConditions {
 // Idempotent reports IdempotentOnly, reading nil as the default, true.
 func (r *Retries) Idempotent() bool {
 	return r.IdempotentOnly == nil || *r.IdempotentOnly
+}
+
+// RequestBuffers bounds request buffering beyond each route's caps
+// (request_buffer_memory_bytes, request_buffer_file_bytes), so that many
+// bodies at once, the streams of one HTTP/2 connection or the
+// connections of many clients, cannot make Helios hold more than this. A
+// body that finds no room left is treated as one past its route's caps:
+// with request_buffering auto what was buffered is forwarded and the rest
+// streams; with on the request gets 503 (the buffers are full for now).
+type RequestBuffers struct {
+	// ConnectionBytes bounds what request buffering holds for one client
+	// connection, in memory and in temporary files together; the streams
+	// of an HTTP/2 connection share it. At least 65536. Default 33554432
+	// (32 MiB).
+	ConnectionBytes int64 `yaml:"connection_bytes"`
+	// MemoryBytes bounds the request bodies held in memory across the
+	// process; past it, bodies go to their temporary files. 0 or more
+	// (0 keeps none in memory). Default 268435456 (256 MiB).
+	MemoryBytes int64 `yaml:"memory_bytes"`
+	// FileBytes bounds the request bodies held in temporary files
+	// across the process. 0 or more (0 writes none). Default 1073741824
+	// (1 GiB).
+	FileBytes int64 `yaml:"file_bytes"`
 }
 
 // Admin configures the admin listener.

@@ -50,9 +50,23 @@ func (c *Config) validate() (problems, warnings Problems) {
 	v.acme(c)
 	v.admin(&c.Admin)
 	v.logging(&c.Logging)
+	v.requestBuffers(&c.RequestBuffers)
 	v.responseBuffers(&c.ResponseBuffers)
 	v.tracing(c.Tracing)
 	return v.problems, v.warnings
+}
+
+// requestBuffers checks the request-buffering budgets.
+func (v *validator) requestBuffers(rb *RequestBuffers) {
+	if rb.ConnectionBytes < 65536 {
+		v.addf("request_buffers.connection_bytes", "%d is out of range (at least 65536)", rb.ConnectionBytes)
+	}
+	if rb.MemoryBytes < 0 {
+		v.addf("request_buffers.memory_bytes", "%d is out of range (0 keeps no body in memory, or more)", rb.MemoryBytes)
+	}
+	if rb.FileBytes < 0 {
+		v.addf("request_buffers.file_bytes", "%d is out of range (0 writes no body to a file, or more)", rb.FileBytes)
+	}
 }
 
 // validator collects the problems of one Config.

@@ -15,6 +15,42 @@ func TestParseProblem(t *testing.T) {
 		yaml string
 		want string // $DIR and $FILE stand for the paths in testEnv
 	}{
+		// Request buffers.
+		{
+			name: "request_buffers connection_bytes too small",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, respond: {}}]
+request_buffers:
+  connection_bytes: 1000
+`,
+			want: `t.yaml:4: request_buffers.connection_bytes: 1000 is out of range (at least 65536)`,
+		},
+		{
+			name: "request_buffers memory_bytes negative",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, respond: {}}]
+request_buffers: {memory_bytes: -1}
+`,
+			want: `t.yaml:3: request_buffers.memory_bytes: -1 is out of range (0 keeps no body in memory, or more)`,
+		},
+		{
+			name: "request_buffers file_bytes negative",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, respond: {}}]
+request_buffers:
+  file_bytes: -5
+`,
+			want: `t.yaml:4: request_buffers.file_bytes: -5 is out of range (0 writes no body to a file, or more)`,
+		},
+		{
+			name: "request_buffers unknown key",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, respond: {}}]
+request_buffers:
+  streams: 3
+`,
+			want: `t.yaml:4: request_buffers.streams: unknown key (allowed: connection_bytes, memory_bytes, file_bytes)`,
+		},
 		// Listeners.
 		{
 			name: "no listeners key",

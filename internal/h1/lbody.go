@@ -29,6 +29,37 @@ func (c *lconn) streamingBody() bool {
 	return r.chunked || r.ContentLength > maxLoopBody || r.Expect100 && r.ContentLength > 0
 }
 
+// holdSmallBody charges the connection's request buffers for a small body
+// an HTTP/2 stream is to read whole behind its head, and reports whether
+// they had room: a connection's streams hold as many such bodies as it
+// has streams, so they count with what request buffering holds. Without
+// room the body goes the way of a larger one (buffered within the
+// budgets, or streamed). An HTTP/1.1 connection holds one at a time,
+// within its own buffers, and is not charged.
+func (c *lconn) holdSmallBody() bool {
+	st := c.h2s
+	if st == nil || st.smallAcct != nil {
+		return true
+	}
+	acct := c.bufferAccount()
+	if acct == nil {
+		return true
+	}
+	if !acct.Reserve(c.req.ContentLength) {
+		return false
+	}
+	st.smallAcct, st.smallHeld = acct, c.req.ContentLength
+	return true
+}
+
+// releaseSmallBody gives back what holdSmallBody charged.
+func (c *lconn) releaseSmallBody() {
+	if st := c.h2s; st != nil && st.smallAcct != nil {
+		st.smallAcct.Release(st.smallHeld)
+		st.smallAcct, st.smallHeld = nil, 0
+	}
+}
+
 // bodyPending reports whether some of the request body is still to be
 // read from the client (a small body already in the buffer is not).
 func (c *lconn) bodyPending() bool {
@@ -185,6 +216,7 @@ func (c *lconn) clientBodyFailed(err error) {
 		c.forwarded(0, err)
 	case lsSend:
 		c.broken = true
+		c.clientFailed = true
 		c.sendDone(err)
 	case lsBuffer:
 		c.bufferDone(err)
@@ -217,8 +249,29 @@ func (c *lconn) startBuffering(lim wire.BufferLimits) {
 	if c.bb == nil {
 		c.bb = new(bodybuf.Buffer) // kept for the connection's next bodies
 	}
-	c.bb.Reset(lim.Memory, lim.File, lim.Dir)
+	c.bb.Reset(lim.Memory, lim.File, lim.Dir, c.bufferAccount())
 	c.bufferMore()
+}
+
+// bufferAccount returns the account the exchange's request buffering is
+// charged to: its HTTP/2 connection's, which the connection's streams
+// share (made on first use), or, for an HTTP/1.1 connection, which holds
+// one body at a time, one of the body's own; nil when the listener has
+// no budget. A buffer keeps its account, so what it gives back goes to
+// the account it took from, even once its connection is gone.
+func (c *lconn) bufferAccount() *bodybuf.Account {
+	if c.h2s == nil {
+		return c.opts.bufferAccount()
+	}
+	pc := c.h2s.parent
+	h := pc.h2
+	if h == nil {
+		return nil // the connection is closing
+	}
+	if h.acct == nil {
+		h.acct = pc.opts.bufferAccount()
+	}
+	return h.acct
 }
 
 // bufferMore reads body bytes into c.bb until the body is done, the
@@ -229,17 +282,12 @@ func (c *lconn) bufferMore() {
 		return
 	}
 	for c.buffering && !c.spilling {
-		room := c.bb.Room()
+		buf := c.l.scratch()
+		room := c.bb.Grow(int64(len(buf)))
 		if room == 0 {
-			if c.bufStream {
-				c.bodyBuf = bufferedPrefix
-				c.bufferDone(nil)
-				return
-			}
-			c.bufferDone(fmt.Errorf("%w: more than the %d bytes this route buffers", wire.ErrBodyTooLarge, c.bb.Cap()))
+			c.bufferFull()
 			return
 		}
-		buf := c.l.scratch()
 		want := min(int64(len(buf)), room)
 		if m := c.bb.MemRoom(); m > 0 {
 			want = min(want, int64(m))
@@ -273,6 +321,28 @@ func (c *lconn) bufferMore() {
 	}
 }
 
+// bufferFull ends the buffering of a body that has no room left: its
+// route's caps are reached, or its connection's or the process's request
+// buffers are spent. A route that streams what it cannot hold (auto)
+// forwards what was buffered and streams the rest, backpressure and all,
+// as flow control then bounds it; one that buffers whole bodies (on)
+// refuses it: 413 when it is larger than the route allows, 503 when the
+// buffers are spent for now.
+func (c *lconn) bufferFull() {
+	switch {
+	case c.bufStream:
+		c.bodyBuf = bufferedPrefix
+		if c.bb.Len() == 0 {
+			c.bodyBuf = notBuffered
+		}
+		c.bufferDone(nil)
+	case c.bb.AtCap():
+		c.bufferDone(fmt.Errorf("%w: more than the %d bytes this route buffers", wire.ErrBodyTooLarge, c.bb.Cap()))
+	default:
+		c.bufferDone(fmt.Errorf("%w: %d bytes of the body held, no room for more", wire.ErrBuffersFull, c.bb.Len()))
+	}
+}
+
 // discardMore reads body bytes and drops them until the body is done or
 // the client has to be waited for.
 func (c *lconn) discardMore() {
@@ -298,13 +368,21 @@ func (c *lconn) discardMore() {
 func (c *lconn) bufferDone(err error) {
 	c.buffering = false
 	c.bodyDeadline = 0
-	if err != nil {
-		c.closeAfter = true
-		if !c.spilling {
-			if c.bb != nil {
-				c.bb.Close()
-			}
+	switch {
+	case c.spilling:
+		// The spill goroutine still writes (spilled closes it).
+		if err != nil {
+			c.closeAfter = true
 		}
+	case c.bb == nil:
+		if err != nil {
+			c.closeAfter = true
+		}
+	case err != nil:
+		c.closeAfter = true
+		c.bb.Close()
+	default:
+		c.bb.Trim() // room taken and not needed goes back
 	}
 	c.state = lsForward
 	c.act(c.flow.Buffered(err))

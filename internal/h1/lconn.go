@@ -85,11 +85,6 @@ type lconn struct {
 	headOff int // where the current request's head starts in rd.buf
 
 	deadline int64
-	dkind    uint8
-	state    lstate
-	// headDeadline: a partial head's deadline is set once, when its first
-	// bytes arrive, not moved by later ones.
-	headDeadline bool
 	// reqDeadline caps the waits for a request's body when
 	// Options.ReadTimeout is set (unix nanoseconds; 0: no cap).
 	reqDeadline int64
@@ -100,18 +95,86 @@ type lconn struct {
 	fresh int64
 
 	// The exchange in progress.
-	start       int64
-	respStatus  int
-	respBytes   int64
-	respStarted bool
-	closeAfter  bool
-	broken      bool
-	bodySent    bool
-	readPending bool // input arrived while busy
-	serving     bool // inside serveInput (no re-entry)
+	start      int64
+	respStatus int
+	respBytes  int64
+	bb         *bodybuf.Buffer
+	// bodyDeadline bounds the wait for request body bytes (unix
+	// nanoseconds; 0: none).
+	bodyDeadline int64
+	// rs holds the answer for a client that reads it more slowly than
+	// its backend sends it (response buffering, lresp.go); nil while it
+	// streams. spooled, spoolFull: the answer has been counted as
+	// buffered, as stopped by a cap.
+	rs *respSpool
+	// arena is the memory Alloc lends the exchange's pipeline.
+	arena []byte
+	// continueFn is c.sendContinue, made once.
+	continueFn func()
+	// TLS: the connection's tls.Conn once handshaken, and the socket it
+	// runs over.
+	tls  *tls.Conn
+	sock *tlsSock
+	// HTTP/2: h2 is the session of a connection in state lsH2; h2s is
+	// set while this lconn serves one stream of such a connection (it
+	// has no socket of its own then).
+	h2  *h2conn
+	h2s *h2stream
+	tr  *wire.Transport
+	// local is the in-process backend of an ActServeHTTP (nil when
+	// forwarding for the pipeline).
+	local *localServer
+	// queued is the pool whose connection cap this request waits at;
+	// fdWait: it waits for the descriptor budget instead (lfds.go).
+	queued *lpool
+	// file is the static answer in progress, made on the connection's
+	// first file and kept (file.go).
+	file  *fileSend
+	be    *upstream.Backend
+	up    *lupconn
+	tries int
+	// resolving: the attempt waits for this pool's host name lookup.
+	resolving *lpool
+	// tryDeadline ends the current attempt (the transport's TryTimeout,
+	// lwait.go); 0: none.
+	tryDeadline int64
+	// tm times the attempt's stages (ltiming.go).
+	tm attemptClock
+	// xf holds the transform the answer's body goes through
+	// (ltransform.go); nil until the connection's first. One pointer,
+	// not the 24 bytes of the transform and its state.
+	xf *xform
 
-	nodelay bool // TCP_NODELAY is set
-
+	// The flags and small numbers, together so that they pack: the
+	// four-byte ones first, then the two-byte one, then the bytes, so
+	// that nothing between them is padding (lconn must stay within its
+	// allocation class with Go's malloc header: 1016 bytes at most,
+	// TestIdleConnectionMemory).
+	// gen numbers the exchanges on this connection, so that a spill
+	// write finishing late knows whether its exchange is still on.
+	gen uint32
+	// inc numbers the connections this lconn has served, so that a
+	// handshake that ends late knows whether its connection is still on.
+	inc uint32
+	// tlsVer is the handshake's version (crypto/tls's; 0: cleartext).
+	tlsVer uint16
+	dkind  uint8
+	state  lstate
+	// headDeadline: a partial head's deadline is set once, when its first
+	// bytes arrive, not moved by later ones.
+	headDeadline bool
+	respStarted  bool
+	closeAfter   bool
+	broken       bool
+	// clientFailed: the exchange was given up for its client's own
+	// failure (its body stalled, was malformed or too large) while its
+	// answer was under way; an HTTP/2 stream is then cancelled, not
+	// reset as the server's error.
+	clientFailed bool
+	bodySent     bool
+	readPending  bool // input arrived while busy
+	serving      bool // inside serveInput (no re-entry)
+	nodelay      bool // TCP_NODELAY is set
 	// The request body, when it does not fit the read buffer whole.
 	// streaming: it goes to the backend as it arrives (pumpReq);
 	// buffering: it is read first (bufferMore) into bb, under its caps
@@ -123,75 +186,15 @@ type lconn struct {
 	bufferEOF, prefixCRLF          bool
 	bodyBuf                        bodyBuffering
 	bufDiscard, bufStream          bool
-	bb                             *bodybuf.Buffer
-	// bodyDeadline bounds the wait for request body bytes (unix
-	// nanoseconds; 0: none).
-	bodyDeadline int64
-	// rs holds the answer for a client that reads it more slowly than
-	// its backend sends it (response buffering, lresp.go); nil while it
-	// streams. spooled, spoolFull: the answer has been counted as
-	// buffered, as stopped by a cap.
-	rs                 *respSpool
-	spooled, spoolFull bool
+	spooled, spoolFull             bool
 	// flowDone: the exchange's flow has been finished.
 	flowDone bool
-	// arena is the memory Alloc lends the exchange's pipeline.
-	arena []byte
-	// continueFn is c.sendContinue, made once.
-	continueFn func()
-	// TLS: the connection's tls.Conn once handshaken, and the socket it
-	// runs over.
-	tls *tls.Conn
-	// tlsVer is the handshake's version for the access log (nil: cleartext).
-	tlsVer []byte
-	sock   *tlsSock
-	// inc numbers the connections this lconn has served, so that a
-	// handshake that ends late knows whether its connection is still on.
-	inc uint32
-	// gen numbers the exchanges on this connection, so that a spill
-	// write finishing late knows whether its exchange is still on. (Next
-	// to inc: two words of lconn's would be padding otherwise, and it
-	// must stay within its allocation class, TestIdleConnectionMemory.)
-	gen uint32
-	// HTTP/2: h2 is the session of a connection in state lsH2; h2s is
-	// set while this lconn serves one stream of such a connection (it
-	// has no socket of its own then).
-	h2  *h2conn
-	h2s *h2stream
 	// A tunnel's sides: the client (in) or the backend (out) has
 	// closed its sending side, and that close has been passed on.
 	inClosed, outClosed, inShut, outShut bool
-
 	// Forwarding.
 	replay, chunkOut bool
-	tr               *wire.Transport
-	// local is the in-process backend of an ActServeHTTP (nil when
-	// forwarding for the pipeline).
-	local *localServer
-	// queued is the pool whose connection cap this request waits at;
-	// fdWait: it waits for the descriptor budget instead (lfds.go).
-	queued *lpool
-	fdWait bool
-	// file is the static answer in progress, made on the connection's
-	// first file and kept; fileOff..fileEnd is what is left of its range
-	// (over TLS; without, fw keeps it).
-	file             *wire.FileAnswer
-	fileOff, fileEnd int64
-	be               *upstream.Backend
-	up               *lupconn
-	tries            int
-	// resolving: the attempt waits for this pool's host name lookup.
-	resolving *lpool
-	// tryDeadline ends the current attempt (the transport's TryTimeout,
-	// lwait.go); 0: none.
-	tryDeadline int64
-	// tm times the attempt's stages (ltiming.go).
-	tm attemptClock
-	// xf holds the transform the answer's body goes through
-	// (ltransform.go); nil until the connection's first. One pointer,
-	// not the 24 bytes of the transform and its state: lconn must stay
-	// within its allocation class (TestIdleConnectionMemory).
-	xf *xform
+	fdWait           bool
 }
 
 // allocConn returns a connection from the free list, or a new one.
@@ -202,7 +205,6 @@ func (l *loop) allocConn() *lconn {
 		return c
 	}
 	c := &lconn{l: l, state: lsClosed}
-	c.flow = l.eng.stepper.NewFlow()
 	c.continueFn = c.sendContinue
 	return c
 }
@@ -220,7 +222,7 @@ func (l *loop) startConn(c *lconn, ll *LoopListener, fd int, remote netip.AddrPo
 	c.nodelay = false
 	c.flowDone = true // no exchange yet
 	c.readPending = false
-	c.tls, c.sock, c.tlsVer = nil, nil, nil
+	c.tls, c.sock, c.tlsVer = nil, nil, 0
 	c.h2, c.h2s = nil, nil
 	// No deadline of the lconn's last use may fire on this one (a TLS
 	// connection sets none until its handshake is done).
@@ -463,11 +465,7 @@ func (c *lconn) readHead() bool {
 			}
 			if !c.headDeadline {
 				c.headDeadline = true
-				// ReadTimeout bounds the whole request, so the head too.
-				rht := c.opts.ReadHeaderTimeout
-				if rt := c.opts.ReadTimeout; rt > 0 && (rht <= 0 || rt < rht) {
-					rht = rt
-				}
+				rht := c.opts.headerTimeout()
 				switch {
 				case rht > 0:
 					c.setDeadline(dlHead, rht)
@@ -516,7 +514,7 @@ func (c *lconn) readHead() bool {
 // other body is read as the request goes on (streamingBody).
 func (c *lconn) readBody() bool {
 	r := &c.req
-	if r.ContentLength <= 0 || c.streamingBody() {
+	if r.ContentLength <= 0 || c.streamingBody() || !c.holdSmallBody() {
 		return true
 	}
 	need := c.rd.pin + int(r.ContentLength)
@@ -559,7 +557,9 @@ func (c *lconn) refuse(err error, routed bool) {
 	c.start = c.l.now
 	c.respStarted = false
 	c.respondText(se.status, se.msg)
+	c.takeFlow()
 	c.flow.Refused(c, se.status, err)
+	c.l.putFlow(c)
 	c.req.Method = nil
 	c.endOutput()
 }
@@ -574,6 +574,7 @@ func (c *lconn) begin() {
 	c.respBytes = 0
 	c.closeAfter = false
 	c.broken = false
+	c.clientFailed = false
 	c.bodySent = false
 	c.replay = false
 	c.tries = 0
@@ -601,6 +602,7 @@ func (c *lconn) begin() {
 	if c.req.Expect100 && c.bodyPending() {
 		c.reqBody.onFirstRead = c.continueFn
 	}
+	c.takeFlow()
 	c.act(c.flow.Begin(c))
 }
 
@@ -1003,7 +1005,39 @@ func (c *lconn) abort() {
 func (c *lconn) endFlow() {
 	c.flowDone = true
 	c.flow.Finish()
+	c.l.putFlow(c)
 }
+
+// takeFlow gives the connection a flow for its exchange: a connection
+// holds one only while it has an exchange, so that an idle keep-alive
+// connection costs the loop no flow (the pipeline's per-request state).
+func (c *lconn) takeFlow() {
+	if c.flow != nil {
+		return
+	}
+	l := c.l
+	if n := len(l.freeFlows); n > 0 {
+		c.flow = l.freeFlows[n-1]
+		l.freeFlows[n-1] = nil
+		l.freeFlows = l.freeFlows[:n-1]
+		return
+	}
+	c.flow = l.eng.stepper.NewFlow()
+}
+
+// putFlow takes back c's flow, its exchange over.
+func (l *loop) putFlow(c *lconn) {
+	if c.flow == nil {
+		return
+	}
+	if len(l.freeFlows) < maxFreeFlows {
+		l.freeFlows = append(l.freeFlows, c.flow)
+	}
+	c.flow = nil
+}
+
+// maxFreeFlows bounds the flows a loop keeps for its next exchanges.
+const maxFreeFlows = 4096
 
 // expired acts on the deadlines that have passed.
 func (c *lconn) expired() {
@@ -1141,6 +1175,7 @@ func (c *lconn) close() {
 // capped backend's wait, its request body buffer and its file.
 func (c *lconn) dropExchange() {
 	c.releaseTransform()
+	c.releaseSmallBody()
 	c.dropUp(false)
 	c.resolving = nil
 	if c.queued != nil {
@@ -1205,7 +1240,12 @@ func (c *lconn) Proto() []byte {
 
 // TLSVersion returns the version the connection's handshake agreed on,
 // nil for cleartext.
-func (c *lconn) TLSVersion() []byte { return c.tlsVer }
+func (c *lconn) TLSVersion() []byte {
+	if c.tlsVer == 0 {
+		return nil
+	}
+	return tlsVersionName(c.tlsVer)
+}
 
 // tlsVersionName names a crypto/tls version as the access log does.
 func tlsVersionName(v uint16) []byte {

@@ -22,9 +22,9 @@ import (
 // serveFile answers from a file planner (ActServeFile).
 func (c *lconn) serveFile(fs wire.Files) {
 	if c.file == nil {
-		c.file = new(wire.FileAnswer) // kept: its buffers serve the connection's next files
+		c.file = new(fileSend) // kept: its buffers serve the connection's next files
 	}
-	a := c.file
+	a := &c.file.FileAnswer
 	fs.PlanFile(c.l.id, c, a)
 	c.respStarted = true
 	c.respStatus = a.Status
@@ -50,7 +50,7 @@ func (c *lconn) serveFile(fs wire.Files) {
 		return
 	}
 	c.state = lsFile
-	c.fileOff, c.fileEnd = a.Offset, a.Offset+a.Length
+	c.file.off, c.file.end = a.Offset, a.Offset+a.Length
 	if c.tls == nil && !c.transforming() {
 		// The head goes first (the writer's buffer, then pending), the
 		// range behind it, in one segment when it fits (MSG_MORE, as
@@ -62,7 +62,7 @@ func (c *lconn) serveFile(fs wire.Files) {
 			c.fileDone(fmt.Errorf("%w: %w", wire.ErrClientGone, c.wr.err))
 			return
 		}
-		c.fw.queueFile(a.File.Fd(), c.fileOff, c.fileEnd)
+		c.fw.queueFile(a.File.Fd(), c.file.off, c.file.end)
 	}
 	c.pumpFile()
 }
@@ -80,7 +80,7 @@ func (c *lconn) pumpFile() {
 		case err != nil:
 			c.fileDone(fmt.Errorf("%w: %w", wire.ErrClientGone, err))
 		case done:
-			c.respBytes = c.fileEnd - c.file.Offset
+			c.respBytes = c.file.end - c.file.Offset
 			c.fileDone(nil)
 		default:
 			c.respBytes = c.fw.fileOff - c.file.Offset
@@ -89,7 +89,7 @@ func (c *lconn) pumpFile() {
 		return
 	}
 	buf := c.l.scratch()
-	for c.fileOff < c.fileEnd {
+	for c.file.off < c.file.end {
 		if len(c.fw.pending) > c.opts.outputLimit() {
 			c.flushOut()
 			if c.wr.err != nil {
@@ -113,7 +113,7 @@ func (c *lconn) pumpFile() {
 			c.fileDone(fmt.Errorf("%w: %w", wire.ErrClientGone, c.wr.err))
 			return
 		}
-		if err != nil && c.fileOff < c.fileEnd {
+		if err != nil && c.file.off < c.file.end {
 			c.fileDone(fmt.Errorf("reading %w", errFileShort(err)))
 			return
 		}
@@ -150,4 +150,13 @@ func (c *lconn) fileDone(err error) {
 	}
 	c.flow.Sent(c.respStatus, c.respBytes, err)
 	c.finish()
+}
+
+// fileSend is a static answer being sent: the planned answer, and what is
+// left of its range, off to end (over TLS and HTTP/2; in the clear over
+// HTTP/1.1, the writer keeps it). A connection makes it for its first
+// file and keeps it.
+type fileSend struct {
+	wire.FileAnswer
+	off, end int64
 }

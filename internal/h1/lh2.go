@@ -8,6 +8,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/sys/unix"
 
+	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/h2"
 )
 
@@ -59,6 +60,9 @@ type h2conn struct {
 	// it goes back to the loop's free list when none are left.
 	rbuf []byte
 	rn   int
+	// acct is what the request buffering of the connection's streams
+	// is charged to, together (bufferAccount).
+	acct *bodybuf.Account
 	// ending: the session is over; what is pending goes out, then the
 	// write side is shut (shut) and the connection lingers.
 	ending, shut bool
@@ -90,6 +94,10 @@ type h2stream struct {
 	carryEnd, eof bool
 	// fields is scratch for the answer's head.
 	fields []h2.Field
+	// smallAcct holds smallHeld bytes of the request's small body, read
+	// whole behind its head (holdSmallBody).
+	smallAcct *bodybuf.Account
+	smallHeld int64
 }
 
 // h2bufs lends h2.Conns their output buffers from the loop's free list.
@@ -123,6 +131,18 @@ func (c *lconn) startH2(pre []byte) {
 	cfg.Buffers = h2bufs{c.l}
 	if cfg.IdleTimeout == 0 && c.opts.IdleTimeout > 0 {
 		cfg.IdleTimeout = c.opts.IdleTimeout
+	}
+	if cfg.Limits.HeaderTimeout == 0 {
+		// A header block is bounded as an HTTP/1.1 head is: by the
+		// head's timeout, or else by the idle wait it began in.
+		ht := c.opts.headerTimeout()
+		if ht <= 0 {
+			ht = c.opts.IdleTimeout
+		}
+		if ht <= 0 {
+			ht = -1 // no bound, as for HTTP/1.1
+		}
+		cfg.Limits.HeaderTimeout = ht
 	}
 	c.ensureNoDelay()
 	h.conn = h2.NewServerConn(h2output{c}, h, cfg)
@@ -464,12 +484,24 @@ func (c *lconn) streamDone() {
 	if s := st.s; s != nil && !s.Closed() {
 		switch {
 		case c.broken || !c.respStarted:
-			s.Reset(http2.ErrCodeInternal)
+			s.Reset(c.brokenCode())
 		case !st.ended || st.unread():
 			s.Reset(http2.ErrCodeNo)
 		}
 	}
 	c.closeStream()
+}
+
+// brokenCode is the code that resets a stream whose answer was cut short
+// or never given: CANCEL when the exchange was given up for the client's
+// own failure (its body stalled: the stream is no longer wanted; NO_ERROR
+// is only for after a complete answer, RFC 9113 §8.1), INTERNAL_ERROR
+// when the proxy or its backend failed it.
+func (c *lconn) brokenCode() http2.ErrCode {
+	if c.clientFailed {
+		return http2.ErrCodeCancel
+	}
+	return http2.ErrCodeInternal
 }
 
 // closeStream frees an lconn in the stream role.
@@ -484,7 +516,7 @@ func (c *lconn) closeStream() {
 			// otherwise the exchange was abandoned (a shutdown).
 			code := http2.ErrCodeCancel
 			if c.broken {
-				code = http2.ErrCodeInternal
+				code = c.brokenCode()
 			}
 			s.Reset(code)
 		}

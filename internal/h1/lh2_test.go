@@ -1134,6 +1134,172 @@ func testLoopH2ManyStreams(t *testing.T, k netpoll.Kind) {
 	}
 }
 
+// TestLoopH2StreamLimitAbuse has a client open more streams than
+// SETTINGS_MAX_CONCURRENT_STREAMS before it resets them (rapid reset in
+// bursts): the first answer to the abuse is GOAWAY ENHANCE_YOUR_CALM, not
+// a reset of each stream over the limit, whether the client had
+// acknowledged the server's SETTINGS or not.
+func TestLoopH2StreamLimitAbuse(t *testing.T) { run(t, testLoopH2StreamLimitAbuse) }
+
+func testLoopH2StreamLimitAbuse(t *testing.T, k netpoll.Kind) {
+	be := silentBackend(t)
+	for _, m := range h2Modes {
+		for _, acked := range []bool{false, true} {
+			name := m.name + "/before the SETTINGS ack"
+			if acked {
+				name = m.name + "/after the SETTINGS ack"
+			}
+			t.Run(name, func(t *testing.T) {
+				stats := new(h2.Stats)
+				cfg := loopTo(be.addr)
+				cfg.opts.HTTP2.Stats = stats
+				p, tp := startH2Proxy(t, k, cfg, m.tls)
+				c := dialH2Raw(t, p.addr, tp, 0)
+				first := uint32(1)
+				if acked {
+					// next acknowledges the server's SETTINGS on its
+					// way to the answer.
+					c.request(1, "GET", "/fixed/x", true)
+					if r := c.response(1); r.status != "200" {
+						t.Fatalf("got %q, want 200", r.status)
+					}
+					p.nextRec(t)
+					first = 3
+				}
+				const burst = 300 // over the default limit of 128
+				for id := first; id < first+2*burst; id += 2 {
+					c.request(id, "GET", "/up", true)
+				}
+				for id := first; id < first+2*burst; id += 2 {
+					c.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+				}
+				for {
+					ev, err := c.next()
+					if err != nil {
+						t.Fatalf("got %v, want GOAWAY", err)
+					}
+					if ev.typ == http2.FrameGoAway {
+						if ev.code != http2.ErrCodeEnhanceYourCalm {
+							t.Errorf("got GOAWAY %v, want ENHANCE_YOUR_CALM", ev.code)
+						}
+						break
+					}
+					if ev.typ == http2.FrameRSTStream {
+						t.Fatalf("got RST_STREAM %v on stream %d before the GOAWAY, want GOAWAY first", ev.code, ev.stream)
+					}
+				}
+				if got := stats.RefusedStreamCloses.Load(); got != 1 {
+					t.Errorf("got RefusedStreamCloses %d, want 1", got)
+				}
+				// The streams taken (as many as the limit) end as the
+				// client's doing; no other reached the pipeline.
+				for i := 0; i < int(h2.DefaultMaxConcurrentStreams); i++ {
+					if rec := p.nextRec(t); rec.Status != 499 {
+						t.Fatalf("record %d: got %d (%v), want 499", i, rec.Status, rec.Err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestLoopH2UnfinishedHeaderBlock has a client send a header block
+// without END_HEADERS and stop: the connection holds the block encoded,
+// no more than the header list size (64 KiB), and ends it (GOAWAY
+// ENHANCE_YOUR_CALM) once read_header_timeout has passed, as an
+// unfinished HTTP/1.1 head gets 408 then; a block past the header list
+// size ends the connection at once.
+func TestLoopH2UnfinishedHeaderBlock(t *testing.T) { run(t, testLoopH2UnfinishedHeaderBlock) }
+
+func testLoopH2UnfinishedHeaderBlock(t *testing.T, k netpoll.Kind) {
+	tests := []struct {
+		name  string
+		size  int
+		flood bool // past the bound: GOAWAY at once
+	}{
+		{"stalled under the bound", 60 << 10, false},
+		{"past the bound", 120 << 10, true},
+	}
+	for _, m := range h2Modes {
+		for _, tt := range tests {
+			t.Run(m.name+"/"+tt.name, func(t *testing.T) {
+				stats := new(h2.Stats)
+				cfg := loopTo("127.0.0.1:1")
+				cfg.opts.ReadHeaderTimeout = 300 * time.Millisecond
+				cfg.opts.IdleTimeout = time.Minute
+				cfg.opts.HTTP2.Stats = stats
+				p, tp := startH2Proxy(t, k, cfg, m.tls)
+				c := dialH2Raw(t, p.addr, tp, 0)
+				// A first request has the SETTINGS exchanged, so that the
+				// client writes nothing inside the block.
+				c.request(1, "GET", "/fixed/x", true)
+				c.response(1)
+				start := time.Now()
+				c.hb.Reset()
+				for _, f := range [][2]string{{":method", "GET"}, {":scheme", c.scheme}, {":path", "/"}, {":authority", c.host}} {
+					c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+				}
+				for c.hb.Len() < tt.size {
+					// Never indexed, and not shortened by Huffman coding.
+					c.enc.WriteField(hpack.HeaderField{Name: "x-pad", Value: strings.Repeat("\xfe", 1000), Sensitive: true})
+				}
+				block := c.hb.Bytes()
+				c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: block[:16384]})
+				for off := 16384; off < len(block); off += 16384 {
+					c.fr.WriteContinuation(3, false, block[off:min(off+16384, len(block))])
+				}
+				if !tt.flood {
+					var held int
+					waitFor(t, "the block to be held", func() bool {
+						held = p.headerBlockBytes()
+						return held >= tt.size
+					})
+					if held > h2.DefaultMaxHeaderListSize {
+						t.Errorf("got %d bytes held for a block of %d, want at most the header list size, %d", held, len(block), h2.DefaultMaxHeaderListSize)
+					}
+				}
+				for {
+					ev := c.mustNext()
+					if ev.typ != http2.FrameGoAway {
+						continue
+					}
+					if ev.code != http2.ErrCodeEnhanceYourCalm {
+						t.Errorf("got GOAWAY %v, want ENHANCE_YOUR_CALM", ev.code)
+					}
+					break
+				}
+				// The sweep ticks HTTP/2 connections once a second.
+				if el := time.Since(start); !tt.flood && el > 300*time.Millisecond+3*time.Second {
+					t.Errorf("got GOAWAY after %v, want it within the 300ms read_header_timeout (and a tick)", el)
+				}
+				closes := &stats.HeaderTimeoutCloses
+				if tt.flood {
+					closes = &stats.HeaderFloodCloses
+				}
+				if got := closes.Load(); got != 1 {
+					t.Errorf("got %d closes by the limit, want 1", got)
+				}
+			})
+		}
+	}
+}
+
+// headerBlockBytes adds up what the loops' HTTP/2 connections hold for
+// header blocks not finished yet.
+func (p *loopProxy) headerBlockBytes() int {
+	n := 0
+	for _, l := range p.eng.loops {
+		l.do(func() {
+			for c := l.conns.head; c != nil; c = c.next {
+				if c.h2 != nil {
+					n += c.h2.conn.HeaderBlockBytes()
+				}
+			}
+		})
+	}
+	return n
+}
+
 // TestLoopH2ClientResets has the client reset its stream (RST_STREAM
 // CANCEL) while the backend has not answered, and while the answer
 // streams: the request ends as 499 (not the backend's fault), the backend
@@ -1556,6 +1722,60 @@ func testLoopH2StreamTimeouts(t *testing.T, k netpoll.Kind) {
 						t.Fatalf("got a %v frame on stream %d, want stream 3's answer", ev.typ, ev.stream)
 					}
 					break
+				}
+			})
+		}
+	}
+}
+
+// TestLoopH2StalledBodyResetCodes has a stream's client stop sending its
+// body: a stream answered whole (the proxy's 408) is then reset with
+// NO_ERROR, its body no longer wanted (RFC 9113 §8.1); one whose answer
+// was under way (the backend answered before the body was in) is cut and
+// reset with CANCEL: the client's stall ended it, not an error of the
+// proxy's (INTERNAL_ERROR), and the record says 408.
+func TestLoopH2StalledBodyResetCodes(t *testing.T) { run(t, testLoopH2StalledBodyResetCodes) }
+
+func testLoopH2StalledBodyResetCodes(t *testing.T, k netpoll.Kind) {
+	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
+		head := readReqHead(br)
+		if strings.HasPrefix(head, "POST /early") {
+			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nfirst")
+		}
+		io.Copy(io.Discard, br)
+	})
+	tests := []struct {
+		name, path string
+		status     string
+		body       string
+		code       http2.ErrCode
+	}{
+		{"answered whole", "/late", "408", "", http2.ErrCodeNo},
+		{"answer under way", "/early", "200", "first", http2.ErrCodeCancel},
+	}
+	for _, m := range h2Modes {
+		for _, tt := range tests {
+			t.Run(m.name+"/"+tt.name, func(t *testing.T) {
+				cfg := loopTo(be.addr)
+				cfg.opts.ReadTimeout = 200 * time.Millisecond
+				p, tp := startH2Proxy(t, k, cfg, m.tls)
+				c := dialH2Raw(t, p.addr, tp, 0)
+				c.request(1, "POST", tt.path, false, "content-length", "100000")
+				c.fr.WriteData(1, false, []byte("abc"))
+				r := c.response(1)
+				if r.status != tt.status || tt.body != "" && string(r.body) != tt.body {
+					t.Fatalf("got (%q, %q), want (%s, %q)", r.status, r.body, tt.status, tt.body)
+				}
+				if !r.reset {
+					// Answered whole: the reset follows.
+					ev := c.mustNext()
+					r.reset, r.code = ev.typ == http2.FrameRSTStream && ev.stream == 1, ev.code
+				}
+				if !r.reset || r.code != tt.code {
+					t.Errorf("got the stream reset %v with %v, want reset with %v", r.reset, r.code, tt.code)
+				}
+				if rec := p.nextRec(t); rec.Status != 408 || !errors.Is(rec.Err, wire.ErrClientTimeout) {
+					t.Errorf("record: got (%d, %v), want (408, %v)", rec.Status, rec.Err, wire.ErrClientTimeout)
 				}
 			})
 		}

@@ -24,6 +24,7 @@ type streamBuf struct {
 
 // data takes body bytes; end: the body is complete.
 func (m *streamBuf) data(p []byte, end bool) {
+	m.compact()
 	if len(p) > 0 {
 		m.in = append(m.in, p...)
 	}
@@ -46,7 +47,7 @@ func (m *streamBuf) trailers(fields []h2.Field) {
 // there yet, io.EOF once all is read.
 func (m *streamBuf) read(p []byte) (int, error) {
 	if m.inR == len(m.in) {
-		m.in, m.inR = m.in[:0], 0
+		m.drained()
 		if m.ended {
 			return 0, io.EOF
 		}
@@ -55,10 +56,43 @@ func (m *streamBuf) read(p []byte) (int, error) {
 	n := copy(p, m.in[m.inR:])
 	m.inR += n
 	if m.inR == len(m.in) {
-		m.in, m.inR = m.in[:0], 0
+		m.drained()
 	}
 	return n, nil
 }
+
+// What a stream's buffer holds is what its reader has not taken yet,
+// which the flow-control window bounds (the sender gets credit back only
+// as the reader takes bytes): the bytes read are dropped from the front
+// before more are added (compact), and a buffer a burst grew goes once it
+// is empty (drained), so a stream whose sender stalls keeps nothing, and
+// one whose reader lags holds about its window, never the body it has
+// passed on.
+
+// keepStreamBuf is the most buffer an empty stream keeps: about two
+// frames of the default size, so that a body the reader keeps up with
+// does not allocate per frame.
+const keepStreamBuf = 32 << 10
+
+// compact moves what is unread to the front once more has been read than
+// is left, so that the buffer does not grow with what was read.
+func (m *streamBuf) compact() {
+	if m.inR > 0 && m.inR >= len(m.in)-m.inR {
+		n := copy(m.in, m.in[m.inR:])
+		m.in, m.inR = m.in[:n], 0
+	}
+}
+
+// drained empties a buffer that is all read.
+func (m *streamBuf) drained() {
+	m.in, m.inR = m.in[:0], 0
+	if cap(m.in) > keepStreamBuf {
+		m.in = nil
+	}
+}
+
+// buffered returns the memory the buffer holds.
+func (m *streamBuf) buffered() int { return cap(m.in) }
 
 // unread reports whether received data is left to read.
 func (m *streamBuf) unread() bool { return m.inR < len(m.in) }

@@ -255,7 +255,7 @@ func (c *lconn) h2serveFile(a *wire.FileAnswer) {
 		return
 	}
 	c.state = lsFile
-	c.fileOff, c.fileEnd = a.Offset, a.Offset+a.Length
+	c.file.off, c.file.end = a.Offset, a.Offset+a.Length
 	c.pumpFile()
 }
 
@@ -272,7 +272,7 @@ func (c *lconn) h2pumpFile() {
 			c.fileDone(fmt.Errorf("%w: stream reset", wire.ErrClientGone))
 			return
 		}
-		if c.fileOff >= c.fileEnd {
+		if c.file.off >= c.file.end {
 			c.fileDone(nil)
 			return
 		}
@@ -289,14 +289,14 @@ func (c *lconn) h2pumpFile() {
 			return
 		}
 		// Only this read can have reached the end (checked above).
-		if end := c.fileOff >= c.fileEnd; len(p) > 0 || end {
+		if end := c.file.off >= c.file.end; len(p) > 0 || end {
 			c.h2data(p, end)
 			if end && len(st.carry) == 0 {
 				c.fileDone(nil)
 				return
 			}
 		}
-		if err != nil && c.fileOff < c.fileEnd {
+		if err != nil && c.file.off < c.file.end {
 			c.fileDone(fmt.Errorf("reading %w", errFileShort(err)))
 			return
 		}

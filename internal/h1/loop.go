@@ -477,6 +477,8 @@ type loop struct {
 	// read buffer, only while a connection has a request in hand.
 	fieldBufs fieldList
 	freeConns []*lconn
+	// freeFlows are the pipeline's flows between exchanges (takeFlow).
+	freeFlows []wire.Flow
 	// HTTP/2: connections' read buffers and their output buffers, stream
 	// state kept for reuse, and header field names seen (h2name).
 	h2ReadBufs  bufList

@@ -298,7 +298,7 @@ func (c *lconn) handshaken(inc uint32, h *tlsconf.Handshake, tc *tls.Conn, err e
 	c.sock.blocking = false
 	c.sock.hs = nil
 	c.tls = tc
-	c.tlsVer = tlsVersionName(cs.Version)
+	c.tlsVer = cs.Version
 	if cs.NegotiatedProtocol == "h2" {
 		c.startH2(nil)
 		return

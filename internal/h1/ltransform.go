@@ -157,15 +157,16 @@ func (c *lconn) spoolTransformEnd() bool {
 // the transform when there is one, with the read's error; counted as
 // sent. ok is false when the transform failed: the answer has been ended.
 func (c *lconn) filePiece(buf []byte) (p []byte, ok bool, err error) {
-	n, err := c.file.File.ReadAt(buf[:min(int64(len(buf)), c.fileEnd-c.fileOff)], c.fileOff)
+	f := c.file
+	n, err := f.File.ReadAt(buf[:min(int64(len(buf)), f.end-f.off)], f.off)
 	if n <= 0 {
 		return nil, true, err
 	}
-	c.fileOff += int64(n)
+	f.off += int64(n)
 	p = buf[:n]
 	if c.transforming() {
 		var terr error
-		if p, terr = c.transform(p, eofIf(c.fileOff >= c.fileEnd)); terr != nil {
+		if p, terr = c.transform(p, eofIf(f.off >= f.end)); terr != nil {
 			c.fileDone(terr)
 			return nil, false, nil
 		}

@@ -2,8 +2,10 @@ package h1
 
 import (
 	"errors"
+	"math"
 	"time"
 
+	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/wire"
@@ -50,6 +52,15 @@ type Options struct {
 	// other HTTP/1.1. False: the preface is an HTTP/1.1 request (and
 	// refused as one).
 	H2C bool
+	// RequestBuffers is the process's budget for request buffering, in
+	// memory and in temporary files, which every listener shares. Nil:
+	// each body is bounded by its route's caps alone.
+	RequestBuffers *bodybuf.Budget
+	// RequestBufferConnBytes bounds what request buffering holds for one
+	// client connection, memory and files together: the streams of an
+	// HTTP/2 connection share it. Only with RequestBuffers; zero: no
+	// bound beyond the routes' caps.
+	RequestBufferConnBytes int64
 	// HTTP2 shapes the listener's HTTP/2 connections (windows, stream
 	// limit, abuse limits, counters: see h2.Config, whose zero values
 	// are its defaults). Its IdleTimeout, when zero, is IdleTimeout; its
@@ -78,6 +89,30 @@ func (o *Options) ConnMemory() (worst, slowReader int) {
 	worst = mh + readBufSize + maxLoopBody + writeBufSize + out + maxResponseHead + readBufSize + state
 	slowReader = headBufSize + writeBufSize + out + readBufSize + state
 	return worst, slowReader
+}
+
+// bufferAccount returns a new account for a client connection's request
+// buffering, or nil when the listener has no budget.
+func (o *Options) bufferAccount() *bodybuf.Account {
+	if o.RequestBuffers == nil {
+		return nil
+	}
+	n := o.RequestBufferConnBytes
+	if n <= 0 {
+		n = math.MaxInt64
+	}
+	return bodybuf.NewAccount(n, o.RequestBuffers)
+}
+
+// headerTimeout returns how long a request head may take to arrive:
+// ReadHeaderTimeout, or ReadTimeout when that is shorter (it bounds the
+// whole request, so the head too); 0 when neither is set.
+func (o *Options) headerTimeout() time.Duration {
+	rht := o.ReadHeaderTimeout
+	if rt := o.ReadTimeout; rt > 0 && (rht <= 0 || rt < rht) {
+		rht = rt
+	}
+	return rht
 }
 
 // outputLimit returns OutputBufferBytes or its default.

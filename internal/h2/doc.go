@@ -61,7 +61,8 @@
 //
 // Limits bounds what a peer can make a connection do (rapid reset,
 // CONTINUATION floods, HPACK bombs, SETTINGS, PING and empty-frame
-// floods, refused streams, reset floods, stalled windows, slow readers),
+// floods, streams over the concurrent limit, reset floods, stalled
+// windows, slow readers),
 // with defaults documented on each field; a peer that passes one loses
 // its connection (GOAWAY ENHANCE_YOUR_CALM) and a Stats counter goes up.
 //

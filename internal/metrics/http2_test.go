@@ -28,6 +28,9 @@ func (fakeSource) TLSProviders() []*tlsconf.Provider     { return nil }
 func (fakeSource) ACMEManagers() []*acme.Manager         { return nil }
 func (s fakeSource) HTTP2Stats() map[string]*h2.Stats    { return s.h2 }
 func (fakeSource) ResponseBuffers() bodybuf.BudgetStats  { return bodybuf.BudgetStats{} }
+func (fakeSource) RequestBuffers() bodybuf.BudgetStats {
+	return bodybuf.BudgetStats{Memory: 3, File: 4}
+}
 
 // protoExchange is an exchange of which only the protocol and the TLS
 // version are read.
@@ -58,7 +61,7 @@ func gather(t *testing.T, reg *prometheus.Registry, family string) map[string]fl
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			out[labels(m)] = m.GetCounter().GetValue()
+			out[labels(m)] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return out
@@ -115,6 +118,7 @@ func TestHTTP2Counters(t *testing.T) {
 	s.RapidResetCloses.Add(1)
 	s.HeaderFloodCloses.Add(2)
 	s.SlowReaderCloses.Add(5)
+	s.HeaderTimeoutCloses.Add(6)
 	reg := prometheus.NewRegistry()
 	if _, err := New(reg, fakeSource{h2: map[string]*h2.Stats{"web": &s}}); err != nil {
 		t.Fatal(err)
@@ -129,7 +133,10 @@ func TestHTTP2Counters(t *testing.T) {
 		{"helios_http2_limit_closes_total", "limit=rapid_reset,listener=web", 1},
 		{"helios_http2_limit_closes_total", "limit=header_flood,listener=web", 2},
 		{"helios_http2_limit_closes_total", "limit=slow_reader,listener=web", 5},
+		{"helios_http2_limit_closes_total", "limit=header_timeout,listener=web", 6},
 		{"helios_http2_limit_closes_total", "limit=ping_flood,listener=web", 0},
+		{"helios_request_buffer_bytes", "where=memory", 3},
+		{"helios_request_buffer_bytes", "where=file", 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.family+"/"+tt.labels, func(t *testing.T) {

@@ -44,6 +44,9 @@ type Source interface {
 	TLSProviders() []*tlsconf.Provider
 	// HTTP2Stats returns the HTTP/2 counters of each listener, by name.
 	HTTP2Stats() map[string]*h2.Stats
+	// RequestBuffers returns what request buffering holds across the
+	// process, in memory and in temporary files.
+	RequestBuffers() bodybuf.BudgetStats
 	// ACMEManagers returns the ACME managers of the listeners that have
 	// one.
 	ACMEManagers() []*acme.Manager
@@ -67,7 +70,7 @@ type Metrics struct {
 	upDesc, ejectedDesc, inflightDesc, backendReqDesc, failDesc *prometheus.Desc
 	breakerDesc, openConnsDesc, acceptErrsDesc, panicsDesc      *prometheus.Desc
 	adminDesc, weightDesc                                       *prometheus.Desc
-	protocolDesc                                                *prometheus.Desc
+	protocolDesc, reqBufDesc                                    *prometheus.Desc
 	respBuffered, respFull, respSpilled, respHeld               *prometheus.Desc
 	fdRoom, fdHeld, fdRefused, fdWaits                          *prometheus.Desc
 	tls                                                         tlsDescs
@@ -131,6 +134,9 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 		protocolDesc: prometheus.NewDesc("helios_requests_by_protocol_total",
 			"Requests by the protocol the client spoke (HTTP/1.0, HTTP/1.1, HTTP/2.0) and its connection's TLS version (none, 1.2, 1.3).",
 			[]string{"protocol", "tls"}, nil),
+		reqBufDesc: prometheus.NewDesc("helios_request_buffer_bytes",
+			"Request-body bytes request buffering holds across the process, by where: memory or file (request_buffers caps them).",
+			[]string{"where"}, nil),
 		fdRoom: prometheus.NewDesc("helios_descriptor_budget",
 			"Descriptors client connections and backend connections share (RLIMIT_NOFILE less the listening sockets, files and a reserve); 0 when there is no limit.", nil, nil),
 		fdHeld: prometheus.NewDesc("helios_descriptor_budget_used",
@@ -238,6 +244,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.acceptErrsDesc, prometheus.CounterValue, float64(n), reason)
 	}
 	ch <- prometheus.MustNewConstMetric(m.panicsDesc, prometheus.CounterValue, float64(m.src.Panics()))
+	qb := m.src.RequestBuffers()
+	ch <- prometheus.MustNewConstMetric(m.reqBufDesc, prometheus.GaugeValue, float64(qb.Memory), "memory")
+	ch <- prometheus.MustNewConstMetric(m.reqBufDesc, prometheus.GaugeValue, float64(qb.File), "file")
 	rb := m.src.ResponseBuffers()
 	ch <- prometheus.MustNewConstMetric(m.respBuffered, prometheus.CounterValue, float64(rb.Buffered))
 	ch <- prometheus.MustNewConstMetric(m.respFull, prometheus.CounterValue, float64(rb.Full))

@@ -26,6 +26,7 @@ var (
 	bodyTimedOut = []byte("408 Request Timeout: the request body stopped arriving\n")
 	bodyTooLarge = []byte("413 Content Too Large: the request body is larger than this route accepts\n")
 	bodyBusy     = []byte("503 Service Unavailable: the backend is at its connection limit\n")
+	bodyBuffers  = []byte("503 Service Unavailable: the request buffers are full; try again later\n")
 	// RFC 9110 §15.5.6: a 405 lists the methods that are allowed.
 	notAllowedHeader = httpmsg.HeaderOf("Allow", "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH", "Content-Type", "text/plain; charset=utf-8")
 	bodyNotAllowed   = []byte("405 Method Not Allowed: this route does not accept the method\n")
@@ -465,6 +466,8 @@ func (f *flow) fail(err error) wire.Action {
 		return f.answer(413, textHeader, bodyTooLarge)
 	case errors.Is(err, wire.ErrBackendBusy):
 		return f.answer(503, textHeader, bodyBusy)
+	case errors.Is(err, wire.ErrBuffersFull):
+		return f.answer(503, textHeader, bodyBuffers)
 	case errors.Is(err, wire.ErrTimeout):
 		return f.answer(504, textHeader, bodyTimeout)
 	case errors.Is(err, wire.ErrBadRequest):
@@ -477,7 +480,8 @@ func (f *flow) fail(err error) wire.Action {
 // outcomeOf says what an engine error means for the backend.
 func outcomeOf(err error) Outcome {
 	if errors.Is(err, wire.ErrClientGone) || errors.Is(err, wire.ErrClientTimeout) ||
-		errors.Is(err, wire.ErrBadRequest) || errors.Is(err, wire.ErrBodyTooLarge) || errors.Is(err, wire.ErrBackendBusy) {
+		errors.Is(err, wire.ErrBadRequest) || errors.Is(err, wire.ErrBodyTooLarge) || errors.Is(err, wire.ErrBackendBusy) ||
+		errors.Is(err, wire.ErrBuffersFull) {
 		return Ignored
 	}
 	return Failure

@@ -77,6 +77,7 @@ type Server struct {
 	// backend connection share, as the plan sets it.
 	fdBudget   listener.Descriptors
 	acceptErrs *listener.AcceptErrors // failed accepts, from every engine
+	reqBufs    *requestBuffers        // request buffering's budgets, shared by the listeners
 	nofile     atomic.Uint64          // the soft descriptor limit, for the accept warning
 	sockets    Sockets
 	onReload   func(*config.Config, error)
@@ -119,6 +120,8 @@ type boundListener struct {
 	// limits tripped, streams refused...), for /metrics; it lives as long
 	// as the listener.
 	h2 *h2.Stats
+	// reqBufs are the request-buffering budgets every listener shares.
+	reqBufs *requestBuffers
 	// acme gets and renews the certificates of a listener with
 	// tls.acme; nil otherwise. A reload that changes the acme block
 	// replaces it.
@@ -161,6 +164,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		sockets:    o.Sockets,
 		onReload:   o.OnReload,
 		listeners:  make(map[string]*boundListener),
+		reqBufs:    newRequestBuffers(cfg.RequestBuffers),
 		acmeEnv:    o.ACME,
 		acmeSolver: acme.NewSolver(),
 	}
@@ -270,8 +274,40 @@ func (bl *boundListener) engineOptions(lc config.Listener) h1.Options {
 		o.TLS = bl.tls
 	}
 	o.HTTP2.Stats = bl.h2
+	o.RequestBuffers = bl.reqBufs.budget
+	o.RequestBufferConnBytes = bl.reqBufs.connBytes.Load()
 	return o
 }
+
+// requestBuffers are the budgets of request buffering that every
+// listener's connections draw on: the process's, in memory and in
+// temporary files, and each connection's cap. A reload changes them in
+// place; what is held stays held.
+type requestBuffers struct {
+	budget    *bodybuf.Budget
+	connBytes atomic.Int64
+	cfg       config.RequestBuffers
+}
+
+func newRequestBuffers(rb config.RequestBuffers) *requestBuffers {
+	r := &requestBuffers{budget: bodybuf.NewBudget(rb.MemoryBytes, rb.FileBytes)}
+	r.set(rb)
+	return r
+}
+
+// set applies rb; it returns what was set before (for a reload that
+// fails to put back).
+func (r *requestBuffers) set(rb config.RequestBuffers) config.RequestBuffers {
+	prev := r.cfg
+	r.cfg = rb
+	r.budget.SetCaps(rb.MemoryBytes, rb.FileBytes)
+	r.connBytes.Store(rb.ConnectionBytes)
+	return prev
+}
+
+// RequestBuffers returns what request buffering holds across the
+// process, in memory and in temporary files.
+func (s *Server) RequestBuffers() bodybuf.BudgetStats { return s.reqBufs.budget.Stats() }
 
 func (s *Server) bind(cfg *config.Config, lc config.Listener) (*boundListener, error) {
 	var (
@@ -309,7 +345,7 @@ func (s *Server) bind(cfg *config.Config, lc config.Listener) (*boundListener, e
 		return nil, err
 	}
 	pool.SetDescriptors(&s.fdBudget)
-	return &boundListener{cfg: lc, pool: pool, tls: tp, h2: new(h2.Stats), acme: am}, nil
+	return &boundListener{cfg: lc, pool: pool, tls: tp, h2: new(h2.Stats), acme: am, reqBufs: s.reqBufs}, nil
 }
 
 // Start begins accepting on every listener. An error (the event loops
@@ -408,6 +444,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 	oldFDs := s.fds
 	s.fds = s.planDescriptors(cfg)
+	// The listeners started below take the new budgets; a reload that
+	// fails puts the old ones back.
+	oldBufs := s.reqBufs.set(cfg.RequestBuffers)
 	// Bind what is new before touching anything.
 	keep := make(map[string]*boundListener)
 	fresh := make(map[string]*boundListener)
@@ -433,6 +472,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 			tlsr.abort()
 			g.close()
 			s.fds = oldFDs
+			s.reqBufs.set(oldBufs)
 			return err
 		}
 		fresh[lc.Address] = bl

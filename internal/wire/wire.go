@@ -51,6 +51,11 @@ var (
 	// allows (or than its buffer holds, when the route buffers whole
 	// bodies): answered 413 when nothing was sent yet.
 	ErrBodyTooLarge = errors.New("request body too large")
+	// ErrBuffersFull means request buffering could not hold a body the
+	// route buffers whole: the client connection's or the process's
+	// request buffers are spent (by other requests, for now). Answered
+	// 503 when nothing was sent yet; not the backend's failure.
+	ErrBuffersFull = errors.New("request buffers full")
 )
 
 // BufferLimits say how an engine reads a request body before a backend is

@@ -144,12 +144,14 @@ admin: {token: "${TOKEN}"}
 		t.Errorf("helios config on its own output:\n%s\nwant\n%s", out2, out)
 	}
 
-	// A token the file holds itself is redacted.
+	// A token the file holds itself is redacted, and so is a sticky
+	// secret.
 	lit := filepath.Join(t.TempDir(), "lit.yaml")
-	os.WriteFile(lit, []byte("listeners: [{name: web, address: \":8080\"}]\nroutes: [{name: r, respond: {}}]\nadmin: {token: "+token+"}\n"), 0o644)
+	os.WriteFile(lit, []byte("listeners: [{name: web, address: \":8080\"}]\nroutes: [{name: r, upstream: app}]\nadmin: {token: "+token+"}\n"+
+		"upstreams: [{name: app, sticky: {secret: sticky-"+token+"}, backends: [{address: \"127.0.0.1:9001\"}]}]\n"), 0o644)
 	out, _, code = runEnv(t, nil, "config", lit)
-	if code != 0 || strings.Contains(out, token) || !strings.Contains(out, "token: <redacted>") {
-		t.Errorf("a literal token: exit %d\n%s\nwant token: <redacted>", code, out)
+	if code != 0 || strings.Contains(out, token) || !strings.Contains(out, "token: <redacted>") || !strings.Contains(out, "secret: <redacted>") {
+		t.Errorf("a literal token and sticky secret: exit %d\n%s\nwant token: <redacted> and secret: <redacted>", code, out)
 	}
 	// Problems go to stderr, with exit status 1.
 	out, errOut, code = runEnv(t, nil, "config", file)

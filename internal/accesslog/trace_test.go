@@ -20,13 +20,13 @@ func TestTimingAndTraceFields(t *testing.T) {
 	r := record()
 	r.Attempts = 2
 	r.Timing = wire.Timing{Queue: 2 * time.Millisecond, Connect: 3 * time.Millisecond, FirstByte: 7500 * time.Microsecond}
-	l.Record(exchange{}, r)
+	l.Record(exchange(), r)
 	r.Trace = tracing.Span{
 		TraceID: tracing.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
 		SpanID:  tracing.SpanID{0, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7},
 		Sampled: true,
 	}
-	l.Record(exchange{}, r)
+	l.Record(exchange(), r)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -382,7 +382,7 @@ func (r *runner) writeFiles() error {
 	if err := os.WriteFile(filepath.Join(static, "index.html"), append(page, '\n'), 0o644); err != nil {
 		return err
 	}
-	for _, script := range []string{"pipeline.lua", "upload.lua"} {
+	for _, script := range []string{"pipeline.lua", "upload.lua", "zipf.lua"} {
 		lua, err := fs.ReadFile(benchfiles.Files, "scripts/"+script)
 		if err != nil {
 			return err
@@ -668,6 +668,7 @@ func (r *runner) peerData(p Peer, s Scenario, c Case, features, traced bool) Pee
 		Backends:          []string{r.addr(portBackend1), r.addr(portBackend1 + 1), r.addr(portBackend1 + 2)},
 		CPUs:              r.res.Profile.CPUs,
 		Strategy:          c.Strategy,
+		HashBalance:       hashBalance,
 		StaticRoot:        filepath.Join(r.tmp, "static"),
 		RespondBody:       `{"ok":true}`,
 		Features:          features,
@@ -679,6 +680,9 @@ func (r *runner) peerData(p Peer, s Scenario, c Case, features, traced bool) Pee
 		UpstreamKeepalive: 1024,
 		RetryAttempts:     2,
 		T:                 DefaultTimeouts,
+	}
+	if c.Strategy == "consistent_hash" {
+		d.HashHeader = HashHeader
 	}
 	if slices.Contains(s.Requires, RequireTLS) {
 		d.TLSListen = r.addr(portTLS)

@@ -108,11 +108,31 @@ type Case struct {
 	// Protocol, for idle, is the connections' protocol: http/1.1 (the
 	// default) or h2.
 	Protocol string `yaml:"protocol" json:"protocol,omitempty"`
+	// HashUsers, for wrk, gives every request an X-User header (HashHeader)
+	// naming one of this many users, drawn from a Zipf distribution
+	// (ZipfS), as consistent_hash on a header needs: a few hot keys and a
+	// long tail. 0 sends none.
+	HashUsers int `yaml:"hash_users" json:"hash_users,omitempty"`
+	// ZipfS is the Zipf exponent of HashUsers: user k is drawn with
+	// weight 1/k^ZipfS. Default 1.1 when HashUsers is set.
+	ZipfS float64 `yaml:"zipf_s" json:"zipf_s,omitempty"`
 	// Compress is the coding (gzip, zstd or br) every proxy compresses
 	// the backends' JSON answers with, and that the load generator asks
 	// for (Accept-Encoding); "" compresses nothing.
 	Compress string `yaml:"compress" json:"compress,omitempty"`
 }
+
+// HashHeader is the header a hash case's requests carry their user in,
+// and what consistent_hash hashes in every proxy.
+const HashHeader = "X-User"
+
+// hashBalance is the load bound of consistent_hash in every proxy that
+// has one, in percent of the mean: Helios bounded_load 1.25, HAProxy
+// hash-balance-factor 125.
+const hashBalance = 125
+
+// defaultZipfS is the default Case.ZipfS.
+const defaultZipfS = 1.1
 
 // The codings a case may compress with.
 var codings = []string{"gzip", "zstd", "br"}
@@ -180,6 +200,15 @@ func (c Case) merged(def Case) Case {
 	if c.Protocol == "" {
 		c.Protocol = def.Protocol
 	}
+	if c.HashUsers == 0 {
+		c.HashUsers = def.HashUsers
+	}
+	if c.ZipfS == 0 {
+		c.ZipfS = def.ZipfS
+	}
+	if c.ZipfS == 0 && c.HashUsers > 0 {
+		c.ZipfS = defaultZipfS
+	}
 	if c.Compress == "" {
 		c.Compress = def.Compress
 	}
@@ -205,7 +234,7 @@ func (c Case) merged(def Case) Case {
 }
 
 // strategies are the balancing strategies a case may name.
-var strategies = []string{"round_robin", "least_conn", "p2c"}
+var strategies = []string{"round_robin", "least_conn", "p2c", "consistent_hash"}
 
 // LoadScenarios reads and checks the embedded bench/scenarios.yaml.
 func LoadScenarios() ([]Scenario, error) {
@@ -287,6 +316,15 @@ func ParseScenarios(b []byte) ([]Scenario, error) {
 			}
 			if !slices.Contains([]string{"", "http/1.1", "h2"}, c.Protocol) || c.Protocol != "" && s.Tool != ToolIdle {
 				bad("case %s: protocol is http/1.1 or h2, for idle", c.Name)
+			}
+			if c.HashUsers < 0 || c.HashUsers > 0 && (s.Tool != ToolWrk || c.BodyBytes > 0 || c.Pipeline > 1) {
+				bad("case %s: hash_users is for wrk cases without body_bytes or pipeline, at least 0", c.Name)
+			}
+			if (c.Strategy == "consistent_hash") != (c.HashUsers > 0) {
+				bad("case %s: strategy consistent_hash and hash_users go together (the requests need keys to hash)", c.Name)
+			}
+			if c.ZipfS < 0 || c.ZipfS > 0 && c.HashUsers == 0 {
+				bad("case %s: zipf_s is for hash_users, above 0", c.Name)
 			}
 			if c.Compress != "" && (!slices.Contains(codings, c.Compress) || s.Tool != ToolWrk && s.Tool != ToolH2load) {
 				bad("case %s: compress is gzip, zstd or br, for wrk and h2load", c.Name)

@@ -77,6 +77,7 @@ func SetDefaults(c *Config) {
 			setDefault(m, p+".max_body_bytes", &r.MaxBodyBytes, 100<<20)
 			setDefault(m, p+".request_buffer_memory_bytes", &r.RequestBufferMemoryBytes, 64<<10)
 			setDefault(m, p+".request_buffer_file_bytes", &r.RequestBufferFileBytes, 16<<20)
+			setMirrorDefaults(m, r, p)
 			setString(&r.ResponseBuffering, BufferingAuto)
 			setDefault(m, p+".response_buffer_memory_bytes", &r.ResponseBufferMemoryBytes, 64<<10)
 			setDefault(m, p+".response_buffer_file_bytes", &r.ResponseBufferFileBytes, 64<<20)
@@ -110,6 +111,7 @@ func setUpstreamDefaults(m *meta, u *Upstream, p string) {
 		setString(&u.HashFallback, "round_robin")
 	}
 	// BoundedLoad and SlowStart default to 0, off.
+	setStickyDefaults(u)
 	for j := range u.Backends {
 		b, bp := &u.Backends[j], indexPath(p+".backends", j)
 		if b.SRV == "" {

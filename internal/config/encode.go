@@ -11,16 +11,18 @@ import (
 )
 
 // Redacted stands in for a secret that YAML cannot name otherwise: an
-// admin token the file held itself rather than through a ${VAR}.
+// admin token or a sticky secret the file held itself rather than
+// through a ${VAR}.
 const Redacted = "<redacted>"
 
 // YAML writes c as a config file that Parse reads back as the same
 // configuration (helios config prints it): every key the file held and
 // every key whose default is not zero or off, with ${VAR} references
 // expanded and each $ written as $$; relative paths as resolved (against
-// the config file's directory). The admin token is written as the ${VAR}
-// reference it came from, or as Redacted when the file held the token
-// itself (which Parse then refuses as too short: put the token back).
+// the config file's directory). The admin token and sticky secrets are
+// written as the ${VAR} reference they came from, or as Redacted when the
+// file held the secret itself (which Parse then refuses as too short: put
+// the secret back).
 func (c *Config) YAML() ([]byte, error) { return c.encode(true) }
 
 // encode writes c as YAML; redact false writes the admin token as it is.
@@ -42,8 +44,28 @@ func (c *Config) encode(redact bool) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// secretPaths are the keys whose values YAML never shows.
-var secretPaths = []string{"admin.token"}
+// secretPaths are the keys whose values YAML never shows, list indexes
+// left out (isSecret).
+var secretPaths = []string{"admin.token", "upstreams.sticky.secret"}
+
+// isSecret reports whether the key at path is one of secretPaths.
+func isSecret(path string) bool {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(path, '[')
+		if i < 0 {
+			b.WriteString(path)
+			break
+		}
+		b.WriteString(path[:i])
+		j := strings.IndexByte(path[i:], ']')
+		if j < 0 {
+			return false
+		}
+		path = path[i+j+1:]
+	}
+	return slices.Contains(secretPaths, b.String())
+}
 
 // encoder turns a Config into YAML nodes.
 type encoder struct {
@@ -117,7 +139,7 @@ func (e *encoder) value(v reflect.Value, path string) (*yaml.Node, bool) {
 		}
 		return n, true
 	case v.Kind() == reflect.String:
-		if e.redact && v.String() != "" && slices.Contains(secretPaths, path) {
+		if e.redact && v.String() != "" && isSecret(path) {
 			return e.secret(path, v.String()), true
 		}
 		return scalar("!!str", v.String()), true

@@ -190,6 +190,10 @@ type Route struct {
 	// canary release), with variants a header or cookie can pin; nil (or
 	// empty) means the route has another action.
 	Split []SplitTarget `yaml:"split"`
+	// Mirror sends a copy of a share of the route's requests to a shadow
+	// upstream and drops its answers; nil means no mirroring. Only for
+	// routes that forward.
+	Mirror *Mirror `yaml:"mirror"`
 	// SplitKey makes a split's choice a function of the request's key, in
 	// the syntax of Upstream.HashKey, so that a client stays on its
 	// variant; requests without the key, and every request when SplitKey
@@ -446,6 +450,9 @@ type Upstream struct {
 	// to reach its full share, its effective weight growing linearly,
 	// 0-1h; 0 turns slow start off. Default 0.
 	SlowStart Duration `yaml:"slow_start"`
+	// Sticky keeps each client on one backend with a cookie; nil (the
+	// key absent) means no sticky sessions.
+	Sticky *Sticky `yaml:"sticky"`
 	// Backends are the origin servers: addresses, and DNS names that
 	// stand for several (dns, srv) and are looked up again while Helios
 	// runs. At least one backend, or a BackendsFile, is required.

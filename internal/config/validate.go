@@ -475,6 +475,7 @@ func (v *validator) routes(rs []Route, upstreams []string) {
 			actions = append(actions, "split")
 		}
 		v.split(r, p, upstreams)
+		v.mirror(r, p, upstreams)
 		if r.Respond != nil {
 			actions = append(actions, "respond")
 			v.respond(r.Respond, p+".respond")

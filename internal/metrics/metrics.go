@@ -76,6 +76,7 @@ type Metrics struct {
 	tls                                                         tlsDescs
 	http2                                                       http2Descs
 	acme                                                        acmeDescs
+	mirror                                                      mirrorDescs
 	protocols                                                   Protocols
 }
 
@@ -157,6 +158,7 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 		http2: newHTTP2Descs(),
 		acme:  newACMEDescs(),
 	}
+	m.mirror = newMirrorDescs()
 	m.noRoute.Duration = m.duration.WithLabelValues(noRouteLabel, "")
 	for _, c := range []prometheus.Collector{
 		m.duration, m.checks, m.discovery, m,
@@ -263,6 +265,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.protocols.collect(ch, m.protocolDesc)
 	m.collectHTTP2(ch)
 	m.collectACME(ch, time.Now())
+	m.collectMirrors(ch, g)
 }
 
 func (m *Metrics) collectBackend(ch chan<- prometheus.Metric, upName string, b *upstream.Backend) {

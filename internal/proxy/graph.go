@@ -50,6 +50,9 @@ type Route struct {
 	// Split forwards the request to one of several upstreams; nil when
 	// another action is set.
 	Split *Split
+	// Mirror copies a share of the requests the route forwards to a
+	// shadow upstream; nil copies none.
+	Mirror *Mirror
 	// Respond answers with a fixed response; nil when another action is set.
 	Respond *Fixed
 	// Files answers from files, sent by the engine itself
@@ -228,6 +231,10 @@ type Upstream struct {
 	Index int
 	// Stats counts retries and unavailability; never nil in a built graph.
 	Stats *UpstreamStats
+	// Sticky keeps clients on their backends with a cookie; nil means no
+	// sticky sessions. Members built for the upstream carry its table
+	// (Sticky.Table).
+	Sticky *Sticky
 
 	// members are the members being served once Members or SetMembers
 	// has run; nil before.
@@ -248,6 +255,9 @@ type Members struct {
 	// Guard admits requests to Backends and learns outcomes; nil admits
 	// everything.
 	Guard Guard
+	// Sticky maps the upstream's sticky cookie values to Backends; nil
+	// when the upstream has no sticky sessions.
+	Sticky *StickyTable
 }
 
 // Members returns the members being served: those SetMembers installed
@@ -258,7 +268,7 @@ func (u *Upstream) Members() *Members {
 	if m := u.members.Load(); m != nil {
 		return m
 	}
-	u.members.CompareAndSwap(nil, &Members{Backends: u.Backends, Picker: u.Picker, Guard: u.Guard})
+	u.members.CompareAndSwap(nil, &Members{Backends: u.Backends, Picker: u.Picker, Guard: u.Guard, Sticky: u.Sticky.Table(u.Backends)})
 	return u.members.Load()
 }
 

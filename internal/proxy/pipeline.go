@@ -63,6 +63,9 @@ type flow struct {
 	ticket func(error)
 	// next: a backend already picked (and checked to exist) for a retry.
 	next *upstream.Backend
+	// stuck is the backend the request's sticky cookie names (sticky.go);
+	// nil when none.
+	stuck *upstream.Backend
 	// waiting: a retry waits its backoff (ActWait) for delay.
 	waiting bool
 	delay   time.Duration
@@ -219,6 +222,10 @@ func (f *flow) startForward(up *Upstream) wire.Action {
 	f.m = up.Members()
 	f.rec.Upstream = up
 	f.key.Hash, f.key.Hashed = up.Key.hash(f.ex)
+	f.stuck = f.m.stuck(f.ex)
+	if mi := f.rec.Route.Mirror; mi != nil {
+		mi.send(f.ex)
+	}
 	if up.Budget != nil {
 		up.Budget.Earn(f.rec.Start)
 	}
@@ -232,6 +239,9 @@ func (f *flow) pick() wire.Action {
 	for {
 		b := f.next
 		f.next = nil
+		if b == nil && f.stuck != nil && f.stuck.Usable(f.key) {
+			b = f.stuck // sticky: before any strategy
+		}
 		if b == nil {
 			b = m.Picker.Pick(f.key)
 		}
@@ -329,6 +339,7 @@ func (f *flow) Forwarded(status int, err error) wire.Action {
 			return f.retry()
 		}
 	}
+	f.stick()
 	return f.send()
 }
 

@@ -34,22 +34,26 @@ type fakeExchange struct {
 	buffered  *wire.BufferLimits
 	bufferErr error
 	// req is the head the pipeline may edit; arena backs Alloc, from
-	// arenaOff on, until begin starts it over.
+	// arenaOff on, until begin starts it over; resp, when set, is the
+	// backend's answer's head (Response).
 	req      httpmsg.Request
 	arena    []byte
 	arenaOff int
+	resp     *httpmsg.Response
 	// timing is what Timing reports.
 	timing wire.Timing
+	// held is the body BodyHeld returns, unless notHeld says the
+	// engine does not hold it.
+	held    []byte
+	notHeld bool
 	// hdr, path, query and addr, when set, are the request's header
 	// fields, path, query and client address (for request keys).
 	hdr   []field
 	path  []byte
 	query []byte
 	addr  netip.Addr
-	// resp is the backend's answer's head (nil: none); xf records
-	// TransformBody.
-	resp *httpmsg.Response
-	xf   wire.BodyTransform
+	// xf records TransformBody.
+	xf wire.BodyTransform
 }
 
 // field is a request header field.
@@ -127,6 +131,7 @@ func (e *fakeExchange) Header(name string) []byte {
 }
 func (e *fakeExchange) Request() *httpmsg.Request          { return &e.req }
 func (e *fakeExchange) Response() *httpmsg.Response        { return e.resp }
+func (e *fakeExchange) BodyHeld() ([]byte, bool)           { return e.held, !e.notHeld }
 func (e *fakeExchange) TransformBody(t wire.BodyTransform) { e.xf = t }
 func (e *fakeExchange) Alloc(n int) []byte {
 	if cap(e.arena)-e.arenaOff < n {

@@ -55,6 +55,10 @@ type generation struct {
 	routeStats map[string]*proxy.RouteStats // by route name + upstream
 	upStats    map[string]*proxy.UpstreamStats
 	statics    []*static.Handler
+
+	// mirrorStats are the routes' mirror counters, by route name +
+	// shadow upstream (server/mirror.go).
+	mirrorStats map[string]*proxy.MirrorStats
 }
 
 // build turns a validated configuration into a generation. Backends that
@@ -144,6 +148,9 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 			rt.Files = h
 		default:
 			return nil, fmt.Errorf("route %s: no action", rc.Name)
+		}
+		if rt.Mirror, err = s.buildMirror(g, prev, rc, byName); err != nil {
+			return nil, err
 		}
 		if rt.Compress, err = compressPolicy(rc.Compress); err != nil {
 			return nil, fmt.Errorf("route %s: compress: %w", rc.Name, err)
@@ -240,7 +247,7 @@ func requestKey(s string) (proxy.RequestKey, error) {
 }
 
 func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream, r *discovery.Resolver) (*proxy.Upstream, error) {
-	up := &proxy.Upstream{Name: uc.Name, Strategy: uc.Strategy, Checked: uc.HealthCheck != nil}
+	up := &proxy.Upstream{Name: uc.Name, Strategy: uc.Strategy, Checked: uc.HealthCheck != nil, Sticky: s.buildSticky(uc)}
 	if balancer.IsHash(uc.Strategy) {
 		k, err := requestKey(uc.HashKey)
 		if err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/helios-lb/helios/internal/metrics"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/shadow"
 	"github.com/helios-lb/helios/internal/tlsconf"
 	"github.com/helios-lb/helios/internal/tracing/otlp"
 )
@@ -85,6 +86,11 @@ type Server struct {
 	cur        atomic.Pointer[generation] // the generation being served
 	acmeEnv    acme.Env
 	acmeSolver *acme.Solver // answers HTTP-01 from shared storage, for the process's life
+	// stickySecret keys the sticky cookies of upstreams without a
+	// sticky.secret, for the process's life (kept across reloads).
+	stickySecret []byte
+	// shadows sends the copies of mirrored routes (made on first use).
+	shadows *shadow.Pool
 	// respBufs is what response buffering may hold across the process
 	// (every route's answers share it); reloads change its caps.
 	respBufs *bodybuf.Budget
@@ -178,6 +184,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		s.rlimit = listener.SystemRlimit()
 	}
 	s.acceptErrs = s.newAcceptErrors()
+	s.stickySecret = newStickySecret()
 	s.respBufs = bodybuf.NewBudget(cfg.ResponseBuffers.MemoryBytes, cfg.ResponseBuffers.FileBytes)
 	s.fds = s.planDescriptors(cfg)
 	s.fds.Budget(&s.fdBudget)
@@ -699,6 +706,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		eng.Close()
 	}
 	s.closeTracing()
+	if s.shadows != nil {
+		s.shadows.Close()
+	}
 	g.close()
 	if s.admin != nil {
 		actx, cancel := context.WithTimeout(context.Background(), time.Second)

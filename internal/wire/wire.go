@@ -148,6 +148,14 @@ type Exchange interface {
 	// The pipeline may edit its fields and status in Forwarded, before
 	// it asks for ActSend.
 	Response() *httpmsg.Response
+	// BodyHeld returns the whole request body when the engine holds all
+	// of it in memory and none of it has been sent: a body that came
+	// with the head, or one request buffering kept in memory (decoded,
+	// when it came chunked). ok is true, with a nil body, for a request
+	// without one; false while some of the body is still to come, or
+	// streams, or lies in a temporary file. The bytes are the exchange's
+	// and must not be changed.
+	BodyHeld() (body []byte, ok bool)
 	// Alloc returns n bytes owned by the exchange, valid until it ends,
 	// for values the pipeline puts in a head. The exchange lends the
 	// storage rather than take a value: a slice made by the pipeline and

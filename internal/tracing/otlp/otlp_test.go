@@ -17,37 +17,20 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/tracing"
 	"github.com/helios-lb/helios/internal/wire"
+	"github.com/helios-lb/helios/internal/wire/wiretest"
 )
 
 // exchange is a finished request as the exporter sees it.
-type exchange struct{}
-
-func (exchange) Method() []byte                             { return []byte("GET") }
-func (exchange) Host() []byte                               { return []byte("shop.example") }
-func (exchange) Path() []byte                               { return []byte("/cart") }
-func (exchange) ClientAddr() netip.Addr                     { return netip.MustParseAddr("192.0.2.7") }
-func (exchange) HasBody() bool                              { return false }
-func (exchange) BodyStarted() bool                          { return false }
-func (exchange) Upgrade() []byte                            { return nil }
-func (exchange) RefuseUpgrade()                             {}
-func (exchange) BodyLength() int64                          { return 0 }
-func (exchange) BodyRead() int64                            { return 0 }
-func (exchange) LimitBody(int64)                            {}
-func (exchange) Respond(int, *httpmsg.Header, []byte) error { return nil }
-func (exchange) ServeHTTP(http.Handler) (int, int64)        { return 0, 0 }
-func (exchange) Query() []byte                              { return nil }
-func (exchange) Proto() []byte                              { return []byte("HTTP/2.0") }
-func (exchange) TLSVersion() []byte                         { return []byte("1.3") }
-func (exchange) Header(string) []byte                       { return []byte("curl/8") }
-func (exchange) Request() *httpmsg.Request                  { return &httpmsg.Request{} }
-func (exchange) Response() *httpmsg.Response                { return nil }
-func (exchange) Alloc(n int) []byte                         { return make([]byte, n) }
-func (exchange) Timing() wire.Timing                        { return wire.Timing{} }
-func (exchange) TransformBody(wire.BodyTransform)           {}
+func exchange() *wiretest.Exchange {
+	return &wiretest.Exchange{
+		MethodV: []byte("GET"), HostV: []byte("shop.example"), PathV: []byte("/cart"),
+		Client: netip.MustParseAddr("192.0.2.7"), ProtoV: []byte("HTTP/2.0"), TLSV: []byte("1.3"),
+		Headers: map[string][]byte{"User-Agent": []byte("curl/8")},
+	}
+}
 
 var (
 	traceID = tracing.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}
@@ -94,7 +77,7 @@ func TestSpansOfARetriedRequest(t *testing.T) {
 	mem := newMemory()
 	e := NewWith(mem, Settings{ServiceName: "edge"})
 	start := time.Unix(1700000000, 0)
-	e.Record(exchange{}, retried(start))
+	e.Record(exchange(), retried(start))
 	if err := e.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +161,7 @@ func TestNotSampledIsNotQueued(t *testing.T) {
 	e := NewWith(mem, Settings{})
 	r := retried(time.Now())
 	r.Trace.Sampled = false
-	e.Record(exchange{}, r)
+	e.Record(exchange(), r)
 	e.Close(context.Background())
 	if n := len(mem.GetSpans()); n != 0 {
 		t.Errorf("got %d spans, want none", n)
@@ -194,7 +177,7 @@ func TestFullQueueDropsAndCounts(t *testing.T) {
 	e := &Exporter{queue: make(chan *request, 2), stop: make(chan struct{}), done: make(chan struct{})}
 	e.setUp(mem, Settings{}, "helios", time.Second)
 	for range 5 {
-		e.Record(exchange{}, retried(time.Now()))
+		e.Record(exchange(), retried(time.Now()))
 	}
 	if st := e.Stats(); st.QueueFull != 9 {
 		t.Errorf("got %d spans dropped, want 9 (three requests of three spans)", st.QueueFull)
@@ -204,7 +187,7 @@ func TestFullQueueDropsAndCounts(t *testing.T) {
 	if n := len(mem.GetSpans()); n != 6 {
 		t.Errorf("got %d spans exported at Close, want the 6 queued", n)
 	}
-	e.Record(exchange{}, retried(time.Now()))
+	e.Record(exchange(), retried(time.Now()))
 	if st := e.Stats(); st.QueueFull != 12 {
 		t.Errorf("after Close: got %d dropped, want 12", st.QueueFull)
 	}
@@ -230,7 +213,7 @@ func (failing) Shutdown(context.Context) error { return nil }
 func TestFailedExportsAreCounted(t *testing.T) {
 	var reported error
 	e := NewWith(failing{}, Settings{OnError: func(err error) { reported = err }})
-	e.Record(exchange{}, retried(time.Now()))
+	e.Record(exchange(), retried(time.Now()))
 	e.Flush(context.Background())
 	e.Close(context.Background())
 	if st := e.Stats(); st.ExportFailed != 3 || st.Exported != 0 {
@@ -245,13 +228,13 @@ func TestFailedExportsAreCounted(t *testing.T) {
 // closed, and its counts stay in the switch's.
 func TestSwitch(t *testing.T) {
 	var s Switch
-	s.Record(exchange{}, retried(time.Now())) // none: nothing happens
+	s.Record(exchange(), retried(time.Now())) // none: nothing happens
 	a, b := newMemory(), newMemory()
 	ea := NewWith(a, Settings{})
 	s.Swap(ea, 0, time.Second)
-	s.Record(exchange{}, retried(time.Now()))
+	s.Record(exchange(), retried(time.Now()))
 	s.Swap(NewWith(b, Settings{}), 0, time.Second)
-	s.Record(exchange{}, retried(time.Now()))
+	s.Record(exchange(), retried(time.Now()))
 	deadline := time.Now().Add(5 * time.Second)
 	for s.Stats().Exported < 3 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond) // the old exporter closes after the grace
@@ -305,7 +288,7 @@ func TestOTLPHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.Record(exchange{}, retried(time.Now()))
+	e.Record(exchange(), retried(time.Now()))
 	if err := e.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Package listener owns listening sockets: a pool of SO_REUSEPORT sockets
 // per address, the listen backlog, and the cap on open connections. The
-// engine (internal/h1) accepts on the sockets itself.
+// engine (internal/engine) accepts on the sockets itself.
 package listener
 
 import (

@@ -333,7 +333,7 @@ type Record struct {
 }
 
 // Pipeline serves exchanges with the current graph. It implements the
-// engine's handler (h1.Handler).
+// engine's handler (engine.Handler).
 type Pipeline struct {
 	graph atomic.Pointer[Graph]
 	ids   requestIDs

@@ -20,7 +20,7 @@ import (
 	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/clock"
 	"github.com/helios-lb/helios/internal/config"
-	"github.com/helios-lb/helios/internal/h1"
+	"github.com/helios-lb/helios/internal/engine"
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/listener"
 	"github.com/helios-lb/helios/internal/metrics"
@@ -101,9 +101,9 @@ type Server struct {
 	spanSettings *otlp.Settings
 	exportErrAt  atomic.Int64
 
-	mu        sync.Mutex                  // serialises Start, Reload and Shutdown
-	engines   map[netpoll.Kind]*h1.Engine // the event loops, by poller, made when a listener needs them (written under engMu too)
-	engMu     sync.Mutex                  // guards engines for retireBackend, which runs without mu
+	mu        sync.Mutex                      // serialises Start, Reload and Shutdown
+	engines   map[netpoll.Kind]*engine.Engine // the event loops, by poller, made when a listener needs them (written under engMu too)
+	engMu     sync.Mutex                      // guards engines for retireBackend, which runs without mu
 	gen       *generation
 	listeners map[string]*boundListener // by address
 	admin     *admin.Server
@@ -116,7 +116,7 @@ type Server struct {
 type boundListener struct {
 	cfg  config.Listener
 	pool *listener.Pool
-	loop *h1.LoopListener // nil before start
+	loop *engine.LoopListener // nil before start
 	// tls serves the listener's handshakes (tls.TLSConfig(), with
 	// BeginHandshake, Record and EndHandshake around each); nil without a
 	// tls block. It lives as long as the listener: reloads change what it
@@ -249,12 +249,12 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	return s, nil
 }
 
-func engineOptions(lc config.Listener) h1.Options {
+func engineOptions(lc config.Listener) engine.Options {
 	h2Write := lc.WriteTimeout.D()
 	if h2Write <= 0 {
 		h2Write = -1 // no limit, as for HTTP/1.1
 	}
-	return h1.Options{
+	return engine.Options{
 		ReadHeaderTimeout: lc.ReadHeaderTimeout.D(),
 		IdleTimeout:       lc.IdleTimeout.D(),
 		ReadTimeout:       lc.ReadTimeout.D(),
@@ -275,7 +275,7 @@ func engineOptions(lc config.Listener) h1.Options {
 
 // engineOptions are the engine's options for the listener configured as
 // lc: engineOptions(lc) and the listener's TLS provider.
-func (bl *boundListener) engineOptions(lc config.Listener) h1.Options {
+func (bl *boundListener) engineOptions(lc config.Listener) engine.Options {
 	o := engineOptions(lc)
 	if bl.tls != nil { // a nil *Provider in the interface would not be nil
 		o.TLS = bl.tls
@@ -555,14 +555,14 @@ func (s *Server) startListener(bl *boundListener) error {
 	eng := s.engines[kind]
 	if eng == nil {
 		var err error
-		if eng, err = h1.NewEngine(s.pipeline, h1.EngineOptions{Poller: kind, Descriptors: &s.fdBudget}); err != nil {
+		if eng, err = engine.NewEngine(s.pipeline, engine.EngineOptions{Poller: kind, Descriptors: &s.fdBudget}); err != nil {
 			return err
 		}
 		eng.SetErrorLog(func(msg string, err error) { s.log.Warn(msg, zap.Error(err)) })
 		eng.SetAcceptErrorHook(s.acceptErrs.Observe)
 		s.engMu.Lock()
 		if s.engines == nil {
-			s.engines = make(map[netpoll.Kind]*h1.Engine)
+			s.engines = make(map[netpoll.Kind]*engine.Engine)
 		}
 		s.engines[kind] = eng
 		s.engMu.Unlock()
@@ -580,7 +580,7 @@ func (s *Server) startListener(bl *boundListener) error {
 }
 
 // retireBackend makes every engine drain its connections to backend addr
-// of upstream name (h1.Engine.RetireBackend): the backend left the
+// of upstream name (engine.Engine.RetireBackend): the backend left the
 // upstream, or an operator drains it. It does not wait, and takes no lock
 // that a reload holds, so discovery's goroutines may call it.
 func (s *Server) retireBackend(name, addr string) {

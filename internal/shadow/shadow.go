@@ -2,7 +2,7 @@
 // (routes[].mirror) to their shadow backends, away from the event loops,
 // and drops the answers.
 //
-// Why not on the loops: the engine's backend side (internal/h1's
+// Why not on the loops: the engine's backend side (internal/engine's
 // lupconn) is driven at every step, connecting, TLS, HTTP/2 streams,
 // deadlines, the connection cap's queue, by the client connection it
 // serves; a request with no client would be a third role threaded

@@ -1,5 +1,5 @@
 // Package wire declares the seam between the request pipeline
-// (internal/proxy) and an HTTP wire engine (internal/h1).
+// (internal/proxy) and an HTTP wire engine (internal/engine).
 //
 // The pipeline decides what happens to a request: which route, which
 // backend, whether to retry, what to record. The engine owns the bytes:

@@ -66,6 +66,9 @@ func SetDefaults(c *Config) {
 		if r.Static != nil {
 			setString(&r.Static.Index, "index.html")
 		}
+		if r.Compress != nil {
+			setCompressDefaults(m, r.Compress, p+".compress")
+		}
 		if r.Forwards() {
 			if absent(m, p+".upgrades", r.Upgrades == nil) {
 				r.Upgrades = append([]string(nil), DefaultUpgrades...)

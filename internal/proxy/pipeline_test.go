@@ -52,6 +52,8 @@ type fakeExchange struct {
 	path  []byte
 	query []byte
 	addr  netip.Addr
+	// xf records TransformBody.
+	xf wire.BodyTransform
 }
 
 // field is a request header field.
@@ -127,9 +129,10 @@ func (e *fakeExchange) Header(name string) []byte {
 	}
 	return nil
 }
-func (e *fakeExchange) Request() *httpmsg.Request   { return &e.req }
-func (e *fakeExchange) Response() *httpmsg.Response { return e.resp }
-func (e *fakeExchange) BodyHeld() ([]byte, bool)    { return e.held, !e.notHeld }
+func (e *fakeExchange) Request() *httpmsg.Request          { return &e.req }
+func (e *fakeExchange) Response() *httpmsg.Response        { return e.resp }
+func (e *fakeExchange) BodyHeld() ([]byte, bool)           { return e.held, !e.notHeld }
+func (e *fakeExchange) TransformBody(t wire.BodyTransform) { e.xf = t }
 func (e *fakeExchange) Alloc(n int) []byte {
 	if cap(e.arena)-e.arenaOff < n {
 		e.arena, e.arenaOff = make([]byte, max(512, n)), 0

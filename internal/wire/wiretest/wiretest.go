@@ -20,6 +20,8 @@ type Exchange struct {
 	Req                                         httpmsg.Request
 	Resp                                        *httpmsg.Response
 	Time                                        wire.Timing
+	// Transform is what TransformBody was handed last.
+	Transform wire.BodyTransform
 }
 
 var _ wire.Exchange = (*Exchange)(nil)
@@ -90,6 +92,9 @@ func (e *Exchange) BodyHeld() ([]byte, bool) { return nil, true }
 
 // Alloc returns n new bytes.
 func (e *Exchange) Alloc(n int) []byte { return make([]byte, n) }
+
+// TransformBody records t in Transform.
+func (e *Exchange) TransformBody(t wire.BodyTransform) { e.Transform = t }
 
 // Timing returns Time.
 func (e *Exchange) Timing() wire.Timing { return e.Time }

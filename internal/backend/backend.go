@@ -12,6 +12,9 @@
 //	ANY /echo         the request line, headers and body back
 //	ANY /sink         the request body read and dropped; 200 "N bytes"
 //	GET /bytes/N      N bytes, streamed
+//	GET /json/N       N bytes of JSON such as an API answers with (records
+//	                  whose keys repeat and whose values vary): what
+//	                  compression is measured on
 //	GET /ws           a WebSocket echo
 //	GET /stats        {"name":..., "connections":..., "requests":...}
 package backend
@@ -60,6 +63,9 @@ type Backend struct {
 
 	rootHeader *httpmsg.Header
 	rootBody   []byte
+	// json is the last /json/N document made (one size at a time is
+	// what a benchmark asks for).
+	json atomic.Pointer[jsonDoc]
 	// handlers is the whole backend as a net/http handler (delay mode),
 	// and streams its endpoints that stream or wait.
 	handlers *wire.Local
@@ -196,6 +202,12 @@ func (b *Backend) answer(p []byte) (status int, header *httpmsg.Header, body []b
 			return 400, textHeader, []byte("status must be 200..599\n"), true
 		}
 		return code, b.rootHeader, []byte(strconv.Itoa(code) + " from " + b.name + "\n"), true
+	case strings.HasPrefix(string(p), "/json/"):
+		n, err := strconv.Atoi(string(p[len("/json/"):]))
+		if err != nil || n < minJSON || n > maxJSON {
+			return 400, textHeader, []byte("size must be " + strconv.Itoa(minJSON) + ".." + strconv.Itoa(maxJSON) + "\n"), true
+		}
+		return 200, jsonHeader, b.jsonOf(n), true
 	case string(p) == "/stats":
 		body := fmt.Sprintf("{\"name\":%q,\"connections\":%d,\"requests\":%d}\n", b.name, b.Connections(), b.Requests())
 		return 200, jsonHeader, []byte(body), true

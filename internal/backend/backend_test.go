@@ -2,6 +2,7 @@ package backend
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -51,5 +52,37 @@ func TestSink(t *testing.T) {
 				t.Errorf("got %d %q, want 200 %q", resp.StatusCode, got, want)
 			}
 		})
+	}
+}
+
+// TestJSON: /json/N answers exactly N bytes of valid JSON, the same each
+// time, and refuses sizes out of bounds.
+func TestJSON(t *testing.T) {
+	for _, n := range []int{16, 100, 20 << 10} {
+		doc := JSON(n)
+		var v struct{ Items []map[string]any }
+		if len(doc) != n || json.Unmarshal(doc, &v) != nil {
+			t.Errorf("JSON(%d): got %d bytes, valid %v", n, len(doc), json.Valid(doc))
+		}
+		if n > 1000 && len(v.Items) < 10 {
+			t.Errorf("JSON(%d): got %d records, want many", n, len(v.Items))
+		}
+		if !bytes.Equal(JSON(n), doc) {
+			t.Errorf("JSON(%d) differs from one call to the next", n)
+		}
+	}
+	b := New("b1")
+	for _, tt := range []struct {
+		path   string
+		status int
+		n      int
+	}{{"/json/20480", 200, 20480}, {"/json/20480", 200, 20480}, {"/json/15", 400, -1}, {"/json/x", 400, -1}} {
+		status, h, body, ok := b.answer([]byte(tt.path))
+		if !ok || status != tt.status || tt.n >= 0 && len(body) != tt.n {
+			t.Errorf("%s: got %d with %d bytes, want %d with %d", tt.path, status, len(body), tt.status, tt.n)
+		}
+		if ct, _ := h.Get("content-type"); status == 200 && string(ct) != "application/json" {
+			t.Errorf("%s: Content-Type %q, want application/json", tt.path, ct)
+		}
 	}
 }

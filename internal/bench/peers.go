@@ -106,7 +106,17 @@ type PeerData struct {
 	// `http2 on` directive (1.25.1 and later) rather than a listen
 	// parameter.
 	NginxHTTP2On bool
+	// Compress is the coding (gzip, zstd, br) the proxy compresses the
+	// backends' JSON answers with; "" for none. CompressLevel is gzip's
+	// level (zstd and brotli keep each proxy's default).
+	Compress      string
+	CompressLevel int
 }
+
+// compressGzipLevel is the gzip level every proxy compresses with: nginx
+// gzip_comp_level, Caddy's encode gzip, Helios's compress.level. (HAProxy's
+// libslz has no levels.)
+const compressGzipLevel = 5
 
 // nginxHasHTTP2Directive reads `nginx -v`'s "nginx version: nginx/1.22.1"
 // and says whether that nginx has `http2 on` (1.25.1 and later).
@@ -145,11 +155,19 @@ var Peers = []Peer{
 	{Name: "helios", Label: "Helios", Template: "helios.yaml.tmpl", ConfigFile: "helios.yaml", Go: true,
 		Unsupported: func(Case) string { return "" }},
 	{Name: "nginx", Label: "nginx", Template: "nginx.conf.tmpl", ConfigFile: "nginx.conf", Tool: "nginx",
-		Unsupported: func(Case) string { return "" }},
+		Unsupported: func(c Case) string {
+			if c.Compress != "" && c.Compress != "gzip" {
+				return "nginx compresses with gzip only (brotli and zstd are third-party modules)"
+			}
+			return ""
+		}},
 	{Name: "haproxy", Label: "HAProxy", Template: "haproxy.cfg.tmpl", ConfigFile: "haproxy.cfg", Tool: "haproxy",
 		Unsupported: func(c Case) string {
 			if strings.HasPrefix(c.Path, "/static/") {
 				return "HAProxy does not serve files from disk"
+			}
+			if c.Compress != "" && c.Compress != "gzip" {
+				return "HAProxy compresses with gzip and deflate only"
 			}
 			return ""
 		}},
@@ -157,6 +175,9 @@ var Peers = []Peer{
 		Unsupported: func(c Case) string {
 			if c.Policy {
 				return "Caddy has no rate limit without a plugin"
+			}
+			if c.Compress == "br" {
+				return "Caddy's encode has gzip and zstd (brotli needs a plugin)"
 			}
 			return ""
 		}},
@@ -280,7 +301,8 @@ func (p Peer) Env(dir string, cpus int) []string {
 }
 
 // variant names a rendered config by what sets it apart from the base
-// one: "nginx", "nginx-least_conn", "helios-features", "helios-tls".
+// one: "nginx", "nginx-least_conn", "helios-features", "helios-tls",
+// "caddy-zstd".
 func variant(peer string, d PeerData) string {
 	parts := []string{peer}
 	if d.Strategy != "round_robin" {
@@ -297,6 +319,9 @@ func variant(peer string, d PeerData) string {
 	}
 	if d.TLSListen != "" {
 		parts = append(parts, "tls")
+	}
+	if d.Compress != "" {
+		parts = append(parts, d.Compress)
 	}
 	return strings.Join(parts, "-")
 }

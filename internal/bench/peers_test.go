@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -201,10 +202,14 @@ func TestHeliosConfigParses(t *testing.T) {
 		{"least_conn", "least_conn", false},
 		{"p2c", "p2c", false},
 		{"features", "round_robin", true},
+		{"compress", "round_robin", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			d := testPeerData(t, "helios")
 			d.Strategy, d.Features = tt.strategy, tt.features
+			if tt.name == "compress" {
+				d.Compress, d.CompressLevel = "gzip", compressGzipLevel
+			}
 			text := render(t, "helios", d)
 			cfg, err := config.Parse([]byte(text), "helios.yaml", func(string) (string, bool) { return "", false })
 			if err != nil {
@@ -231,12 +236,63 @@ func TestHeliosConfigParses(t *testing.T) {
 			if cfg.Logging.AccessLog != wantLog || cfg.Admin.Address != wantAdmin {
 				t.Errorf("access log, admin: got %q, %q, want %q, %q", cfg.Logging.AccessLog, cfg.Admin.Address, wantLog, wantAdmin)
 			}
+			app := cfg.Routes[len(cfg.Routes)-1]
+			if c := app.Compress; (c != nil) != (d.Compress != "") ||
+				c != nil && (!slices.Equal(c.Encodings, []string{"gzip"}) || c.Level != 5 || !slices.Equal(c.Types, []string{"application/json"})) {
+				t.Errorf("app route compress: got %+v, want gzip 5 of application/json only when the case compresses", c)
+			}
 		})
 	}
 }
 
 // Every proxy gets the same timeouts: the values of DefaultTimeouts appear
 // in each rendered config.
+// TestCompressConfigs: the compress scenario's coding turns on each
+// proxy's compression of the backends' JSON, gzip at the same level
+// everywhere; a proxy without the coding skips the case.
+func TestCompressConfigs(t *testing.T) {
+	want := map[string][]string{
+		"nginx":   {"gzip on;", "gzip_comp_level 5;", "gzip_types application/json;", "gzip_vary on;"},
+		"caddy":   {"encode {", "gzip 5"},
+		"haproxy": {"compression algo gzip", "compression type application/json"},
+		"helios":  {"compress: {encodings: [gzip], types: [application/json], level: 5}"},
+	}
+	for peer, lines := range want {
+		d := testPeerData(t, peer)
+		base := render(t, peer, d)
+		for _, l := range lines {
+			if strings.Contains(base, l) {
+				t.Errorf("%s: %q without compression:\n%s", peer, l, base)
+			}
+		}
+		d.Compress, d.CompressLevel = "gzip", compressGzipLevel
+		mustContain(t, peer+" gzip", render(t, peer, d), lines...)
+	}
+	d := testPeerData(t, "caddy")
+	d.Compress = "zstd"
+	text := render(t, "caddy", d)
+	if i, j := strings.Index(text, "encode {"), strings.Index(text, "zstd"); i < 0 || j < i {
+		t.Errorf("caddy zstd: got\n%s\nwant encode with zstd", text)
+	}
+	for _, tt := range []struct {
+		peer, coding string
+		skip         bool
+	}{
+		{"helios", "br", false}, {"helios", "zstd", false},
+		{"nginx", "gzip", false}, {"nginx", "zstd", true}, {"nginx", "br", true},
+		{"haproxy", "gzip", false}, {"haproxy", "zstd", true},
+		{"caddy", "zstd", false}, {"caddy", "br", true},
+	} {
+		p, _ := peerByName(tt.peer)
+		if got := p.Unsupported(Case{Path: "/json/20480", Compress: tt.coding}) != ""; got != tt.skip {
+			t.Errorf("%s with %s: got skipped %v, want %v", tt.peer, tt.coding, got, tt.skip)
+		}
+	}
+	if got := variant("caddy", PeerData{Strategy: "round_robin", Compress: "zstd"}); got != "caddy-zstd" {
+		t.Errorf("variant: got %q, want caddy-zstd", got)
+	}
+}
+
 func TestSameTimeoutsEverywhere(t *testing.T) {
 	d := testPeerData(t, "x")
 	d.T = Timeouts{ClientHeader: 11, ClientIdle: 61, Send: 62, Connect: 3, UpstreamRead: 31, UpstreamIdle: 91}
@@ -375,9 +431,15 @@ func TestPeerConfigsAcceptedByTools(t *testing.T) {
 		for _, v := range []struct {
 			strategy                    string
 			features, tls, grpc, policy bool
-		}{{"round_robin", false, false, false, false}, {"least_conn", true, false, false, false}, {"p2c", false, true, false, false},
-			{"round_robin", false, true, true, false}, {"consistent_hash", false, false, false, false}, {"round_robin", false, false, false, true}} {
-			t.Run(fmt.Sprintf("%s-%s-features=%v-tls=%v-grpc=%v-policy=%v", name, v.strategy, v.features, v.tls, v.grpc, v.policy), func(t *testing.T) {
+			compress                    string
+		}{{"round_robin", false, false, false, false, ""}, {"least_conn", true, false, false, false, ""}, {"p2c", false, true, false, false, ""},
+			{"round_robin", false, true, true, false, ""}, {"consistent_hash", false, false, false, false, ""},
+			{"round_robin", false, false, false, true, ""},
+			{"round_robin", false, false, false, false, "gzip"}, {"round_robin", false, false, false, false, "zstd"}} {
+			if v.compress != "" && p.Unsupported(Case{Compress: v.compress}) != "" {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s-%s-features=%v-tls=%v-grpc=%v-policy=%v-compress=%s", name, v.strategy, v.features, v.tls, v.grpc, v.policy, v.compress), func(t *testing.T) {
 				d := testPeerData(t, name)
 				if err := os.MkdirAll(d.Dir, 0o755); err != nil {
 					t.Fatal(err)
@@ -386,6 +448,7 @@ func TestPeerConfigsAcceptedByTools(t *testing.T) {
 				if v.strategy == "consistent_hash" {
 					d.HashHeader, d.HashBalance = "X-User", 125
 				}
+				d.Compress, d.CompressLevel = v.compress, compressGzipLevel
 				d.PairedConnections = 1000
 				if os.Geteuid() == 0 && name == "nginx" {
 					d.User, d.Group = "root", "root"

@@ -697,6 +697,9 @@ func (r *runner) peerData(p Peer, s Scenario, c Case, features, traced bool) Pee
 		d.TraceEndpoint, d.TraceRatio = r.sinkEndpoint(), c.TraceRatio
 	}
 	d.NginxHTTP2On = nginxHasHTTP2Directive(r.res.Versions["nginx"])
+	if c.Compress != "" {
+		d.Compress, d.CompressLevel = c.Compress, compressGzipLevel
+	}
 	if p.Name == "nginx" && os.Geteuid() == 0 {
 		// As root, nginx's workers would switch to nobody, who cannot
 		// read the temporary directory.
@@ -1047,6 +1050,11 @@ func (r *runner) runOne(ctx context.Context, s *Selection, cr *CaseResult, ct *c
 	base := "http://" + data.Listen
 	if err := r.waitHTTP(ctx, base+readyPath(s, c), p, 15*time.Second); err != nil {
 		return fail("%s did not start: %v", ct.res.Label, err)
+	}
+	if c.Compress != "" {
+		if err := checkCompressed(ctx, r.client, base+c.Path, c.Compress); err != nil {
+			return fail("%s does not compress: %v", ct.res.Label, err)
+		}
 	}
 	if ct.peer.Name == "helios" && ct.features && !r.featuresFound {
 		if err := r.probeFeatures(ctx, data); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -120,6 +121,10 @@ type Case struct {
 	// ZipfS is the Zipf exponent of HashUsers: user k is drawn with
 	// weight 1/k^ZipfS. Default 1.1 when HashUsers is set.
 	ZipfS float64 `yaml:"zipf_s" json:"zipf_s,omitempty"`
+	// Compress is the coding (gzip, zstd or br) every proxy compresses
+	// the backends' JSON answers with, and that the load generator asks
+	// for (Accept-Encoding); "" compresses nothing.
+	Compress string `yaml:"compress" json:"compress,omitempty"`
 }
 
 // HashHeader is the header a hash case's requests carry their user in,
@@ -133,6 +138,9 @@ const hashBalance = 125
 
 // defaultZipfS is the default Case.ZipfS.
 const defaultZipfS = 1.1
+
+// The codings a case may compress with.
+var codings = []string{"gzip", "zstd", "br"}
 
 // Duration is a time.Duration written as a Go duration string in YAML and
 // JSON ("30s"); zero means unset.
@@ -207,6 +215,18 @@ func (c Case) merged(def Case) Case {
 	}
 	if c.ZipfS == 0 && c.HashUsers > 0 {
 		c.ZipfS = defaultZipfS
+	}
+	if c.Compress == "" {
+		c.Compress = def.Compress
+	}
+	if c.Compress != "" {
+		// The load generator asks for the coding the proxies use.
+		h := maps.Clone(c.Headers)
+		if h == nil {
+			h = map[string]string{}
+		}
+		h["Accept-Encoding"] = c.Compress
+		c.Headers = h
 	}
 	if c.Connections == 0 {
 		c.Connections = 100
@@ -312,6 +332,9 @@ func ParseScenarios(b []byte) ([]Scenario, error) {
 			}
 			if c.ZipfS < 0 || c.ZipfS > 0 && c.HashUsers == 0 {
 				bad("case %s: zipf_s is for hash_users, above 0", c.Name)
+			}
+			if c.Compress != "" && (!slices.Contains(codings, c.Compress) || s.Tool != ToolWrk && s.Tool != ToolH2load) {
+				bad("case %s: compress is gzip, zstd or br, for wrk and h2load", c.Name)
 			}
 		}
 		for _, q := range s.Quick {

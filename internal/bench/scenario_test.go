@@ -14,7 +14,7 @@ func TestEmbeddedScenarioNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"proxy-ka", "proxy-close", "respond", "static", "https-ka", "tls-handshake", "h2", "h2-bulk", "grpc",
-		"idle-conns", "pipeline", "upload", "websocket", "c10k", "slow-backend", "hash", "backend-down", "features-on", "features-on-tracing", "policy", "latency-at-rate"}
+		"idle-conns", "pipeline", "upload", "websocket", "c10k", "slow-backend", "hash", "backend-down", "features-on", "features-on-tracing", "policy", "latency-at-rate", "compress"}
 	if got := scenarioNames(ss); !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
@@ -31,6 +31,11 @@ func TestEmbeddedScenarioNames(t *testing.T) {
 	}
 	if got := conns("proxy-ka"); !slices.Equal(got, []int{100, 500, 1000}) {
 		t.Errorf("proxy-ka connections: got %v, want [100 500 1000]", got)
+	}
+	for _, c := range byName["compress"].Cases {
+		if c.Path != "/json/20480" || c.Compress == "" || c.Headers["Accept-Encoding"] != c.Compress {
+			t.Errorf("compress %s: got path %s, compress %q, headers %v; want a 20 KiB JSON asked for with its coding", c.Name, c.Path, c.Compress, c.Headers)
+		}
 	}
 	if got := conns("proxy-close"); !slices.Equal(got, []int{100, 1000}) {
 		t.Errorf("proxy-close connections: got %v, want [100 1000]", got)
@@ -170,6 +175,8 @@ func TestParseScenariosRejects(t *testing.T) {
 		{"users with h2load", "- {name: a, what: x, tool: h2load, cases: [{name: c, strategy: consistent_hash, hash_users: 10}]}", "hash_users is for wrk"},
 		{"users with a body", "- {name: a, what: x, cases: [{name: c, strategy: consistent_hash, hash_users: 10, body_bytes: 5}]}", "hash_users is for wrk"},
 		{"zipf_s without users", "- {name: a, what: x, cases: [{name: c, zipf_s: 1.2}]}", "zipf_s"},
+		{"unknown coding", "- {name: a, what: x, cases: [{name: c, compress: deflate}]}", "compress"},
+		{"coding for another tool", "- {name: a, what: x, tool: websocket, cases: [{name: c, compress: gzip}]}", "compress"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -27,6 +27,7 @@ func newBackendCmd() *cobra.Command {
   GET /delay/MS     200 after MS milliseconds
   ANY /echo         the request line, headers and body back
   GET /bytes/N      N bytes, streamed
+  GET /json/N       N bytes of API-like JSON (16 to 16777216)
   GET /ws           WebSocket echo
   GET /stats        connections and requests served, as JSON
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/andybalholm/brotli"
 	"github.com/klauspost/compress/gzip"
@@ -20,6 +21,7 @@ type Encoder struct {
 	level  int
 	w      encoderWriter
 	out    outBuf
+	pool   *Pool
 }
 
 // encoderWriter is what the three codings' writers have in common.
@@ -66,6 +68,11 @@ func (e *Encoder) Transform(p []byte, flush, end bool) ([]byte, error) {
 	return e.out.b, nil
 }
 
+// Release gives the encoder back to the pool it came from; the encoder
+// must not be used after. It implements wire.BodyTransform with
+// Transform.
+func (e *Encoder) Release() { e.pool.Put(e) }
+
 // maxKeptOut bounds the output buffer an encoder keeps when it goes back
 // to its pool.
 const maxKeptOut = 64 << 10
@@ -73,8 +80,10 @@ const maxKeptOut = 64 << 10
 // Pool keeps encoders of each coding at one level for reuse. It is safe
 // for concurrent use.
 type Pool struct {
-	levels [4]int
-	pools  [4]sync.Pool
+	levels [nCodings]int
+	pools  [nCodings]sync.Pool
+	// inUse counts the encoders out of the pool (Get less Put).
+	inUse atomic.Int64
 }
 
 // Levels of each coding when a Pool is given 0: gzip 5 (nginx's 1 is
@@ -113,24 +122,39 @@ func NewPool(gzipLevel, zstdLevel, brotliLevel int) (*Pool, error) {
 	return p, nil
 }
 
+// window is the history zstd and brotli keep (their defaults are 8 and
+// 4 MiB): an answer being compressed holds about 2 to 3 MiB with it,
+// instead of about 10, for little less compression of web answers,
+// which are mostly smaller than the window anyway. gzip's is 32 KiB,
+// deflate's limit; its encoder holds about 1 MiB.
+const (
+	zstdWindow  = 256 << 10
+	brotliLGWin = 18 // 2^18 bytes
+)
+
+// nCodings is the number of codings, Identity included.
+const nCodings = int(Brotli) + 1
+
 // Get returns an encoder for c, ready for a new body.
 func (p *Pool) Get(c Coding) *Encoder {
+	p.inUse.Add(1)
 	if e, ok := p.pools[c].Get().(*Encoder); ok {
 		e.w.Reset(&e.out)
 		return e
 	}
-	e := &Encoder{coding: c, level: p.levels[c]}
+	e := &Encoder{coding: c, level: p.levels[c], pool: p}
 	switch c {
 	case Gzip:
 		w, _ := gzip.NewWriterLevel(&e.out, e.level) // the level was checked
 		e.w = w
 	case Zstd:
 		w, _ := zstd.NewWriter(&e.out, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(e.level)),
-			zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
+			zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true), zstd.WithWindowSize(zstdWindow))
 		e.w = zstdWriter{w}
 	case Brotli:
-		e.w = brotli.NewWriterLevel(&e.out, e.level)
+		e.w = brotli.NewWriterOptions(&e.out, brotli.WriterOptions{Quality: e.level, LGWin: brotliLGWin})
 	default:
+		p.inUse.Add(-1)
 		panic("compress: no encoder for identity")
 	}
 	return e
@@ -142,8 +166,13 @@ func (p *Pool) Put(e *Encoder) {
 		e.out.b = nil
 	}
 	e.out.b = e.out.b[:0]
+	p.inUse.Add(-1)
 	p.pools[e.coding].Put(e)
 }
+
+// InUse returns the number of encoders out of the pool: got and not yet
+// put back (or released).
+func (p *Pool) InUse() int64 { return p.inUse.Load() }
 
 // zstdWriter adapts zstd.Encoder (whose Reset returns nothing useful to
 // us and whose Flush and Close match).

@@ -1,6 +1,7 @@
 // Package compress compresses answers for clients that ask for it:
-// which coding a request accepts (Accept-Encoding, with q-values), and
-// streaming encoders for gzip, zstd and brotli, pooled.
+// which coding a request accepts (Accept-Encoding, with q-values),
+// which answers a route compresses and how their heads change (Policy),
+// and streaming encoders for gzip, zstd and brotli, pooled.
 package compress
 
 import "github.com/helios-lb/helios/internal/httpmsg"
@@ -27,6 +28,16 @@ func (c Coding) String() string {
 		return "br"
 	}
 	return "identity"
+}
+
+// Token returns the coding's token as Content-Encoding writes it
+// (String's), as bytes shared by every caller: read them, never write
+// them. Identity's is nil.
+func (c Coding) Token() []byte {
+	if int(c) >= nCodings {
+		return nil
+	}
+	return tokens[c]
 }
 
 // ParseCoding returns the coding a configuration names ("gzip", "zstd",

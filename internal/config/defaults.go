@@ -70,6 +70,9 @@ func SetDefaults(c *Config) {
 			setString(&r.Static.Index, "index.html")
 		}
 		setRoutePolicyDefaults(m, r, p)
+		if r.Compress != nil {
+			setCompressDefaults(m, r.Compress, p+".compress")
+		}
 		if r.Forwards() {
 			if absent(m, p+".upgrades", r.Upgrades == nil) {
 				r.Upgrades = append([]string(nil), DefaultUpgrades...)

@@ -284,6 +284,9 @@ type Route struct {
 	// RequestBufferFileBytes is how much more it keeps in a temporary
 	// file (in $TMPDIR, unlinked at once), 0 or more. Default 16777216.
 	RequestBufferFileBytes int64 `yaml:"request_buffer_file_bytes"`
+	// Compress compresses the route's answers for clients that accept
+	// it; nil sends them as they are. Not on a route with a fixed answer.
+	Compress *Compress `yaml:"compress"`
 	// HTTPSRedirect redirects (308) the route's cleartext requests for a
 	// host whose certificate a listener gets through ACME, and every
 	// cleartext request on a listener with redirect_https, to the same
@@ -507,6 +510,14 @@ type Static struct {
 	// StripPrefix is removed from the request path before it is joined to
 	// Root; "" removes nothing. Starts with "/".
 	StripPrefix string `yaml:"strip_prefix"`
+	// Precompressed lists the codings (gzip, zstd, br) of files
+	// compressed ahead of time that are served in the original's place
+	// to clients that accept them: foo.js.gz, foo.js.zst or foo.js.br
+	// next to foo.js, chosen by Accept-Encoding (ties going to the order
+	// listed), sent with sendfile, with the original's Content-Type and
+	// the sibling's own length, ETag and Last-Modified. Every answer from
+	// a file then gets Vary: Accept-Encoding. Default none.
+	Precompressed []string `yaml:"precompressed"`
 }
 
 // Upstream is a named pool of backends with a balancing strategy.

@@ -496,6 +496,7 @@ func (v *validator) routes(rs []Route, upstreams []string) {
 		v.routePolicy(r, p)
 		v.upgrades(r, p)
 		v.buffering(r, p)
+		v.compress(r, p)
 		for j, m := range r.AllowMethods {
 			if m != MethodTrace && m != MethodConnect {
 				v.addf(indexPath(p+".allow_methods", j), "%q is not a method this key allows (%s, %s; other methods need no allowing)", m, MethodTrace, MethodConnect)
@@ -638,6 +639,7 @@ func (v *validator) static(s *Static, p string) {
 	if s.StripPrefix != "" && !strings.HasPrefix(s.StripPrefix, "/") {
 		v.addf(p+".strip_prefix", "%q does not start with / (a path such as /static/)", s.StripPrefix)
 	}
+	v.precompressed(s, p)
 }
 
 // dir checks that the directory dir, at path, exists.

@@ -148,10 +148,26 @@ type lconn struct {
 	tryDeadline int64
 	// tm times the attempt's stages (timing.go).
 	tm attemptClock
+	// xf holds the transform the answer's body goes through
+	// (transform.go); nil until the connection's first. One pointer,
+	// not the 24 bytes of the transform and its state.
+	xf *xform
 
-	// The flags and small numbers, together so that they pack.
-	dkind uint8
-	state lstate
+	// The flags and small numbers, together so that they pack: the
+	// four-byte ones first, then the two-byte one, then the bytes, so
+	// that nothing between them is padding (lconn must stay within its
+	// allocation class with Go's malloc header: 1016 bytes at most,
+	// TestIdleConnectionMemory).
+	// gen numbers the exchanges on this connection, so that a spill
+	// write finishing late knows whether its exchange is still on.
+	gen uint32
+	// inc numbers the connections this lconn has served, so that a
+	// handshake that ends late knows whether its connection is still on.
+	inc uint32
+	// tlsVer is the handshake's version (crypto/tls's; 0: cleartext).
+	tlsVer uint16
+	dkind  uint8
+	state  lstate
 	// headDeadline: a partial head's deadline is set once, when its first
 	// bytes arrive, not moved by later ones.
 	headDeadline bool
@@ -181,21 +197,12 @@ type lconn struct {
 	spooled, spoolFull             bool
 	// flowDone: the exchange's flow has been finished.
 	flowDone bool
-	// Forwarding (before the numbers: the flags fill what aligning them
-	// would leave empty).
-	replay, chunkOut bool
-	// gen numbers the exchanges on this connection, so that a spill
-	// write finishing late knows whether its exchange is still on.
-	gen uint32
-	// inc numbers the connections this lconn has served, so that a
-	// handshake that ends late knows whether its connection is still on.
-	inc uint32
-	// tlsVer is the handshake's version (crypto/tls's; 0: cleartext).
-	tlsVer uint16
 	// A tunnel's sides: the client (in) or the backend (out) has
 	// closed its sending side, and that close has been passed on.
 	inClosed, outClosed, inShut, outShut bool
-	fdWait                               bool
+	// Forwarding.
+	replay, chunkOut bool
+	fdWait           bool
 }
 
 // allocConn returns a connection from the free list, or a new one.
@@ -682,6 +689,7 @@ func (c *lconn) startSend() {
 		c.startTunnel()
 		return
 	}
+	c.transformHead(&r.Response)
 	if c.h2s != nil {
 		c.h2startSend()
 		return
@@ -727,8 +735,8 @@ func (c *lconn) pump() {
 			c.setDeadline(dlWrite, c.opts.WriteTimeout)
 			return // writable() resumes
 		}
-		p, err := c.l.bodyPiece(&u.body, c.opts.outputLimit()-len(c.fw.pending))
-		if len(p) > 0 && !c.writePiece(p) {
+		p, ok, err := c.bodyOut(c.opts.outputLimit() - len(c.fw.pending))
+		if !ok || len(p) > 0 && !c.writePiece(p) {
 			return
 		}
 		switch {
@@ -759,6 +767,17 @@ func (c *lconn) pump() {
 // exchange has ended).
 func (c *lconn) writePiece(p []byte) bool {
 	c.respBytes += int64(len(p))
+	c.writeChunk(p)
+	if w := &c.wr; w.err != nil {
+		c.sendDone(fmt.Errorf("%w: %w", wire.ErrClientGone, w.err))
+		return false
+	}
+	return true
+}
+
+// writeChunk writes a piece of an answer's body to an HTTP/1.1 client:
+// as a chunk when the answer goes out chunked (chunkOut).
+func (c *lconn) writeChunk(p []byte) {
 	w := &c.wr
 	if c.chunkOut {
 		w.writeHex(int64(len(p)))
@@ -768,11 +787,6 @@ func (c *lconn) writePiece(p []byte) bool {
 	if c.chunkOut {
 		w.WriteString("\r\n")
 	}
-	if w.err != nil {
-		c.sendDone(fmt.Errorf("%w: %w", wire.ErrClientGone, w.err))
-		return false
-	}
-	return true
 }
 
 // endChunks ends an answer that goes out chunked, with its trailer.
@@ -814,6 +828,7 @@ func (c *lconn) letGoUp(err error) {
 // finish ends the exchange and goes on to the next request when the
 // connection allows it.
 func (c *lconn) finish() {
+	c.releaseTransform()
 	c.endFlow()
 	c.streaming, c.buffering = false, false
 	c.bodyDeadline = 0
@@ -1185,6 +1200,7 @@ func (c *lconn) close() {
 // stream) closes: its backend connection, its place in a lookup's or a
 // capped backend's wait, its request body buffer and its file.
 func (c *lconn) dropExchange() {
+	c.releaseTransform()
 	c.releaseSmallBody()
 	c.dropUp(false)
 	c.resolving = nil

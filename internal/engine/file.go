@@ -14,9 +14,10 @@ import (
 // byte range of which open file — from its open-file cache, without
 // writing anything;
 // the loop writes the head and sends the range with sendfile(2), so the
-// file's bytes never enter user space (over TLS they must: they are read
-// with pread and go through the tls.Conn, with the same backpressure as
-// any answer).
+// file's bytes never enter user space (over TLS, and for an answer that
+// goes through a transform such as compression, they must: they are read
+// with pread and go through the tls.Conn or the transform, with the same
+// backpressure as any answer).
 
 // serveFile answers from a file planner (ActServeFile).
 func (c *lconn) serveFile(fs wire.Files) {
@@ -28,6 +29,9 @@ func (c *lconn) serveFile(fs wire.Files) {
 	c.answerHeader(&a.Header, false)
 	c.respStarted = true
 	c.respStatus = a.Status
+	if a.File == nil {
+		c.releaseTransform() // no file's bytes to transform
+	}
 	if c.h2s != nil {
 		c.h2serveFile(a)
 		return
@@ -37,6 +41,7 @@ func (c *lconn) serveFile(fs wire.Files) {
 	w.Write(c.l.eng.status.line(a.Status))
 	w.Write(c.l.eng.date.line(time.Unix(0, c.l.now)))
 	a.Header.Emit(w)
+	c.fileFraming()
 	c.writeConnectionHeader()
 	w.WriteString("\r\n")
 	if a.File == nil {
@@ -47,7 +52,7 @@ func (c *lconn) serveFile(fs wire.Files) {
 	}
 	c.state = lsFile
 	c.file.off, c.file.end = a.Offset, a.Offset+a.Length
-	if c.tls == nil {
+	if c.tls == nil && !c.transforming() {
 		// The head goes first (the writer's buffer, then pending), the
 		// range behind it, in one segment when it fits (MSG_MORE, as
 		// nginx's tcp_nopush).
@@ -70,7 +75,7 @@ func (c *lconn) pumpFile() {
 		c.h2pumpFile()
 		return
 	}
-	if c.tls == nil {
+	if c.tls == nil && !c.transforming() {
 		done, err := c.fw.flushPending()
 		switch {
 		case err != nil:
@@ -98,11 +103,12 @@ func (c *lconn) pumpFile() {
 				return
 			}
 		}
-		n, err := c.file.File.ReadAt(buf[:min(int64(len(buf)), c.file.end-c.file.off)], c.file.off)
-		if n > 0 {
-			c.wr.Write(buf[:n])
-			c.file.off += int64(n)
-			c.respBytes += int64(n)
+		p, ok, err := c.filePiece(buf)
+		if !ok {
+			return
+		}
+		if len(p) > 0 { // an empty chunk would end the body
+			c.writeChunk(p)
 		}
 		if c.wr.err != nil {
 			c.fileDone(fmt.Errorf("%w: %w", wire.ErrClientGone, c.wr.err))
@@ -112,6 +118,9 @@ func (c *lconn) pumpFile() {
 			c.fileDone(fmt.Errorf("reading %w", errFileShort(err)))
 			return
 		}
+	}
+	if c.chunkOut {
+		c.wr.WriteString("0\r\n\r\n")
 	}
 	c.fileDone(nil)
 }

@@ -193,7 +193,10 @@ func (c *lconn) h2pump() {
 			c.startSpool()
 			return
 		}
-		p, err := c.l.bodyPiece(&u.body, room)
+		p, ok, err := c.bodyOut(room)
+		if !ok {
+			return
+		}
 		if len(p) > 0 {
 			c.respBytes += int64(len(p))
 			c.h2data(p, false)
@@ -281,12 +284,14 @@ func (c *lconn) h2pumpFile() {
 			c.deadline, c.dkind = 0, dlNone
 			return
 		}
-		n, err := c.file.File.ReadAt(buf[:min(int64(min(len(buf), room)), c.file.end-c.file.off)], c.file.off)
-		if n > 0 {
-			c.file.off += int64(n)
-			c.respBytes += int64(n)
-			c.h2data(buf[:n], c.file.off >= c.file.end)
-			if c.file.off >= c.file.end && len(st.carry) == 0 {
+		p, ok, err := c.filePiece(buf[:min(len(buf), room)])
+		if !ok {
+			return
+		}
+		// Only this read can have reached the end (checked above).
+		if end := c.file.off >= c.file.end; len(p) > 0 || end {
+			c.h2data(p, end)
+			if end && len(st.carry) == 0 {
 				c.fileDone(nil)
 				return
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/helios-lb/helios/internal/auth"
 	"github.com/helios-lb/helios/internal/auth/authtest"
+	"github.com/helios-lb/helios/internal/compress"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
@@ -26,6 +27,8 @@ type keepAliveLoop struct {
 	c   *rawClient
 	req []byte
 	buf []byte
+	// head is the first answer's head.
+	head string
 }
 
 var (
@@ -44,25 +47,33 @@ func (l *keepAliveLoop) roundTrip() error {
 // newLoopKeepAlive is a client, a loop engine proxy (the real pipeline,
 // without a recorder or guard) and a backend (another engine, answering
 // from a fixed route) over loopback, with the client in keep-alive.
-func newLoopKeepAlive(t testing.TB) *keepAliveLoop { return newLoopKeepAliveTraced(t, nil) }
+func newLoopKeepAlive(t testing.TB) *keepAliveLoop { return newLoopKeepAliveWith(t, loopConfig{}, "") }
 
 // newLoopKeepAliveTraced is newLoopKeepAlive with the proxy's pipeline
 // tracing under pol (nil: off).
 func newLoopKeepAliveTraced(t testing.TB, pol *tracing.Policy) *keepAliveLoop {
+	return newLoopKeepAliveWith(t, loopConfig{tracing: pol}, "")
+}
+
+// newLoopKeepAliveWith is newLoopKeepAlive with the proxy's tracing and
+// its upstream route's compression as extra has them, and fields (whole
+// lines) added to the request.
+func newLoopKeepAliveWith(t testing.TB, extra loopConfig, fields string) *keepAliveLoop {
 	backend := startLoopProxy(t, netpoll.KindEpoll, loopConfig{bare: true, fixed: map[string]proxy.Fixed{
 		"/bench": {Status: 200, Header: *benchHeader, Body: benchBody},
 	}, opts: Options{IdleTimeout: time.Minute, WriteTimeout: time.Minute}})
 	p := startLoopProxy(t, netpoll.KindEpoll, loopConfig{
-		backends: []string{backend.addr}, to: defaultTransport, bare: true, tracing: pol,
+		backends: []string{backend.addr}, to: defaultTransport, bare: true, tracing: extra.tracing, compress: extra.compress,
 		opts: Options{ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute, WriteTimeout: time.Minute},
 	})
 	l := &keepAliveLoop{
 		c:   dialRaw(t, p.addr),
-		req: []byte("GET /bench HTTP/1.1\r\nHost: bench.example\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n"),
+		req: []byte("GET /bench HTTP/1.1\r\nHost: bench.example\r\nUser-Agent: bench\r\nAccept: */*\r\n" + fields + "\r\n"),
 	}
 	l.c.nc.SetDeadline(time.Time{})
 	l.c.nc.Write(l.req)
-	size := len(l.c.readHead()) + len(benchBody)
+	l.head = l.c.readHead()
+	size := len(l.head) + len(benchBody)
 	l.c.br.Discard(len(benchBody))
 	l.buf = make([]byte, size)
 	return l
@@ -85,14 +96,56 @@ func BenchmarkLoopProxy(b *testing.B) {
 // the event loops does not allocate per request (client, loop and
 // backend all count; an average under one per round trip leaves room for
 // the runtime's own, such as the Date line once a second).
-func TestLoopProxyRoundTripAllocs(t *testing.T) { testRoundTripAllocs(t, nil) }
+func TestLoopProxyRoundTripAllocs(t *testing.T) {
+	testRoundTripAllocs(t, func() *keepAliveLoop { return newLoopKeepAlive(t) })
+}
 
 // TestLoopProxyTracedRoundTripAllocs: with tracing on, a request that is
 // not sampled still costs no allocation through the loops (issue 24): it
 // starts a trace, decides, and hands the backend its context in memory
 // the exchange lends.
 func TestLoopProxyTracedRoundTripAllocs(t *testing.T) {
-	testRoundTripAllocs(t, tracing.NewPolicy(0, true, tracing.W3C, tracing.B3))
+	testRoundTripAllocs(t, func() *keepAliveLoop {
+		return newLoopKeepAliveTraced(t, tracing.NewPolicy(0, true, tracing.W3C, tracing.B3))
+	})
+}
+
+// TestLoopProxyCompressionNotAppliedAllocs: with compression configured
+// on the route but not applied, a request costs no allocation through
+// the loops either: an answer too small for it, and one the client
+// accepts no coding for (which gets Vary: Accept-Encoding all the same).
+func TestLoopProxyCompressionNotAppliedAllocs(t *testing.T) {
+	policy := func(minBytes int64) *compress.Policy {
+		pol, err := compress.NewPolicy(compress.Options{MinBytes: minBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pol
+	}
+	tests := []struct {
+		name   string
+		pol    *compress.Policy
+		fields string
+		vary   bool
+	}{
+		{name: "too small", pol: policy(1024), fields: "Accept-Encoding: gzip, br, zstd\r\n"},
+		{name: "no coding accepted", pol: policy(-1), vary: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var l *keepAliveLoop
+			testRoundTripAllocs(t, func() *keepAliveLoop {
+				l = newLoopKeepAliveWith(t, loopConfig{compress: tt.pol}, tt.fields)
+				if got := strings.Contains(l.head, "Vary: Accept-Encoding"); got != tt.vary {
+					t.Fatalf("got Vary %v in\n%s\nwant %v", got, l.head, tt.vary)
+				}
+				return l
+			})
+			if l != nil && strings.Contains(string(l.buf), "Content-Encoding") {
+				t.Errorf("got a compressed answer:\n%s", l.buf)
+			}
+		})
+	}
 }
 
 // BenchmarkLoopProxyTraced is BenchmarkLoopProxy with tracing on and
@@ -107,17 +160,13 @@ func BenchmarkLoopProxyTraced(b *testing.B) {
 	}
 }
 
-func testRoundTripAllocs(t *testing.T, pol *tracing.Policy) {
+// testRoundTripAllocs counts the allocations of the round trips of the
+// keep-alive loop start returns.
+func testRoundTripAllocs(t *testing.T, start func() *keepAliveLoop) {
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool allocate")
 	}
-	checkRoundTripAllocs(t, newLoopKeepAliveTraced(t, pol))
-}
-
-// checkRoundTripAllocs warms l up, then checks its round trips allocate
-// nothing.
-func checkRoundTripAllocs(t *testing.T, l *keepAliveLoop) {
-	t.Helper()
+	l := start()
 	for i := 0; i < 100; i++ {
 		if err := l.roundTrip(); err != nil {
 			t.Fatal(err)
@@ -192,5 +241,5 @@ func TestLoopProxyPolicyRoundTripAllocs(t *testing.T) {
 	}
 	l.c.br.Discard(len(benchBody))
 	l.buf = make([]byte, len(head)+len(benchBody))
-	checkRoundTripAllocs(t, l)
+	testRoundTripAllocs(t, func() *keepAliveLoop { return l })
 }

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/helios-lb/helios/internal/balancer"
+	"github.com/helios-lb/helios/internal/compress"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
@@ -61,6 +62,11 @@ type loopConfig struct {
 	poller netpoll.Kind
 	// panicPath makes the recorder panic for requests to this path.
 	panicPath string
+	// compress is the upstream route's compression (nil: none).
+	compress *compress.Policy
+	// transform, when set, gives the body transform of the answers the
+	// pipeline sends (nil: none), asked as the flow returns ActSend.
+	transform func(ex wire.Exchange) wire.BodyTransform
 	// clientTLS is how the engine dials backends when to.TLS is set.
 	clientTLS wire.ClientTLS
 	// respBuf is the upstream route's response buffering (nil: off).
@@ -115,6 +121,8 @@ type loopProxy struct {
 	logs      chan string
 	// panicPath makes Record panic (loopConfig.panicPath).
 	panicPath string
+	// transform is loopConfig.transform.
+	transform func(ex wire.Exchange) wire.BodyTransform
 }
 
 // startLoopProxy starts a loopProxy that is shut down, checked and closed
@@ -122,7 +130,8 @@ type loopProxy struct {
 func startLoopProxy(t testing.TB, k netpoll.Kind, cfg loopConfig) *loopProxy {
 	cfg.poller = k
 	t.Helper()
-	p := &loopProxy{t: t, recs: make(chan proxy.Record, 4096), logs: make(chan string, 100), maxConns: cfg.maxConns, panicPath: cfg.panicPath}
+	p := &loopProxy{t: t, recs: make(chan proxy.Record, 4096), logs: make(chan string, 100), maxConns: cfg.maxConns, panicPath: cfg.panicPath,
+		transform: cfg.transform}
 	p.guard = &countingGuard{}
 	var backends []*upstream.Backend
 	for i, a := range cfg.backends {
@@ -148,7 +157,8 @@ func startLoopProxy(t testing.TB, k netpoll.Kind, cfg loopConfig) *loopProxy {
 		route.Entry[*proxy.Route]{Name: "fixed", PathPrefix: "/fixed/", Value: &proxy.Route{Name: "fixed", Respond: &fixedRoute}},
 		route.Entry[*proxy.Route]{Name: "big", Path: "/big-fixed", Value: &proxy.Route{Name: "big", Respond: &bigFixed}},
 		route.Entry[*proxy.Route]{Name: "local", PathPrefix: "/local/", Value: &proxy.Route{Name: "local", Local: &wire.Local{Name: "local", Handler: localHandler()}}},
-		route.Entry[*proxy.Route]{Name: "up", Cond: cfg.upCond, Value: &proxy.Route{Name: "up", Upstream: p.up, Upgrades: [][]byte{[]byte("websocket")}, ResponseBuffer: cfg.respBuf, Policy: cfg.upPolicy}},
+		route.Entry[*proxy.Route]{Name: "up", Cond: cfg.upCond, Value: &proxy.Route{Name: "up", Upstream: p.up, Upgrades: [][]byte{[]byte("websocket")},
+			ResponseBuffer: cfg.respBuf, Compress: cfg.compress, Policy: cfg.upPolicy}},
 	)
 	table, err := route.New(entries)
 	if err != nil {
@@ -471,6 +481,7 @@ func (s *checkedStepper) NewFlow() wire.Flow { return &checkedFlow{p: s.p, f: s.
 type checkedFlow struct {
 	p    *loopProxy
 	f    wire.Flow
+	ex   wire.Exchange
 	busy bool        // between Begin and Finish
 	last wire.Action // the last action handed out
 	sent bool
@@ -485,6 +496,7 @@ func (f *checkedFlow) Begin(ex wire.Exchange) wire.Action {
 		f.fail("Begin during a request (last action %d)", f.last)
 	}
 	f.busy, f.sent = true, false
+	f.ex = ex
 	f.last = f.f.Begin(ex)
 	f.p.busyFlows.Add(1)
 	return f.last
@@ -559,6 +571,11 @@ func (f *checkedFlow) Forwarded(status int, err error) wire.Action {
 		f.fail("Forwarded(%d, %v) after action %d (busy %v)", status, err, f.last, f.busy)
 	}
 	f.last = f.f.Forwarded(status, err)
+	if f.last == wire.ActSend && f.p.transform != nil {
+		if x := f.p.transform(f.ex); x != nil {
+			f.ex.TransformBody(x)
+		}
+	}
 	return f.last
 }
 
@@ -589,7 +606,8 @@ func (f *checkedFlow) Finish() {
 	if !f.busy {
 		f.fail("Finish with no request (last action %d)", f.last)
 	}
-	if !f.sent && f.last != wire.ActClose {
+	// A panic ends the flow without Sent (lconn.crash).
+	if !f.sent && f.last != wire.ActClose && f.p.eng.Panics() == 0 {
 		f.fail("Finish without Sent after action %d", f.last)
 	}
 	if f.busy {

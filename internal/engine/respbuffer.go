@@ -199,16 +199,25 @@ func (c *lconn) spoolOut() int {
 			return outEmpty
 		}
 		p = p[:min(len(p), room)]
+		n := len(p)
+		// The spool holds the answer as the backend sent it; its
+		// transform (transform.go) comes on the way out.
+		if p, err = c.spoolPiece(p); err != nil {
+			c.sendDone(err)
+			return outEnded
+		}
 		if c.h2s != nil {
 			c.respBytes += int64(len(p))
-			c.h2data(p, false)
-			rs.Advance(len(p))
+			if len(p) > 0 {
+				c.h2data(p, false)
+			}
+			rs.Advance(n)
 			continue
 		}
 		// Advance before writing: a write that finds the client gone
 		// ends the exchange and lets the spool go.
-		rs.Advance(len(p))
-		if !c.writePiece(p) {
+		rs.Advance(n)
+		if len(p) > 0 && !c.writePiece(p) {
 			return outEnded
 		}
 	}
@@ -229,6 +238,9 @@ func (c *lconn) clientRoom() (room int, canEnd bool) {
 // spoolEnd ends a buffered answer whose bytes have all gone to the client.
 func (c *lconn) spoolEnd() {
 	rs := c.rs
+	if rs.err == nil && !c.spoolTransformEnd() {
+		return
+	}
 	switch {
 	case rs.err != nil:
 		c.sendDone(rs.err)

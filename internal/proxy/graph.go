@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/helios-lb/helios/internal/compress"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/rules"
@@ -58,6 +59,10 @@ type Route struct {
 	// Files answers from files, sent by the engine itself
 	// (ActServeFile); nil when another action is set.
 	Files wire.Files
+	// Compress compresses the route's answers (a backend's, an
+	// in-process handler's, a file's) as the policy says
+	// (compress.Policy); nil sends them as they are.
+	Compress *compress.Policy
 	// Local answers with an in-process net/http handler, which the
 	// engine forwards to as to a backend (ActServeHTTP); nil when
 	// another action is set.

@@ -201,8 +201,14 @@ func (f *flow) Handler() *wire.Local {
 	return f.rec.Route.Local
 }
 
-// Files returns the route's file planner for ActServeFile.
-func (f *flow) Files() wire.Files { return f.rec.Route.Files }
+// Files returns the route's file planner for ActServeFile: the flow
+// itself when the route compresses (compressedFile).
+func (f *flow) Files() wire.Files {
+	if f.rec.Route.Compress != nil {
+		return f
+	}
+	return f.rec.Route.Files
+}
 
 // BufferLimits returns the route's request buffering limits.
 func (f *flow) BufferLimits() wire.BufferLimits { return *f.rec.Route.Buffer }
@@ -312,8 +318,7 @@ func (f *flow) Forwarded(status int, err error) wire.Action {
 			return f.fail(err)
 		}
 		f.status = status
-		f.last = wire.ActSend
-		return wire.ActSend
+		return f.send()
 	}
 	f.attemptDone(status, err)
 	if err != nil {
@@ -355,8 +360,7 @@ func (f *flow) Forwarded(status int, err error) wire.Action {
 		}
 	}
 	f.stick()
-	f.last = wire.ActSend
-	return wire.ActSend
+	return f.send()
 }
 
 // retry goes on to the next attempt, after the upstream's backoff when

@@ -58,6 +58,8 @@ type fakeExchange struct {
 	// names are hdr's names as bytes, for the head (made once).
 	names [][]byte
 	wakes atomic.Int32
+	// xf records TransformBody.
+	xf wire.BodyTransform
 }
 
 // field is a request header field.
@@ -170,8 +172,9 @@ func (e *fakeExchange) fillRequest(method, host, path, query []byte) {
 		}
 	}
 }
-func (e *fakeExchange) Response() *httpmsg.Response { return e.resp }
-func (e *fakeExchange) BodyHeld() ([]byte, bool)    { return e.held, !e.notHeld }
+func (e *fakeExchange) Response() *httpmsg.Response        { return e.resp }
+func (e *fakeExchange) BodyHeld() ([]byte, bool)           { return e.held, !e.notHeld }
+func (e *fakeExchange) TransformBody(t wire.BodyTransform) { e.xf = t }
 
 func (e *fakeExchange) Alloc(n int) []byte {
 	if cap(e.arena)-e.arenaOff < n {

@@ -147,7 +147,8 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 		case config.ActionRespond:
 			rt.Respond = renderFixed(rc.Respond)
 		case config.ActionStatic:
-			h, err := static.New(rc.Static.Root, rc.Static.Index, rc.Static.StripPrefix, static.Options{})
+			h, err := static.New(rc.Static.Root, rc.Static.Index, rc.Static.StripPrefix,
+				static.Options{Precompressed: config.Codings(rc.Static.Precompressed)})
 			if err != nil {
 				return nil, fmt.Errorf("route %s: %w", rc.Name, err)
 			}
@@ -162,6 +163,9 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 		}
 		if rt.Mirror, err = s.buildMirror(g, prev, rc, byName); err != nil {
 			return nil, err
+		}
+		if rt.Compress, err = compressPolicy(rc.Compress); err != nil {
+			return nil, fmt.Errorf("route %s: compress: %w", rc.Name, err)
 		}
 		rt.Stats = s.routeStats(g, prev, rc.Name, rc.Upstream)
 		if rt.Policy, err = g.buildPolicy(prev, rc); err != nil {

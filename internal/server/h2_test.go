@@ -23,11 +23,10 @@ import (
 	"github.com/helios-lb/helios/internal/wire"
 )
 
-// h2Config has a TLS listener "web" (http2 left to its default, on), a
-// cleartext listener "plain" with h2c, and a TLS listener "noh2" with
-// http2 off, in front of the built-in backend {{B1}}, with request
-// buffering at its default.
-const h2Config = `
+// h2Listeners are a TLS listener "web" (http2 left to its default, on)
+// and a cleartext listener "plain" with h2c: every protocol a client
+// speaks, for h2ServerConfig.
+const h2Listeners = `
 listeners:
   - name: web
     address: "127.0.0.1:1"
@@ -35,7 +34,12 @@ listeners:
   - name: plain
     address: "127.0.0.2:1"
     h2c: true
-  - name: noh2
+`
+
+// h2Config has h2Listeners and a TLS listener "noh2" with http2 off, in
+// front of the built-in backend {{B1}}, with request buffering at its
+// default.
+const h2Config = h2Listeners + `  - name: noh2
     address: "127.0.0.3:1"
     http2: false
     tls: {cert_file: "{{DIR}}/site.pem", key_file: "{{DIR}}/site.key"}

@@ -64,6 +64,9 @@ var (
 	nameLastModified  = []byte("Last-Modified")
 	nameLocation      = []byte("Location")
 	nameNoSniff       = []byte("X-Content-Type-Options")
+	nameVary          = []byte("Vary")
+
+	nameContentEncoding = []byte("Content-Encoding")
 
 	valueAllow   = []byte("GET, HEAD")
 	valueText    = []byte("text/plain; charset=utf-8")
@@ -71,6 +74,8 @@ var (
 	valueBytes   = []byte("bytes")
 	valueNoSniff = []byte("nosniff")
 	valueZero    = []byte("0")
+
+	valueAcceptEncoding = []byte("Accept-Encoding")
 )
 
 // field appends a field to the answer's head.

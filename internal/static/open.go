@@ -42,7 +42,7 @@ func (h *Handler) lookUp(t target) *entry {
 		f.Close()
 		return errorEntry(key, http.StatusNotFound)
 	}
-	return newFileEntry(key, f, st)
+	return newFileEntry(key, f, st, !t.sibling)
 }
 
 // errorEntry is the answer status for key. Only answers that stay true
@@ -86,12 +86,16 @@ func errStatus(err error) int {
 	}
 }
 
-// newFileEntry renders what every answer from f repeats.
-func newFileEntry(key string, f *os.File, st fs.FileInfo) *entry {
+// newFileEntry renders what every answer from f repeats; typed: its
+// Content-Type is its own (a precompressed sibling's is not).
+func newFileEntry(key string, f *os.File, st fs.FileInfo, typed bool) *entry {
 	e := &entry{key: key, kind: kindFile, size: st.Size(), mtime: st.ModTime()}
 	e.zeroTime = e.mtime.IsZero() || e.mtime.Equal(time.Unix(0, 0))
-	ctype := mime.TypeByExtension(filepath.Ext(st.Name()))
-	if ctype == "" {
+	ctype := ""
+	if typed {
+		ctype = mime.TypeByExtension(filepath.Ext(st.Name()))
+	}
+	if ctype == "" && typed {
 		var b [sniffLen]byte
 		n, _ := f.ReadAt(b[:], 0)
 		ctype = http.DetectContentType(b[:n])

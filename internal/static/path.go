@@ -14,6 +14,10 @@ type target struct {
 	name []byte
 	// slash reports whether the request path ended in "/".
 	slash bool
+	// sibling marks a precompressed sibling's name (key is the name
+	// and a NUL, which no request's key holds): its type is its
+	// original's, never looked up or sniffed.
+	sibling bool
 }
 
 // resolvePath turns the raw request path into a name below the root,

@@ -3,6 +3,8 @@ package static
 import (
 	"net/http"
 	"strconv"
+
+	"github.com/helios-lb/helios/internal/compress"
 )
 
 // Plan fills a with the answer to r. It overwrites every field of a (a
@@ -34,13 +36,33 @@ func (p *Planner) Plan(r Request, a *Answer) {
 	case kindDir:
 		redirect(a, t.full, head)
 	default:
-		file(a, r, e, head)
+		rep := representation{ctype: e.ctype, vary: len(p.h.precompressed) > 0}
+		if rep.vary {
+			if s, c := p.sibling(r, t, a); s != nil {
+				// The sibling is sent in the original's place, as the
+				// original's type.
+				e.file.Release()
+				e, rep.coding = s, c
+			}
+		}
+		file(a, r, e, head, rep)
 	}
+}
+
+// representation is what a file's answer says of the bytes it sends
+// beyond the entry's own validators: their Content-Type (a precompressed
+// sibling's is its original's), their coding (Identity: none), and
+// whether the answer varies on Accept-Encoding (a route with
+// precompressed siblings).
+type representation struct {
+	ctype  []byte
+	coding compress.Coding
+	vary   bool
 }
 
 // file plans the answer from a regular file, whose reference a now
 // holds: handed on in a.File, or released here when nothing is sent.
-func file(a *Answer, r Request, e *entry, head bool) {
+func file(a *Answer, r Request, e *entry, head bool, rep representation) {
 	// RFC 9110 section 13.2.2, in net/http's order.
 	c := e.ifMatch(r.Header("if-match"))
 	if c == condNone {
@@ -63,6 +85,10 @@ func file(a *Answer, r Request, e *entry, head bool) {
 		e.file.Release()
 		a.Status = http.StatusNotModified
 		field(a, nameETag, e.etag)
+		if rep.vary {
+			// RFC 9110 §15.4.5: the Vary the 200 would have.
+			field(a, nameVary, valueAcceptEncoding)
+		}
 		return
 	}
 
@@ -102,11 +128,17 @@ func file(a *Answer, r Request, e *entry, head bool) {
 	}
 	a.Scratch[scratchBuf] = buf
 	field(a, nameAcceptRanges, valueBytes)
-	field(a, nameContentType, e.ctype)
+	field(a, nameContentType, rep.ctype)
 	validators(a, e)
 	field(a, nameContentLength, buf[:cl:cl])
 	if a.Status == http.StatusPartialContent {
 		field(a, nameContentRange, buf[cl:])
+	}
+	if rep.coding != compress.Identity {
+		field(a, nameContentEncoding, rep.coding.Token())
+	}
+	if rep.vary {
+		field(a, nameVary, valueAcceptEncoding)
 	}
 	if head || length == 0 {
 		e.file.Release()

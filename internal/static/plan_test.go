@@ -57,15 +57,8 @@ func TestPlan(t *testing.T) {
 	etag := etagOf(fixtureTime, 10)
 	lm := fixtureTime.Format(http.TimeFormat)
 	text := "text/plain; charset=utf-8"
-	// want lists the fields to check: "" means absent.
-	type want map[string]string
-	tests := []struct {
-		name   string
-		req    req
-		status int
-		body   string
-		fields want
-	}{
+	type want = map[string]string
+	tests := []planCase{
 		{"file", get("/static/data.txt"), 200, "0123456789",
 			want{"Content-Type": text, "Content-Length": "10", "ETag": etag, "Last-Modified": lm, "Accept-Ranges": "bytes", "Content-Range": ""}},
 		{"HEAD has the head without the body", req{method: "HEAD", path: "/static/data.txt"}, 200, "",
@@ -154,6 +147,22 @@ func TestPlan(t *testing.T) {
 		{"If-Range other date", get("/static/data.txt", "Range", "bytes=1-2", "If-Range", fixtureTime.Add(time.Hour).Format(http.TimeFormat)), 200, "0123456789", nil},
 		{"If-Range ignores a bad range", get("/static/data.txt", "Range", "bytes=x", "If-Range", `"x"`), 200, "0123456789", nil},
 	}
+	checkPlans(t, h, tests)
+}
+
+// planCase is a request and what its planned answer must be: the
+// status, the body, and fields to check ("" means absent).
+type planCase struct {
+	name   string
+	req    req
+	status int
+	body   string
+	fields map[string]string
+}
+
+// checkPlans plans each case's request with h and checks the answer.
+func checkPlans(t *testing.T, h *Handler, tests []planCase) {
+	t.Helper()
 	var a Answer
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -32,6 +32,11 @@
 //   - Content-Type comes from the file name's extension
 //     (mime.TypeByExtension), or else from its first 512 bytes
 //     (http.DetectContentType).
+//   - With Options.Precompressed, a client that accepts one of its
+//     codings gets the file's sibling compressed ahead of time (foo.js.br
+//     for foo.js), with the original's Content-Type, Content-Encoding and
+//     the sibling's own length and validators; every file answer then
+//     has Vary: Accept-Encoding (precompressed.go).
 //
 // Where this differs from the old handler (each guarded by the
 // differential test): an escaped "/" no longer reaches a subdirectory,
@@ -63,6 +68,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/helios-lb/helios/internal/compress"
 	"github.com/helios-lb/helios/internal/wire"
 )
 
@@ -104,6 +110,11 @@ type Options struct {
 	// Now tells the time for cache validity (tests give a fake clock);
 	// nil means the monotonic clock.
 	Now func() time.Time
+	// Precompressed are the codings of files compressed ahead of time
+	// that are sent in the original's place to clients that accept them
+	// (precompressed.go), in the order preferred among codings a client
+	// accepts equally; nil looks for none.
+	Precompressed []compress.Coding
 }
 
 // Handler answers requests for files below one root directory. Its
@@ -117,6 +128,8 @@ type Handler struct {
 	clock  func() time.Duration
 	shards []*Planner
 	closed atomic.Bool
+	// precompressed is Options.Precompressed.
+	precompressed []compress.Coding
 	// answers holds *Answer for ServeHTTP, so that their buffers are
 	// reused.
 	answers sync.Pool
@@ -136,7 +149,12 @@ func New(root, index, stripPrefix string, o Options) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening static root: %w", err)
 	}
-	h := &Handler{root: r, index: index, stripPrefix: stripPrefix, valid: o.CacheValid}
+	if len(o.Precompressed) > maxPrecompressed {
+		r.Close()
+		return nil, fmt.Errorf("static: %d precompressed codings, at most %d", len(o.Precompressed), maxPrecompressed)
+	}
+	h := &Handler{root: r, index: index, stripPrefix: stripPrefix, valid: o.CacheValid,
+		precompressed: append([]compress.Coding(nil), o.Precompressed...)}
 	h.answers.New = func() any { return new(Answer) }
 	if h.valid == 0 {
 		h.valid = DefaultCacheValid

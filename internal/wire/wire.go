@@ -175,10 +175,33 @@ type Exchange interface {
 	// handed through an interface method escapes to the heap, an
 	// allocation per request.
 	Alloc(n int) []byte
+	// TransformBody runs the body of the answer being sent through t
+	// (compression): the backend's, when called in Flow.Forwarded
+	// before it returns ActSend, or a file's, when called in
+	// Files.PlanFile. The caller edits the head for it (Content-Encoding,
+	// Content-Length dropped); the engine frames the body as one of
+	// unknown length (chunked for HTTP/1.1, no content-length for
+	// HTTP/2) and calls t.Release exactly once, whatever becomes of the
+	// answer. Answers without a transform keep the engine's copy-free
+	// paths (sendfile, writev).
+	TransformBody(t BodyTransform)
 	// Timing returns how the attempt that Flow.Forwarded reports on
 	// went (valid during that call); the zero Timing for an engine that
 	// does not measure.
 	Timing() Timing
+}
+
+// BodyTransform rewrites an answer's body as it streams
+// (compress.Encoder implements it).
+type BodyTransform interface {
+	// Transform takes the next piece of the body (possibly empty) and
+	// returns what to send in its place, valid until the next call: with
+	// flush, everything it holds (the source has nothing more for now,
+	// and an answer that trickles must not wait inside the transform);
+	// with end, that and its own end (the body is over).
+	Transform(p []byte, flush, end bool) ([]byte, error)
+	// Release ends the transform's use.
+	Release()
 }
 
 // Timing is how one forwarding attempt went, as the engine measured it on

@@ -21,6 +21,8 @@ type Exchange struct {
 	Resp                                        *httpmsg.Response
 	Time                                        wire.Timing
 	ListenerV                                   *wire.Listener
+	// Transform is what TransformBody was handed last.
+	Transform wire.BodyTransform
 }
 
 var _ wire.Exchange = (*Exchange)(nil)
@@ -91,6 +93,9 @@ func (e *Exchange) BodyHeld() ([]byte, bool) { return nil, true }
 
 // Alloc returns n new bytes.
 func (e *Exchange) Alloc(n int) []byte { return make([]byte, n) }
+
+// TransformBody records t in Transform.
+func (e *Exchange) TransformBody(t wire.BodyTransform) { e.Transform = t }
 
 // Timing returns Time.
 func (e *Exchange) Timing() wire.Timing { return e.Time }

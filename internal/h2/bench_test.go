@@ -36,7 +36,7 @@ func (h *benchAnswer) OnReset(s *Stream, err error)         {}
 // enc, whose state the server's decoder follows.
 func requestFrame(enc *hpack.Encoder, buf *bytes.Buffer) []byte {
 	buf.Reset()
-	for _, f := range []Field{
+	for _, f := range []hpack.HeaderField{
 		{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"},
 		{Name: ":authority", Value: "www.example.com"}, {Name: ":path", Value: "/api/v1/items?page=2"},
 		{Name: "user-agent", Value: "Mozilla/5.0 (X11; Linux x86_64) Gecko/20100101 Firefox/140.0"},
@@ -57,7 +57,7 @@ func requestFrame(enc *hpack.Encoder, buf *bytes.Buffer) []byte {
 func BenchmarkServerRequest(b *testing.B) {
 	out := &discard{}
 	h := &benchAnswer{
-		fields: []Field{{Name: "content-type", Value: "application/json"}, {Name: "cache-control", Value: "no-store"}},
+		fields: fieldList("content-type", "application/json", "cache-control", "no-store"),
 		body:   []byte(`{"items":[]}` + "\n"),
 	}
 	c := NewServerConn(out, h, Config{})
@@ -149,7 +149,7 @@ func BenchmarkServerUpload(b *testing.B) {
 func BenchmarkClientRequest(b *testing.B) {
 	p := newClientPeer(b, &benchClient{}, Config{})
 	p.c.out = &discard{}
-	h := request("GET", "/pkg.Svc/Get", Field{Name: "content-type", Value: "application/grpc"}, Field{Name: "te", Value: "trailers"})
+	h := request("GET", "/pkg.Svc/Get", field("content-type", "application/grpc"), field("te", "trailers"))
 	// The response to every stream, stream id patched in.
 	p.headers(1, false, ":status", "200", "content-type", "application/grpc")
 	p.data(1, false, []byte("\x00\x00\x00\x00\x02hi"))

@@ -23,6 +23,11 @@ func (c *lconn) streamRequest(rh *h2.RequestHead, end bool) error {
 	mem.reset()
 	r := &c.req
 	r.reset()
+	if r.Header.Fields == nil {
+		// From the loop's free list, as an HTTP/1.1 head's (closeStream
+		// gives it back).
+		r.Header.Fields = c.l.fieldBufs.get()
+	}
 	lim := c.opts.limits()
 	r.Proto = httpmsg.HTTP2
 	r.minor = 1

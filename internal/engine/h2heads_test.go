@@ -16,7 +16,9 @@ import (
 // connection's read buffer and its decoder are used again.
 
 // pingSync sends a PING and reads until its acknowledgement: the server has
-// read everything sent before it.
+// read everything sent before it (SETTINGS are acknowledged on the way,
+// and the server's PINGs too when autoPing is on; sync uses it after the
+// server's SETTINGS).
 func (c *h2Raw) pingSync() {
 	c.t.Helper()
 	data := [8]byte{'h', 'e', 'a', 'd', 's', 'y', 'n', 'c'}
@@ -37,7 +39,7 @@ func (c *h2Raw) pingSync() {
 			if f.IsAck() && f.Data == data {
 				return
 			}
-			if !f.IsAck() {
+			if !f.IsAck() && c.autoPing {
 				c.fr.WritePing(true, f.Data)
 			}
 		case *http2.WindowUpdateFrame:

@@ -66,8 +66,6 @@ func waitN(t *testing.T, what string, ch <-chan struct{}, n int) {
 // the server's events.
 func (c *h2Raw) sync() {
 	c.t.Helper()
-	data := [8]byte{'s', 'y', 'n', 'c'}
-	sawSettings := false
 	for {
 		f, err := c.fr.ReadFrame()
 		if err != nil {
@@ -77,16 +75,12 @@ func (c *h2Raw) sync() {
 		case *http2.SettingsFrame:
 			if !f.IsAck() {
 				c.fr.WriteSettingsAck()
-				sawSettings = true
-				c.fr.WritePing(false, data)
-			}
-		case *http2.PingFrame:
-			if sawSettings && f.IsAck() && f.Data == data {
+				c.pingSync()
 				return
 			}
 		case *http2.WindowUpdateFrame:
 		default:
-			c.t.Fatalf("got a %v frame, want SETTINGS and PING", f.Header().Type)
+			c.t.Fatalf("got a %v frame, want SETTINGS", f.Header().Type)
 		}
 	}
 }

@@ -78,9 +78,9 @@ type h2stream struct {
 	s      *h2.Stream
 	// streamBuf is the request body the stream received.
 	streamBuf
-	// cookie holds the request's cookie fields joined into one (RFC
-	// 9113 §8.2.3); headErr is why its head was refused.
-	cookie  []byte
+	// head holds the bytes of the request's head (streamRequest);
+	// headErr is why the head was refused.
+	head    streamMem
 	headErr error
 	// pumping guards the answer's pump against re-entry from the
 	// stream's OnWritable; calling counts the exchange's calls into the
@@ -92,8 +92,8 @@ type h2stream struct {
 	// read, its end still to write.
 	carry         []byte
 	carryEnd, eof bool
-	// fields is scratch for the answer's head.
-	fields []h2.Field
+	// out gathers the answer's head, then its trailers.
+	out h2fields
 	// smallAcct holds smallHeld bytes of the request's small body, read
 	// whole behind its head (holdSmallBody).
 	smallAcct *bodybuf.Account
@@ -550,13 +550,9 @@ func (l *loop) allocStream() *h2stream {
 func (l *loop) freeStream(st *h2stream) {
 	st.parent, st.s = nil, nil
 	st.streamBuf.reset()
-	st.cookie = st.cookie[:0]
-	if cap(st.cookie) > maxIdlePending {
-		st.cookie = nil
-	}
+	st.head.reset()
 	st.headErr = nil
-	clear(st.fields)
-	st.fields = st.fields[:0]
+	st.out.free()
 	st.pumping = false
 	st.calling = 0
 	st.carry, st.carryEnd, st.eof = st.carry[:0], false, false

@@ -1,7 +1,7 @@
 package engine
 
 import (
-	"unsafe"
+	"strconv"
 
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/httpmsg"
@@ -10,49 +10,53 @@ import (
 // streamRequest fills the stream's request head (the neutral head every
 // exchange reads) from the head its HEADERS carried, which the HTTP/2
 // machine has validated already (RFC 9113 §8.2, §8.3: pseudo-header
-// fields, lower-case names, no connection-specific fields). What every
-// request passes whatever its protocol (method, target, field values
-// and counts, Host) is checked by the same functions as an HTTP/1.1
-// head's; an error is the answer the stream gets (readHead).
+// fields, lower-case names, no connection-specific fields). The machine's
+// slices are valid only during its call: the head's bytes are copied into
+// the stream's memory (st.head), which the stream keeps on the loop's free
+// list, so that a request allocates nothing once it has grown. What every
+// request passes whatever its protocol (method, target, field values and
+// counts, Host) is checked by the same functions as an HTTP/1.1 head's;
+// an error is the answer the stream gets (readHead).
 func (c *lconn) streamRequest(rh *h2.RequestHead, end bool) error {
 	st := c.h2s
+	mem := &st.head
+	mem.reset()
 	r := &c.req
 	r.reset()
+	if r.Header.Fields == nil {
+		// From the loop's free list, as an HTTP/1.1 head's (closeStream
+		// gives it back).
+		r.Header.Fields = c.l.fieldBufs.get()
+	}
 	lim := c.opts.limits()
 	r.Proto = httpmsg.HTTP2
 	r.minor = 1
 	r.keepAlive = true
-	r.Method = bytesOf(rh.Method)
+	r.Method = mem.copy(rh.Method)
 	if err := lim.checkMethod(r.Method); err != nil {
 		return err
 	}
-	if rh.Method == "CONNECT" {
+	if string(rh.Method) == "CONNECT" {
 		return &statusError{405, "CONNECT is not supported"}
 	}
-	r.Scheme = bytesOf(rh.Scheme)
-	r.Target = bytesOf(rh.Path)
+	r.Scheme = mem.copy(rh.Scheme)
+	r.Target = mem.copy(rh.Path)
 	r.rawTarget = r.Target
 	if err := checkTarget(r.Target); err != nil {
 		return err
 	}
 	r.Path = pathOf(r.Target)
-	r.Authority = bytesOf(rh.Authority)
+	r.Authority = mem.copy(rh.Authority)
 	cookies := 0
 	for i := range rh.Fields {
 		f := &rh.Fields[i]
-		switch f.Name {
+		switch string(f.Name) {
 		case "host":
 			if len(r.Authority) == 0 {
-				r.Authority = bytesOf(f.Value)
+				r.Authority = mem.copy(f.Value)
 			}
 			continue // :authority is the request's host (§8.3.1)
 		case "cookie":
-			// HTTP/2 may split cookies into several fields (§8.2.3);
-			// they go on as one.
-			if cookies > 0 {
-				st.cookie = append(st.cookie, "; "...)
-			}
-			st.cookie = append(st.cookie, f.Value...)
 			cookies++
 			continue
 		case "expect":
@@ -60,12 +64,15 @@ func (c *lconn) streamRequest(rh *h2.RequestHead, end bool) error {
 			// sends its body when the window allows.
 			continue
 		}
-		if _, err := r.addField(bytesOf(f.Name), bytesOf(f.Value), lim); err != nil {
+		name, value := mem.pair(f.Name, f.Value)
+		if _, err := r.addField(name, value, lim); err != nil {
 			return err
 		}
 	}
 	if cookies > 0 {
-		if _, err := r.addField(cookieName, st.cookie, lim); err != nil {
+		// HTTP/2 may split cookies into several fields (§8.2.3); they
+		// go on as one.
+		if _, err := r.addField(cookieName, mem.join(rh.Fields, "cookie", "; "), lim); err != nil {
 			return err
 		}
 	}
@@ -103,18 +110,96 @@ func (c *lconn) streamHead() bool {
 
 var cookieName = []byte("cookie")
 
-// bytesOf returns the bytes of s without copying them. The head's
-// fields are read, never written, so a string's bytes may stand in for a
-// slice of a connection's buffer.
-func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+// streamMem is memory a stream keeps the bytes of a head in: a received
+// head the exchange reads after the machine's call (whose slices are
+// valid only during it), or a head being gathered for the machine. It is
+// kept with the stream's state on the loop's free list, so that once it
+// has grown to the heads a connection carries, a head costs a copy and no
+// allocation. Slices it hands out stay valid until its next reset, even
+// when it grows meanwhile: growing copies the bytes to a new array and
+// leaves the old one, which those slices hold, as it was.
+type streamMem struct{ b []byte }
+
+// reset empties the memory for the next head; a buffer an unusually large
+// head grew is let go.
+func (m *streamMem) reset() {
+	m.b = m.b[:0]
+	if cap(m.b) > maxStreamMem {
+		m.b = nil
+	}
+}
+
+// maxStreamMem is the most head memory a stream keeps between heads.
+const maxStreamMem = 8 << 10
+
+// copy returns a copy of p in the memory (nil for an empty p).
+func (m *streamMem) copy(p []byte) []byte {
+	if len(p) == 0 {
+		return nil
+	}
+	i := len(m.b)
+	m.b = append(m.b, p...)
+	return m.b[i:len(m.b):len(m.b)]
+}
+
+// pair copies a field's name and value, side by side.
+func (m *streamMem) pair(name, value []byte) ([]byte, []byte) {
+	i := len(m.b)
+	m.b = append(append(m.b, name...), value...)
+	n := i + len(name)
+	return m.b[i:n:n], m.b[n:len(m.b):len(m.b)]
+}
+
+// number returns v in decimal, in the memory.
+func (m *streamMem) number(v int64) []byte {
+	i := len(m.b)
+	m.b = strconv.AppendInt(m.b, v, 10)
+	return m.b[i:len(m.b):len(m.b)]
+}
+
+// join returns the values of the fields named name, joined with sep, in
+// the memory.
+func (m *streamMem) join(fs []h2.Field, name, sep string) []byte {
+	i := len(m.b)
+	for k := range fs {
+		if f := &fs[k]; string(f.Name) == name {
+			if len(m.b) > i {
+				m.b = append(m.b, sep...)
+			}
+			m.b = append(m.b, f.Value...)
+		}
+	}
+	return m.b[i:len(m.b):len(m.b)]
+}
 
 // h2fields is a FieldSink that gathers a head's fields for the HTTP/2
-// machine: names in lower case (RFC 9113 §8.2.1), from the loop's table
-// of names seen before.
+// machine (which lowercases their names as it encodes them), copied into
+// its memory: a sink's slices are valid only during its call. A stream
+// keeps one for the heads it sends (a pointer to it, passed as a
+// FieldSink, costs no allocation).
 type h2fields struct {
-	l  *loop
-	fs []h2.Field
+	fs  []h2.Field
+	mem streamMem
 }
+
+// reset empties the sink for the next head.
+func (s *h2fields) reset() {
+	s.fs = s.fs[:0]
+	s.mem.reset()
+}
+
+// free empties the sink of a stream going back to the free list.
+func (s *h2fields) free() {
+	clear(s.fs)
+	s.fs = s.fs[:0]
+	if cap(s.fs) > maxStreamFields {
+		s.fs = nil
+	}
+	s.mem.reset()
+}
+
+// maxStreamFields is the most field slots a stream keeps between heads.
+const maxStreamFields = 64
 
 // Field appends one field; Upgrade, which only an HTTP/1.1 hop can act
 // on, is not (RFC 9113 §8.2.2).
@@ -122,5 +207,20 @@ func (s *h2fields) Field(name, value []byte) {
 	if len(name) == len("upgrade") && httpmsg.EqualFold(name, "upgrade") {
 		return
 	}
-	s.fs = append(s.fs, h2.Field{Name: s.l.h2name(name), Value: string(value)})
+	n, v := s.mem.pair(name, value)
+	s.fs = append(s.fs, h2.Field{Name: n, Value: v})
 }
+
+// number appends a field whose value is v in decimal; name is kept, not
+// copied (a name of the package's).
+func (s *h2fields) number(name []byte, v int64) {
+	s.fs = append(s.fs, h2.Field{Name: name, Value: s.mem.number(v)})
+}
+
+// Field names and values the HTTP/2 adapters add to heads.
+var (
+	h2DateName          = []byte("date")
+	h2ContentLengthName = []byte("content-length")
+	h2TEName            = []byte("te")
+	h2TrailersValue     = []byte("trailers")
+)

@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
 	"github.com/helios-lb/helios/internal/httpmsg"
@@ -24,16 +23,15 @@ func (c *lconn) h2respond(status int, header *httpmsg.Header, body []byte) error
 	st := c.h2s
 	c.respStarted = true
 	c.respStatus = status
-	fs := c.h2fixedFields(header)
+	out := c.h2fixedFields(header)
 	withBody := fixedBodyAllowed(status)
 	if withBody {
-		fs = append(fs, h2.Field{Name: "content-length", Value: strconv.Itoa(len(body))})
+		out.number(h2ContentLengthName, int64(len(body)))
 	}
 	if !withBody || httpmsg.EqualFold(c.req.Method, "head") {
 		body = nil
 	}
-	st.fields = fs
-	if err := c.h2head(status, fs, len(body) == 0); err != nil {
+	if err := c.h2head(status, out.fs, len(body) == 0); err != nil {
 		return err
 	}
 	c.respBytes = int64(len(body))
@@ -47,15 +45,16 @@ func (c *lconn) h2respond(status int, header *httpmsg.Header, body []byte) error
 	return nil
 }
 
-// h2fixedFields returns the fields of an answer the proxy makes itself:
-// the Date, and header's (nil: none).
-func (c *lconn) h2fixedFields(header *httpmsg.Header) []h2.Field {
-	st := c.h2s
-	sink := h2fields{l: c.l, fs: append(st.fields[:0], h2.Field{Name: "date", Value: c.l.eng.date.value(time.Unix(0, c.l.now))})}
+// h2fixedFields gathers the fields of an answer the proxy makes itself
+// in the stream's sink: the Date, and header's (nil: none).
+func (c *lconn) h2fixedFields(header *httpmsg.Header) *h2fields {
+	out := &c.h2s.out
+	out.reset()
+	out.fs = append(out.fs, h2.Field{Name: h2DateName, Value: c.l.eng.date.value(time.Unix(0, c.l.now))})
 	if header != nil {
-		header.Emit(&sink)
+		header.Emit(out)
 	}
-	return sink.fs
+	return out
 }
 
 // errStreamGone is the error of an answer whose stream was reset, or
@@ -127,16 +126,15 @@ func (c *lconn) h2startSend() {
 	c.state = lsSend
 	c.respStarted = true
 	c.respStatus = r.Status
-	sink := h2fields{l: c.l, fs: st.fields[:0]}
-	httpmsg.ResponseFields(&sink, &r.Response, true)
-	fs := sink.fs
-	st.fields = fs
+	out := &st.out
+	out.reset()
+	httpmsg.ResponseFields(out, &r.Response, true)
 	bodyOut, _, _ := framing(&c.req, r)
 	// An HTTP/2 backend's answer that ended with its head stays one
 	// HEADERS frame (gRPC's trailers-only answers must).
 	noBody := !bodyOut || u.h2 != nil && u.h2.headersOnly
 	u.rd.unpin()
-	if err := c.h2head(r.Status, fs, noBody); err != nil {
+	if err := c.h2head(r.Status, out.fs, noBody); err != nil {
 		c.sendDone(err)
 		return
 	}
@@ -222,10 +220,10 @@ func (c *lconn) h2endBody(tr *trailerSection) {
 	var err error
 	st.calling++
 	if !tr.empty() {
-		sink := h2fields{l: c.l, fs: st.fields[:0]}
-		httpmsg.TrailerFields(&sink, &tr.hdr)
-		st.fields = sink.fs
-		err = st.s.WriteTrailers(st.fields)
+		out := &st.out
+		out.reset()
+		httpmsg.TrailerFields(out, &tr.hdr)
+		err = st.s.WriteTrailers(out.fs)
 	} else {
 		_, err = st.s.WriteData(nil, true)
 	}
@@ -241,10 +239,9 @@ func (c *lconn) h2endBody(tr *trailerSection) {
 // the file's bytes are read with pread, as over TLS, and go out as the
 // windows allow.
 func (c *lconn) h2serveFile(a *wire.FileAnswer) {
-	fs := c.h2fixedFields(&a.Header)
-	c.h2s.fields = fs
+	out := c.h2fixedFields(&a.Header)
 	noBody := a.File == nil && len(a.Body) == 0 || a.File != nil && a.Length == 0 || httpmsg.EqualFold(c.req.Method, "head")
-	if err := c.h2head(a.Status, fs, noBody); err != nil || noBody {
+	if err := c.h2head(a.Status, out.fs, noBody); err != nil || noBody {
 		c.fileDone(err)
 		return
 	}
@@ -302,34 +299,3 @@ func (c *lconn) h2pumpFile() {
 		}
 	}
 }
-
-// h2name returns the lowercase form of a header field name as a string,
-// from the loop's table of names seen before: names repeat from answer
-// to answer, and HPACK's table keeps the strings it is given.
-func (l *loop) h2name(name []byte) string {
-	var buf [64]byte
-	low := buf[:0]
-	if len(name) > len(buf) {
-		low = make([]byte, 0, len(name))
-	}
-	for _, b := range name {
-		if 'A' <= b && b <= 'Z' {
-			b += 'a' - 'A'
-		}
-		low = append(low, b)
-	}
-	if s, ok := l.h2names[string(low)]; ok {
-		return s
-	}
-	s := string(low)
-	if len(l.h2names) < maxH2Names {
-		if l.h2names == nil {
-			l.h2names = make(map[string]string)
-		}
-		l.h2names[s] = s
-	}
-	return s
-}
-
-// maxH2Names bounds a loop's table of header field names.
-const maxH2Names = 512

@@ -38,7 +38,7 @@ func (m *streamBuf) trailers(fields []h2.Field) {
 	m.ended = true
 	m.trailer.reset()
 	for _, f := range fields {
-		m.trailer.addString(f.Name, f.Value)
+		m.trailer.add(f.Name, f.Value)
 	}
 	m.trailer.done()
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/helios-lb/helios/internal/httpmsg"
@@ -95,9 +94,13 @@ type h2upStream struct {
 	fileOff, fileEnd int64
 	// calling counts the exchange's calls into the stream under way.
 	calling int
-	// head is the request head, carry what a short write left of the
-	// body (carryEnd: with the stream's end).
+	// head is the request head, its fields gathered in out (then the
+	// request's trailers); resp holds the bytes of the answer's head
+	// (OnResponse). carry is what a short write left of the body
+	// (carryEnd: with the stream's end).
 	head     h2.RequestHead
+	out      h2fields
+	resp     streamMem
 	carry    []byte
 	carryEnd bool
 }
@@ -469,7 +472,8 @@ func (hu *h2up) streamEnded() {
 // --- h2.ClientHandler: the answers ---
 
 // OnResponse takes the answer's head: the neutral head every exchange
-// reads (u.resp), its fields slices of the machine's strings.
+// reads (u.resp), its fields copied into the stream's memory (the
+// machine's slices are valid only during the call).
 func (hu *h2up) OnResponse(s *h2.Stream, h *h2.ResponseHead, end bool) {
 	u, _ := s.User().(*lupconn)
 	if u == nil || h.Status < 200 {
@@ -482,10 +486,12 @@ func (hu *h2up) OnResponse(s *h2.Stream, h *h2.ResponseHead, end bool) {
 	r.Proto = httpmsg.HTTP2
 	r.minor = 1
 	r.keepAlive = true
+	mem := &st.resp
+	mem.reset()
 	for i := range h.Fields {
 		f := &h.Fields[i]
-		name := bytesOf(f.Name)
-		r.Header.Fields = append(r.Header.Fields, httpmsg.Field{Name: name, Value: bytesOf(f.Value), Kind: httpmsg.Classify(name)})
+		name, value := mem.pair(f.Name, f.Value)
+		r.Header.Fields = append(r.Header.Fields, httpmsg.Field{Name: name, Value: value, Kind: httpmsg.Classify(name)})
 	}
 	r.ContentLength = h.ContentLength
 	if end {
@@ -613,7 +619,10 @@ func (u *lupconn) endStream() {
 	hu := st.hu
 	msg := st.streamBuf
 	msg.reset()
-	*st = h2upStream{streamBuf: msg, carry: st.carry[:0], head: h2.RequestHead{Fields: st.head.Fields[:0]}}
+	out, resp := st.out, st.resp
+	out.free()
+	resp.reset()
+	*st = h2upStream{streamBuf: msg, carry: st.carry[:0], out: out, resp: resp}
 	if cap(st.carry) > maxIdlePending {
 		st.carry = nil
 	}
@@ -682,7 +691,7 @@ func (c *lconn) sendRequestH2() {
 			c.streaming = true
 		}
 	}
-	c.h2requestHead(&st.head, bodyLen)
+	c.h2requestHead(st, bodyLen)
 	st.calling++
 	s, err := hu.conn.OpenStream(&st.head, end && len(first) == 0)
 	st.calling--
@@ -716,20 +725,23 @@ func (c *lconn) sendRequestH2() {
 // X-Request-Id set): :method, :scheme, :authority, :path, the fields,
 // content-length when the body's length is known, and te: trailers when
 // the client takes trailers (gRPC servers look for it; RFC 9113 §8.2.2
-// allows it).
-func (c *lconn) h2requestHead(h *h2.RequestHead, bodyLen int64) {
+// allows it). The pseudo-header fields are slices of the exchange's
+// request, the fields copies in the stream's sink: all stay valid while
+// the exchange's request does.
+func (c *lconn) h2requestHead(st *h2upStream, bodyLen int64) {
 	r := &c.req
 	hop := c.hop()
-	h.Method = methodString(r.Method)
-	h.Path = string(r.Target)
-	h.Scheme = "http"
+	h := &st.head
+	h.Method = r.Method
+	h.Path = r.Target
+	h.Scheme = h2SchemeHTTP
 	if c.tr.Settings.TLS {
-		h.Scheme = "https"
+		h.Scheme = h2SchemeHTTPS
 	}
-	h.Authority = string(httpmsg.Authority(&r.Request, &hop))
-	sink := h2fields{l: c.l, fs: h.Fields[:0]}
-	c.l.fwd.Fields(&sink, &r.Request, &hop)
-	fs := sink.fs
+	h.Authority = httpmsg.Authority(&r.Request, &hop)
+	out := &st.out
+	out.reset()
+	c.l.fwd.Fields(out, &r.Request, &hop)
 	cl := int64(-1)
 	switch {
 	case bodyLen >= 0:
@@ -740,13 +752,19 @@ func (c *lconn) h2requestHead(h *h2.RequestHead, bodyLen int64) {
 		cl = 0
 	}
 	if cl >= 0 {
-		fs = append(fs, h2.Field{Name: "content-length", Value: strconv.FormatInt(cl, 10)})
+		out.number(h2ContentLengthName, cl)
 	}
 	if c.req.teTrailers() {
-		fs = append(fs, h2.Field{Name: "te", Value: "trailers"})
+		out.fs = append(out.fs, h2.Field{Name: h2TEName, Value: h2TrailersValue})
 	}
-	h.Fields = fs
+	h.Fields = out.fs
 }
+
+// The schemes of requests to HTTP/2 backends.
+var (
+	h2SchemeHTTP  = []byte("http")
+	h2SchemeHTTPS = []byte("https")
+)
 
 // h2upData writes request body bytes on the stream, carrying what the
 // window does not take.
@@ -891,37 +909,15 @@ func (c *lconn) h2upEnd() {
 	}
 	st.calling++
 	if tr := c.reqTrailer(); !tr.empty() {
-		sink := h2fields{l: c.l, fs: st.head.Fields[:0]}
-		httpmsg.TrailerFields(&sink, &tr.hdr)
-		st.head.Fields = sink.fs
-		st.s.WriteTrailers(sink.fs)
+		out := &st.out
+		out.reset()
+		httpmsg.TrailerFields(out, &tr.hdr)
+		st.s.WriteTrailers(out.fs)
 	} else {
 		st.s.WriteData(nil, true)
 	}
 	st.calling--
 	u.sending = false
-}
-
-// methodString returns a request method as a string, without allocating
-// for the common ones.
-func methodString(m []byte) string {
-	switch string(m) {
-	case "GET":
-		return "GET"
-	case "POST":
-		return "POST"
-	case "HEAD":
-		return "HEAD"
-	case "PUT":
-		return "PUT"
-	case "DELETE":
-		return "DELETE"
-	case "OPTIONS":
-		return "OPTIONS"
-	case "PATCH":
-		return "PATCH"
-	}
-	return string(m)
 }
 
 // teTrailers reports whether the request's TE field names "trailers".

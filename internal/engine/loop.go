@@ -482,12 +482,11 @@ type loop struct {
 	freeConns []*lconn
 	// freeFlows are the pipeline's flows between exchanges (takeFlow).
 	freeFlows []wire.Flow
-	// HTTP/2: connections' read buffers and their output buffers, stream
-	// state kept for reuse, and header field names seen (h2name).
+	// HTTP/2: connections' read buffers and their output buffers, and
+	// stream state kept for reuse.
 	h2ReadBufs  bufList
 	h2OutBufs   bufList
 	freeStreams []*h2stream
-	h2names     map[string]string
 	// h2ups are the loop's HTTP/2 connections to backends (ticked by the
 	// sweeps); freeUpStreams, lupconns in the stream role kept for reuse.
 	h2ups         []*h2up

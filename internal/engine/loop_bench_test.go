@@ -148,6 +148,46 @@ func TestLoopProxyCompressionNotAppliedAllocs(t *testing.T) {
 	}
 }
 
+// TestLoopH2RespondAllocs checks the HTTP/2 fixed-answer path (an h2c
+// client, a route that responds) allocates at most one object per request
+// through the loop: the machine's h2.Stream, which is not reused (a
+// handler may keep it). HPACK decodes into the connection's buffers, the
+// stream's head is copied into memory the stream keeps on the loop's free
+// list, and its fields into a field array of the loop's.
+func TestLoopH2RespondAllocs(t *testing.T) { testH2Allocs(t, h2BenchRespond, 1) }
+
+// TestLoopH2ProxyAllocs: an h2c request proxied to an HTTP/1.1 backend
+// costs the client's h2.Stream and nothing else.
+func TestLoopH2ProxyAllocs(t *testing.T) { testH2Allocs(t, h2BenchProxyH1, 1) }
+
+// TestLoopH2ProxyH2CAllocs: an h2c request proxied to an h2c backend (an
+// engine in this process, its allocations counted too) costs an h2.Stream
+// on each of the three connections: the client's, the proxy's to the
+// backend, and the backend's own.
+func TestLoopH2ProxyH2CAllocs(t *testing.T) { testH2Allocs(t, h2BenchProxyH2C, 3) }
+
+func testH2Allocs(t *testing.T, target h2BenchTarget, want int) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool allocate")
+	}
+	c := newH2Bench(t, target)
+	for i := 0; i < 100; i++ {
+		if err := c.roundTrip(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allocs := testing.AllocsPerRun(500, func() {
+		if err := c.roundTrip(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// Half an allocation of room, as testRoundTripAllocs leaves, for the
+	// runtime's own and the Date value made once a second.
+	if allocs >= float64(want)+0.5 {
+		t.Errorf("got %v allocs per request, want %d", allocs, want)
+	}
+}
+
 // BenchmarkLoopProxyTraced is BenchmarkLoopProxy with tracing on and
 // nothing sampled: what deciding and propagating costs.
 func BenchmarkLoopProxyTraced(b *testing.B) {

@@ -39,7 +39,7 @@ type dateCache struct {
 type dateEntry struct {
 	sec   int64
 	line  []byte // "Date: ...\r\n"
-	value string // the field's value alone (HTTP/2 answers)
+	value []byte // the field's value alone (HTTP/2 answers); read, never written
 }
 
 func (d *dateCache) line(now time.Time) []byte {
@@ -48,13 +48,13 @@ func (d *dateCache) line(now time.Time) []byte {
 		return e.line
 	}
 	v := now.UTC().Format(http.TimeFormat)
-	e := &dateEntry{sec: sec, line: []byte("Date: " + v + "\r\n"), value: v}
+	e := &dateEntry{sec: sec, line: []byte("Date: " + v + "\r\n"), value: []byte(v)}
 	d.cur.Store(e)
 	return e.line
 }
 
 // value returns the Date field's value for now.
-func (d *dateCache) value(now time.Time) string {
+func (d *dateCache) value(now time.Time) []byte {
 	if e := d.cur.Load(); e != nil && e.sec == now.Unix() {
 		return e.value
 	}

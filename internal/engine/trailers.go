@@ -33,14 +33,6 @@ func (t *trailerSection) add(name, value []byte) {
 	t.offs = append(t.offs, uint32(n), uint32(len(t.buf)))
 }
 
-// addString appends a field given as strings (copied).
-func (t *trailerSection) addString(name, value string) {
-	t.buf = append(t.buf, name...)
-	n := len(t.buf)
-	t.buf = append(t.buf, value...)
-	t.offs = append(t.offs, uint32(n), uint32(len(t.buf)))
-}
-
 // done makes the fields, once every one has been added.
 func (t *trailerSection) done() {
 	t.hdr.Reset()

@@ -33,15 +33,18 @@ func (h *benchAnswer) OnWritable(s *Stream)                 {}
 func (h *benchAnswer) OnReset(s *Stream, err error)         {}
 
 // requestFrame encodes a browser-like GET as one HEADERS frame with
-// enc, whose state the server's decoder follows.
+// enc, whose state the server's decoder follows. Its token is
+// never indexed (RFC 7541 §6.2.3), so every request's block carries it
+// as a literal: the decoder reads it into its scratch each time.
 func requestFrame(enc *hpack.Encoder, buf *bytes.Buffer) []byte {
 	buf.Reset()
-	for _, f := range []Field{
+	for _, f := range []hpack.HeaderField{
 		{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"},
 		{Name: ":authority", Value: "www.example.com"}, {Name: ":path", Value: "/api/v1/items?page=2"},
 		{Name: "user-agent", Value: "Mozilla/5.0 (X11; Linux x86_64) Gecko/20100101 Firefox/140.0"},
 		{Name: "accept", Value: "application/json"}, {Name: "accept-encoding", Value: "gzip, deflate, br"},
 		{Name: "accept-language", Value: "en-US,en;q=0.5"}, {Name: "cookie", Value: "session=0123456789abcdef0123456789abcdef"},
+		{Name: "x-token", Value: "bearer abcdefghijklmnopqrstuvwxyz", Sensitive: true},
 	} {
 		enc.WriteField(f)
 	}
@@ -50,50 +53,85 @@ func requestFrame(enc *hpack.Encoder, buf *bytes.Buffer) []byte {
 	return append(frame, block...)
 }
 
-// BenchmarkServerRequest is one request (a HEADERS frame of a
-// browser-like GET, its fields in the HPACK table as on a connection
-// in use) and its response (HEADERS and a 13-byte DATA frame) through
-// a server Conn in memory.
-func BenchmarkServerRequest(b *testing.B) {
+// serverBench is a server Conn that answers every request with a small
+// body, and a request to feed it: one HEADERS frame of a browser-like
+// GET, its fields in the HPACK table as on a connection in use (but for
+// its never-indexed token), the stream id patched per request.
+type serverBench struct {
+	c     *Conn
+	out   *discard
+	frame []byte
+	id    uint32
+}
+
+func newServerBench(tb testing.TB) *serverBench {
 	out := &discard{}
 	h := &benchAnswer{
-		fields: []Field{{Name: "content-type", Value: "application/json"}, {Name: "cache-control", Value: "no-store"}},
+		fields: fieldList("content-type", "application/json", "cache-control", "no-store"),
 		body:   []byte(`{"items":[]}` + "\n"),
 	}
 	c := NewServerConn(out, h, Config{})
 	var wr bytes.Buffer
 	fr := http2.NewFramer(&wr, nil)
 	wr.WriteString(http2.ClientPreface)
-	// Windows as large as they go, so that b.N answers fit (a client
+	// Windows as large as they go, so that every answer fits (a client
 	// would give credit back as it reads).
 	fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
 	fr.WriteWindowUpdate(0, 1<<31-1-65535)
 	fr.WriteSettingsAck()
 	if _, err := c.Feed(wr.Bytes()); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	var eb bytes.Buffer
 	enc := hpack.NewEncoder(&eb)
 	first := requestFrame(enc, &eb)
-	frame := requestFrame(enc, &eb) // every field indexed now
 	if _, err := c.Feed(first); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	id := uint32(3)
+	return &serverBench{c: c, out: out, frame: requestFrame(enc, &eb), id: 3}
+}
+
+// request feeds one request on the next stream; its answer is written
+// before Feed returns.
+func (b *serverBench) request(tb testing.TB) {
+	binary.BigEndian.PutUint32(b.frame[5:], b.id)
+	b.id += 2
+	if n, err := b.c.Feed(b.frame); err != nil || n != len(b.frame) {
+		tb.Fatalf("Feed: %d, %v", n, err)
+	}
+}
+
+// BenchmarkServerRequest is one request (serverBench) and its response
+// (HEADERS and a 13-byte DATA frame) through a server Conn in memory.
+func BenchmarkServerRequest(b *testing.B) {
+	sb := newServerBench(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		binary.BigEndian.PutUint32(frame[5:], id)
-		id += 2
-		if n, err := c.Feed(frame); err != nil || n != len(frame) {
-			b.Fatalf("Feed: %d, %v", n, err)
-		}
+		sb.request(b)
 	}
 	b.StopTimer()
-	if c.ActiveStreams() != 0 {
-		b.Fatalf("got %d streams open, want 0", c.ActiveStreams())
+	if sb.c.ActiveStreams() != 0 {
+		b.Fatalf("got %d streams open, want 0", sb.c.ActiveStreams())
 	}
-	b.ReportMetric(float64(out.n)/float64(b.N+1), "out-bytes/op")
+	b.ReportMetric(float64(sb.out.n)/float64(b.N+1), "out-bytes/op")
+}
+
+// TestServerRequestAllocs checks a request and its answer through a
+// server Conn allocate one object, the Stream (not reused: a handler may
+// keep it): HPACK decodes into the connection's buffers (the token, a
+// literal every time, included) and encodes without allocating.
+func TestServerRequestAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts under the race detector mean nothing")
+	}
+	sb := newServerBench(t)
+	for i := 0; i < 10; i++ {
+		sb.request(t)
+	}
+	if allocs := testing.AllocsPerRun(200, func() { sb.request(t) }); allocs != 1 {
+		t.Errorf("got %v allocs per request, want 1", allocs)
+	}
 }
 
 // BenchmarkServerDownload writes a response body in 16 KiB frames
@@ -149,7 +187,7 @@ func BenchmarkServerUpload(b *testing.B) {
 func BenchmarkClientRequest(b *testing.B) {
 	p := newClientPeer(b, &benchClient{}, Config{})
 	p.c.out = &discard{}
-	h := request("GET", "/pkg.Svc/Get", Field{Name: "content-type", Value: "application/grpc"}, Field{Name: "te", Value: "trailers"})
+	h := request("GET", "/pkg.Svc/Get", field("content-type", "application/grpc"), field("te", "trailers"))
 	// The response to every stream, stream id patched in.
 	p.headers(1, false, ":status", "200", "content-type", "application/grpc")
 	p.data(1, false, []byte("\x00\x00\x00\x00\x02hi"))

@@ -17,26 +17,26 @@ func (c *Conn) OpenStream(h *RequestHead, endStream bool) (*Stream, error) {
 	id := c.nextStream
 	c.nextStream += 2
 	s := c.newStream(id)
-	s.isHead = h.Method == "HEAD"
+	s.isHead = string(h.Method) == "HEAD"
 	s.answered = true
 	authority := h.Authority
-	if authority == "" {
+	if len(authority) == 0 {
 		for _, f := range h.Fields {
-			if len(f.Name) == 4 && (f.Name == "host" || f.Name == "Host") {
+			if equalFold(f.Name, "host") {
 				authority = f.Value
 				break
 			}
 		}
 	}
-	c.encBuf.Reset()
-	c.enc.WriteField(Field{Name: ":method", Value: h.Method})
-	if h.Method != "CONNECT" || h.Protocol != "" {
-		c.enc.WriteField(Field{Name: ":scheme", Value: h.Scheme})
-		c.enc.WriteField(Field{Name: ":path", Value: h.Path})
+	c.encBuf = c.encBuf[:0]
+	c.encodePseudo(nameMethod, h.Method)
+	if string(h.Method) != "CONNECT" || len(h.Protocol) > 0 {
+		c.encodePseudo(nameScheme, h.Scheme)
+		c.encodePseudo(namePath, h.Path)
 	}
-	c.enc.WriteField(Field{Name: ":authority", Value: authority})
-	if h.Protocol != "" {
-		c.enc.WriteField(Field{Name: ":protocol", Value: h.Protocol})
+	c.encodePseudo(nameAuthority, authority)
+	if len(h.Protocol) > 0 {
+		c.encodePseudo(nameProtocol, h.Protocol)
 	}
 	for _, f := range h.Fields {
 		c.encodeField(f)

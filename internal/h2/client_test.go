@@ -11,17 +11,17 @@ import (
 // Client-role tests: a client Conn against a raw server peer.
 
 func request(method, path string, fields ...Field) *RequestHead {
-	return &RequestHead{Method: method, Scheme: "http", Authority: "backend:50051", Path: path, Fields: fields}
+	return &RequestHead{Method: []byte(method), Scheme: []byte("http"), Authority: []byte("backend:50051"), Path: []byte(path), Fields: fields}
 }
 
 func TestClientRequestAndResponse(t *testing.T) {
 	r := newRecorder()
 	p := newClientPeer(t, r, Config{})
 	s, err := p.c.OpenStream(request("POST", "/pkg.Svc/Call",
-		Field{Name: "Content-Type", Value: "application/grpc"},
-		Field{Name: "te", Value: "trailers"},
-		Field{Name: "connection", Value: "close"},
-		Field{Name: "host", Value: "ignored"}), false)
+		field("Content-Type", "application/grpc"),
+		field("te", "trailers"),
+		field("connection", "close"),
+		field("host", "ignored")), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestClientRequestAndResponse(t *testing.T) {
 		t.Errorf("got stream %d, want 1", s.ID())
 	}
 	s.WriteData([]byte("req"), false)
-	s.WriteTrailers([]Field{{Name: "x-req-trailer", Value: "1"}})
+	s.WriteTrailers(fieldList("x-req-trailer", "1"))
 	p.wantFrames("HEADERS stream=1 :method=POST :scheme=http :path=/pkg.Svc/Call :authority=backend:50051 content-type=application/grpc te=trailers",
 		"DATA stream=1 len=3", "HEADERS stream=1 END_STREAM x-req-trailer=1")
 	p.headers(1, false, ":status", "200", "content-type", "application/grpc")
@@ -42,7 +42,7 @@ func TestClientRequestAndResponse(t *testing.T) {
 	if !s.Closed() || p.c.ActiveStreams() != 0 {
 		t.Errorf("got the stream open (closed %v, active %d), want it over", s.Closed(), p.c.ActiveStreams())
 	}
-	s2, _ := p.c.OpenStream(request("GET", "/", Field{Name: "Host", Value: "h.example"}), true)
+	s2, _ := p.c.OpenStream(request("GET", "/", field("Host", "h.example")), true)
 	s2.Reset(http2.ErrCodeCancel)
 	if s2.ID() != 3 {
 		t.Errorf("got stream %d, want 3", s2.ID())
@@ -51,8 +51,8 @@ func TestClientRequestAndResponse(t *testing.T) {
 
 func TestClientAuthorityFromHost(t *testing.T) {
 	p := newClientPeer(t, newRecorder(), Config{})
-	h := request("GET", "/", Field{Name: "Host", Value: "h.example"}, Field{Name: "authorization", Value: "secret"})
-	h.Authority = ""
+	h := request("GET", "/", field("Host", "h.example"), field("authorization", "secret"))
+	h.Authority = nil
 	p.c.OpenStream(h, true)
 	fs := p.frames()
 	hf := fs[0].(*http2.MetaHeadersFrame)

@@ -102,7 +102,10 @@ type Config struct {
 	// DefaultMaxHeaderListSize (64 KiB, the listeners' max_header_bytes).
 	MaxHeaderListSize uint32
 	// HeaderTableSize is the HPACK dynamic table the peer may use for
-	// what it sends us (SETTINGS_HEADER_TABLE_SIZE). Zero means
+	// what it sends us (SETTINGS_HEADER_TABLE_SIZE), from when it
+	// acknowledges our SETTINGS (until then, the protocol's default;
+	// a smaller size obliges its next header block to begin with a
+	// table size update, RFC 7541 §4.2). Zero means
 	// DefaultHeaderTableSize (4096, the protocol's default).
 	HeaderTableSize uint32
 	// EnableConnectProtocol advertises extended CONNECT (RFC 8441,

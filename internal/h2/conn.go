@@ -1,13 +1,13 @@
 package h2
 
 import (
-	"bytes"
 	"cmp"
 	"slices"
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
+
+	"github.com/helios-lb/helios/internal/hpack"
 )
 
 // Output takes the bytes a Conn writes. Write must not block and must
@@ -31,10 +31,14 @@ type BufferPool interface {
 	Put(b []byte)
 }
 
-// Field is a header field. Names the machine writes should be
-// lowercase (others are lowercased, which allocates); fields it passes
-// to handlers have been validated (RFC 9113 §8.2).
-type Field = hpack.HeaderField
+// Field is a header field, its name and value byte slices. Names the
+// machine writes should be lowercase (others are lowercased, in a
+// scratch buffer of the connection's); it only reads the slices given
+// to it, during the call. Fields it passes to handlers have been
+// validated (RFC 9113 §8.2) and point into the bytes the driver fed or
+// into the HPACK decoder's buffers: they are valid only during the
+// handler's call, and a handler that keeps one copies it.
+type Field = hpack.Field
 
 // flushAt is how much output a Conn gathers before writing it, within
 // one call: bulk DATA goes out in writes of about this size.
@@ -115,10 +119,15 @@ type Conn struct {
 	req      RequestHead
 	resp     ResponseHead
 
-	// HPACK.
+	// HPACK: emit is c.onField, made once; encBuf holds the block
+	// being encoded, lower a field name lowercased, status :status's
+	// digits.
 	enc    *hpack.Encoder
-	encBuf bytes.Buffer
+	encBuf []byte
 	dec    *hpack.Decoder
+	emit   func(Field)
+	lower  []byte
+	status [3]byte
 
 	// Streams that wrote short and wait for window or output.
 	waiting      []*Stream
@@ -167,8 +176,8 @@ type StreamHandler interface {
 	// The stream's window shrinks by len(p) until the consumer calls
 	// Consumed. endStream: the body is complete.
 	OnData(s *Stream, p []byte, endStream bool)
-	// OnTrailers delivers trailers; they end the body. fields are
-	// only valid during the call (the strings may be kept).
+	// OnTrailers delivers trailers; they end the body. fields and
+	// their bytes are only valid during the call.
 	OnTrailers(s *Stream, fields []Field)
 	// OnWritable says that a stream whose last WriteData wrote less
 	// than asked may write again (window or output opened).
@@ -187,8 +196,9 @@ type StreamHandler interface {
 type ServerHandler interface {
 	StreamHandler
 	// OnRequest delivers a request head whose pseudo-header fields
-	// have been parsed and validated. h and h.Fields are reused after
-	// the call (the strings may be kept). endStream: no body follows.
+	// have been parsed and validated. h, h.Fields and every byte
+	// slice in them are valid only during the call: a handler copies
+	// what it keeps. endStream: no body follows.
 	OnRequest(s *Stream, h *RequestHead, endStream bool)
 }
 
@@ -196,9 +206,9 @@ type ServerHandler interface {
 type ClientHandler interface {
 	StreamHandler
 	// OnResponse delivers a response head: informational ones
-	// (h.Status 1xx, possibly several) and then the final one. h and
-	// h.Fields are reused after the call (the strings may be kept).
-	// endStream: no body follows.
+	// (h.Status 1xx, possibly several) and then the final one. h,
+	// h.Fields and every byte slice in them are valid only during the
+	// call: a handler copies what it keeps. endStream: no body follows.
 	OnResponse(s *Stream, h *ResponseHead, endStream bool)
 }
 
@@ -244,12 +254,17 @@ func newConn(out Output, client bool, cfg Config) *Conn {
 	c.sendWindow = minWindow
 	c.recvAvail = minWindow
 	c.streams = make(map[uint32]*Stream)
-	c.enc = hpack.NewEncoder(&c.encBuf)
-	c.dec = hpack.NewDecoder(c.set.headerTable, c.onField)
+	c.enc = hpack.NewEncoder()
 	// A string may not be longer than a block can encode (Huffman
 	// codes are at least 5 bits a byte): longer is a COMPRESSION_ERROR.
 	// One that is merely longer than MaxHeaderListSize gets a 431.
-	c.dec.SetMaxStringLength(2 * c.set.maxBlockBytes)
+	// The decoder's table may be as large as HeaderTableSize once the
+	// peer has acknowledged our SETTINGS (settings).
+	c.dec = hpack.NewDecoder(hpack.DecoderConfig{
+		MaxHeaderListSize: c.set.maxHeaderList,
+		MaxStringLength:   2 * c.set.maxBlockBytes,
+	})
+	c.emit = c.onField
 	return c
 }
 

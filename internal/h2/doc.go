@@ -70,8 +70,19 @@
 //
 // Frames are parsed and written by the package itself, with the
 // constants of golang.org/x/net/http2; header blocks are encoded and
-// decoded with golang.org/x/net/http2/hpack, one Encoder and Decoder per
-// connection. Server push is not supported (a client's PUSH_PROMISE is a
+// decoded with internal/hpack, one Encoder and Decoder per connection,
+// whose fields are byte slices: a block in one HEADERS frame is decoded
+// in place, one that spans CONTINUATION frames is kept encoded until its
+// end and decoded whole, and the fields handed to a handler point into
+// the bytes fed or the decoder's buffers, valid only during the call (a
+// handler copies what it keeps). A block whose fields pass
+// MaxHeaderListSize is still decoded to its end (the table stays in step)
+// and costs its stream (431, or a reset), any other HPACK error the
+// connection (COMPRESSION_ERROR). Our SETTINGS_HEADER_TABLE_SIZE binds
+// the peer's encoder once it has acknowledged our SETTINGS; the peer's
+// binds our encoder at once (RFC 7541 §4.2). Encoding lowercases names in
+// a scratch buffer of the connection's; nothing is allocated per field
+// once a connection's buffers have grown. Server push is not supported (a client's PUSH_PROMISE is a
 // PROTOCOL_ERROR; a client Conn advertises SETTINGS_ENABLE_PUSH 0);
 // PRIORITY is parsed and ignored; extended CONNECT (RFC 8441) is
 // available with Config.EnableConnectProtocol. The subpackage h2spectest

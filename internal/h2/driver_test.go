@@ -254,20 +254,21 @@ func newTestServer() *testServer { return &testServer{} }
 func (h *testServer) OnRequest(s *Stream, r *RequestHead, end bool) {
 	o := &outbound{}
 	s.SetUser(o)
-	if strings.HasPrefix(r.Path, "/trailers") {
-		o.trailers = []Field{{Name: "x-trailer", Value: "done"}}
+	path := string(r.Path)
+	if strings.HasPrefix(path, "/trailers") {
+		o.trailers = fieldList("x-trailer", "done")
 	}
 	switch {
-	case strings.HasPrefix(r.Path, "/bytes/"):
-		n, _ := strconv.ParseInt(r.Path[len("/bytes/"):], 10, 64)
+	case strings.HasPrefix(path, "/bytes/"):
+		n, _ := strconv.ParseInt(path[len("/bytes/"):], 10, 64)
 		o.remaining, o.end = n, true
-		s.WriteHeaders(200, []Field{{Name: "content-length", Value: strconv.FormatInt(n, 10)}}, false)
+		s.WriteHeaders(200, fieldList("content-length", strconv.FormatInt(n, 10)), false)
 	case end:
 		o.pending, o.end = helloBody, true
-		s.WriteHeaders(200, []Field{{Name: "content-type", Value: "text/plain"}}, false)
+		s.WriteHeaders(200, fieldList("content-type", "text/plain"), false)
 	default:
 		o.echo = true
-		s.WriteHeaders(200, []Field{{Name: "content-type", Value: "application/octet-stream"}}, false)
+		s.WriteHeaders(200, fieldList("content-type", "application/octet-stream"), false)
 	}
 	o.pump(s)
 }
@@ -295,9 +296,7 @@ func (o *outbound) received(s *Stream, p []byte, end bool) {
 
 // receivedTrailers echoes trailers after the body.
 func (o *outbound) receivedTrailers(s *Stream, fields []Field) {
-	for _, f := range fields {
-		o.trailers = append(o.trailers, Field{Name: f.Name, Value: f.Value})
-	}
+	o.trailers = append(o.trailers, cloneFields(fields)...)
 	o.end = true
 	o.pump(s)
 }

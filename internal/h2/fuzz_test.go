@@ -16,8 +16,8 @@ type fuzzServer struct {
 }
 
 func (h *fuzzServer) OnRequest(s *Stream, r *RequestHead, end bool) {
-	h.log.WriteString("request " + r.Method + " " + r.Path + "\n")
-	s.WriteHeaders(200, []Field{{Name: "x-method", Value: r.Method}}, end)
+	h.log.WriteString("request " + string(r.Method) + " " + string(r.Path) + "\n")
+	s.WriteHeaders(200, []Field{{Name: []byte("x-method"), Value: r.Method}}, end)
 }
 
 func (h *fuzzServer) OnData(s *Stream, p []byte, end bool) {

@@ -80,20 +80,20 @@ func TestClientAgainstGoServer(t *testing.T) {
 		message  string
 	}{
 		{name: "unary", body: []byte("\x00\x00\x00\x00\x05hello")},
-		{name: "request trailers", body: []byte("x"), trailers: []Field{{Name: "x-request-trailer", Value: "seen"}}, message: "seen"},
+		{name: "request trailers", body: []byte("x"), trailers: fieldList("x-request-trailer", "seen"), message: "seen"},
 		{name: "large body", body: randomBytes(5<<20, 9)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// Go's server keeps only the request trailers declared.
-			h := request("POST", "/pkg.Svc/Call", Field{Name: "content-type", Value: "application/grpc"}, Field{Name: "te", Value: "trailers"}, Field{Name: "trailer", Value: "X-Request-Trailer"})
+			h := request("POST", "/pkg.Svc/Call", field("content-type", "application/grpc"), field("te", "trailers"), field("trailer", "X-Request-Trailer"))
 			x := roundTrip(t, d, h, tt.body, tt.trailers)
 			if x.err != nil || x.status != 200 || !bytes.Equal(x.body, tt.body) {
 				t.Fatalf("got err %v, status %d, %d bytes; want 200 and the %d bytes sent", x.err, x.status, len(x.body), len(tt.body))
 			}
 			got := map[string]string{}
 			for _, f := range x.trailers {
-				got[f.Name] = f.Value
+				got[string(f.Name)] = string(f.Value)
 			}
 			if got["grpc-status"] != "0" || got["grpc-message"] != tt.message {
 				t.Errorf("got trailers %v, want grpc-status 0 and grpc-message %q", x.trailers, tt.message)

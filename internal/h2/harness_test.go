@@ -299,14 +299,14 @@ func newRecorder() *recorder { return &recorder{streams: map[uint32]*Stream{}} }
 
 func (r *recorder) OnRequest(s *Stream, h *RequestHead, end bool) {
 	r.streams[s.ID()] = s
-	r.events = append(r.events, event{kind: "request", stream: s.ID(), head: h.Method + " " + h.Path, fields: append([]Field(nil), h.Fields...), end: end})
+	r.events = append(r.events, event{kind: "request", stream: s.ID(), head: string(h.Method) + " " + string(h.Path), fields: cloneFields(h.Fields), end: end})
 	if r.onRequest != nil {
 		r.onRequest(s, h, end)
 	}
 }
 
 func (r *recorder) OnResponse(s *Stream, h *ResponseHead, end bool) {
-	r.events = append(r.events, event{kind: "response", stream: s.ID(), head: fmt.Sprint(h.Status), fields: append([]Field(nil), h.Fields...), end: end})
+	r.events = append(r.events, event{kind: "response", stream: s.ID(), head: fmt.Sprint(h.Status), fields: cloneFields(h.Fields), end: end})
 }
 
 func (r *recorder) OnData(s *Stream, p []byte, end bool) {
@@ -317,7 +317,7 @@ func (r *recorder) OnData(s *Stream, p []byte, end bool) {
 }
 
 func (r *recorder) OnTrailers(s *Stream, fields []Field) {
-	r.events = append(r.events, event{kind: "trailers", stream: s.ID(), fields: append([]Field(nil), fields...)})
+	r.events = append(r.events, event{kind: "trailers", stream: s.ID(), fields: cloneFields(fields)})
 }
 
 func (r *recorder) OnWritable(s *Stream) {

@@ -1,30 +1,31 @@
 package h2
 
 import (
-	"strconv"
-	"strings"
+	"bytes"
+	"errors"
 
-	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
+
+	"github.com/helios-lb/helios/internal/hpack"
 )
 
 // RequestHead is a request's head: the pseudo-header fields and the
 // regular fields. A server passes one to OnRequest; a client gives one
-// to OpenStream.
+// to OpenStream. Its byte slices are read, never written, by the
+// machine; those it passes to a handler are valid only during the call.
 type RequestHead struct {
 	// Method is :method, e.g. "GET".
-	Method string
+	Method []byte
 	// Scheme is :scheme, e.g. "https"; empty for CONNECT.
-	Scheme string
+	Scheme []byte
 	// Authority is :authority (host and port); a client that leaves it
 	// empty sends the value of a "host" field instead.
-	Authority string
+	Authority []byte
 	// Path is :path (path and query); empty for CONNECT.
-	Path string
+	Path []byte
 	// Protocol is :protocol of an extended CONNECT (RFC 8441), e.g.
 	// "websocket"; empty otherwise.
-	Protocol string
+	Protocol []byte
 	// Fields are the regular fields, in order. Cookie may come as
 	// several fields (RFC 9113 §8.2.3).
 	Fields []Field
@@ -65,7 +66,9 @@ const (
 )
 
 // headerBlock is the state of the header block being received; fields
-// go to Conn.fields.
+// go to Conn.fields. The pseudo-header fields' values, like the fields',
+// point into the block or the decoder (see hpack.Decoder.Decode), valid
+// until the block's handler call returns.
 type headerBlock struct {
 	active     bool  // CONTINUATION expected
 	since      int64 // when the block began (its HEADERS frame), for HeaderTimeout
@@ -76,18 +79,17 @@ type headerBlock struct {
 	selfDep    bool
 	bytes      int
 	frames     int
-	size       int
 	tooLarge   bool
 	malformed  string
 	sawRegular bool
 	pseudo     uint8
-	method     string
-	scheme     string
-	authority  string
-	path       string
-	protocol   string
-	status     string
-	host       string
+	method     []byte
+	scheme     []byte
+	authority  []byte
+	path       []byte
+	protocol   []byte
+	status     []byte
+	host       []byte
 	hasHost    bool
 	cl         int64
 }
@@ -133,7 +135,6 @@ func (c *Conn) headers(h frameHeader, p []byte) error {
 	default:
 		return connErr(http2.ErrCodeStreamClosed, "HEADERS on a closed stream")
 	}
-	c.dec.SetEmitEnabled(hb.kind != hbIgnore && hb.kind != hbClosed)
 	return c.fragment(frag, h.has(http2.FlagHeadersEndHeaders))
 }
 
@@ -147,13 +148,15 @@ func (c *Conn) continuation(h frameHeader, p []byte) error {
 }
 
 // fragment takes one fragment of a header block. A block in one frame
-// (the usual case) is decoded in place. One that goes on in CONTINUATION
-// frames is kept, encoded, until its last fragment and decoded then:
-// what an unfinished block holds is its encoded bytes, bounded by
+// (the usual case) is decoded in place, its fields slices of the frame
+// the driver fed. One that goes on in CONTINUATION frames is kept,
+// encoded, until its last fragment and decoded whole then: what an
+// unfinished block holds is its encoded bytes, bounded by
 // MaxHeaderBlockBytes and in time by HeaderTimeout, and never the decoded
 // fields, which can cost far more (an indexed field of one byte, a slot
 // of forty); the HPACK decoder then never holds a field cut between
-// frames either.
+// frames either. Either way the fields are handed to the handler before
+// the block's bytes are let go.
 func (c *Conn) fragment(frag []byte, endHeaders bool) error {
 	hb := &c.hb
 	hb.bytes += len(frag)
@@ -179,18 +182,24 @@ func (c *Conn) fragment(frag []byte, endHeaders bool) error {
 		c.keepFragment(frag)
 		block = c.blockBuf
 	}
-	_, err := c.dec.Write(block)
+	emit := c.emit
+	if hb.kind == hbIgnore || hb.kind == hbClosed {
+		emit = nil // decoded only to keep the table in step
+	}
+	err := c.dec.Decode(block, emit)
+	if errors.Is(err, hpack.ErrHeaderListSize) {
+		// The table is in step: the stream is answered, the
+		// connection goes on (an HPACK bomb costs its encoded size).
+		hb.tooLarge, err = true, nil
+	}
 	if err == nil {
-		err = c.dec.Close()
+		err = c.endBlock()
+	} else {
+		err = connErr(http2.ErrCodeCompression, err.Error())
 	}
+	// The fields were handed on (handlers copy what they keep): a
+	// connection keeps little between blocks.
 	c.dropBlock()
-	if err != nil {
-		return connErr(http2.ErrCodeCompression, err.Error())
-	}
-	c.dec.SetEmitEnabled(true)
-	err = c.endBlock()
-	// The fields were handed on (handlers keep strings, not the
-	// slice): a connection keeps little between blocks.
 	clear(c.fields)
 	c.fields = c.fields[:0]
 	if cap(c.fields) > keepFields {
@@ -265,18 +274,10 @@ func (c *Conn) HeaderBlockBytes() int {
 	return cap(c.blockBuf)
 }
 
-// onField receives each decoded field.
-func (c *Conn) onField(f hpack.HeaderField) {
+// onField receives each decoded field (c.emit). The decoder stops
+// emitting once the block passes MaxHeaderListSize.
+func (c *Conn) onField(f Field) {
 	hb := &c.hb
-	hb.size += len(f.Name) + len(f.Value) + 32
-	if hb.size > int(c.set.maxHeaderList) {
-		// Keep decoding (the HPACK state must stay in step) without
-		// emitting: an HPACK bomb costs its encoded size, not its
-		// decoded one.
-		hb.tooLarge = true
-		c.dec.SetEmitEnabled(false)
-		return
-	}
 	if hb.malformed != "" {
 		return
 	}
@@ -301,8 +302,8 @@ func (c *Conn) pseudo(f Field) string {
 		return "pseudo-header field in trailers"
 	}
 	var bit uint8
-	var dst *string
-	switch f.Name {
+	var dst *[]byte
+	switch string(f.Name) {
 	case ":method":
 		bit, dst = pMethod, &hb.method
 	case ":scheme":
@@ -341,11 +342,11 @@ func (c *Conn) regular(f Field) string {
 	if !validValue(f.Value) {
 		return "invalid field value"
 	}
-	switch f.Name {
+	switch string(f.Name) {
 	case "connection", "proxy-connection", "keep-alive", "transfer-encoding", "upgrade":
 		return "connection-specific field"
 	case "te":
-		if f.Value != "trailers" {
+		if string(f.Value) != "trailers" {
 			return "TE other than trailers"
 		}
 	case "content-length":
@@ -381,34 +382,35 @@ func (c *Conn) checkRequest() string {
 	if hb.pseudo&pMethod == 0 || !validToken(hb.method) {
 		return "missing or invalid :method"
 	}
-	if hb.pseudo&pAuthority != 0 && (strings.IndexByte(hb.authority, '@') >= 0 || !validTarget(hb.authority)) {
+	if hb.pseudo&pAuthority != 0 && (bytes.IndexByte(hb.authority, '@') >= 0 || !validTarget(hb.authority)) {
 		return "invalid :authority"
 	}
-	if hb.hasHost && hb.pseudo&pAuthority != 0 && hb.host != hb.authority {
+	if hb.hasHost && hb.pseudo&pAuthority != 0 && !bytes.Equal(hb.host, hb.authority) {
 		return "host differs from :authority"
 	}
 	if hb.end && hb.cl > 0 {
 		return "content-length without a body"
 	}
-	if hb.method == "CONNECT" && hb.pseudo&pProtocol == 0 {
+	connect := string(hb.method) == "CONNECT"
+	if connect && hb.pseudo&pProtocol == 0 {
 		if hb.pseudo&(pScheme|pPath) != 0 {
 			return ":scheme or :path in CONNECT"
 		}
-		if hb.authority == "" {
+		if len(hb.authority) == 0 {
 			return "CONNECT without :authority"
 		}
 		return ""
 	}
-	if hb.pseudo&pProtocol != 0 && (hb.method != "CONNECT" || hb.protocol == "") {
+	if hb.pseudo&pProtocol != 0 && (!connect || len(hb.protocol) == 0) {
 		return ":protocol without CONNECT"
 	}
 	if hb.pseudo&pScheme == 0 || !validToken(hb.scheme) {
 		return "missing or invalid :scheme"
 	}
-	if hb.path == "" || !validTarget(hb.path) {
+	if len(hb.path) == 0 || !validTarget(hb.path) {
 		return "missing or invalid :path"
 	}
-	if hb.path[0] != '/' && (hb.path != "*" || hb.method != "OPTIONS") {
+	if hb.path[0] != '/' && (string(hb.path) != "*" || string(hb.method) != "OPTIONS") {
 		return ":path neither absolute nor * for OPTIONS"
 	}
 	return ""
@@ -438,7 +440,7 @@ func (c *Conn) request() error {
 	r.Method, r.Scheme, r.Authority, r.Path, r.Protocol = hb.method, hb.scheme, hb.authority, hb.path, hb.protocol
 	r.Fields, r.ContentLength = c.fields, hb.cl
 	c.srv.OnRequest(s, r, hb.end)
-	r.Fields = nil
+	*r = RequestHead{}
 	if hb.end {
 		c.maybeClose(s)
 	}
@@ -474,8 +476,7 @@ func (c *Conn) overStreamLimit(id uint32) error {
 // MaxHeaderListSize with 431, as Go's server does; the handler never
 // sees it.
 func (c *Conn) answerTooLarge(id uint32, ended bool) {
-	c.encBuf.Reset()
-	c.enc.WriteField(Field{Name: ":status", Value: "431"})
+	c.encBuf = c.enc.Encode(c.encBuf[:0], nameStatus, c.statusValue(431), false)
 	c.writeHeaderBlock(id, true)
 	if !ended {
 		// Section 8.1: the answer is complete; the body is not wanted.
@@ -544,18 +545,21 @@ func (c *Conn) trailers() error {
 }
 
 // encodeField adds f to the header block being encoded, lowercasing
-// its name and leaving out what HTTP/2 forbids (connection-specific
+// its name (in the connection's scratch: the encoder copies what it
+// keeps) and leaving out what HTTP/2 forbids (connection-specific
 // fields, pseudo-header fields, TE other than trailers), so that
 // fields relayed from HTTP/1.1 make a well-formed message.
 func (c *Conn) encodeField(f Field) {
 	name := f.Name
-	if name == "" || name[0] == ':' {
+	if len(name) == 0 || name[0] == ':' {
 		return
 	}
 	if hasUpper(name) {
-		name = strings.ToLower(name)
+		c.lower = appendLower(c.lower[:0], name)
+		name = c.lower
 	}
-	switch name {
+	value, sensitive := f.Value, f.Sensitive
+	switch string(name) {
 	case "connection", "proxy-connection", "keep-alive", "transfer-encoding", "upgrade":
 		return
 	case "host":
@@ -563,27 +567,44 @@ func (c *Conn) encodeField(f Field) {
 			return // sent as :authority
 		}
 	case "te":
-		if !strings.EqualFold(f.Value, "trailers") {
+		if !equalFold(value, "trailers") {
 			return
 		}
-		f.Value = "trailers"
+		value = valueTrailers
 	case "authorization", "proxy-authorization":
 		// Never indexed (RFC 7541 §7.1.3): requests of different
 		// clients share a backend connection's HPACK table.
-		f.Sensitive = true
+		sensitive = true
 	case "cookie":
-		if len(f.Value) < 20 {
-			f.Sensitive = true
+		if len(value) < 20 {
+			sensitive = true
 		}
 	}
-	f.Name = name
-	c.enc.WriteField(f)
+	c.encBuf = c.enc.Encode(c.encBuf, name, value, sensitive)
 }
+
+// encodePseudo adds a pseudo-header field to the header block being
+// encoded.
+func (c *Conn) encodePseudo(name, value []byte) {
+	c.encBuf = c.enc.Encode(c.encBuf, name, value, false)
+}
+
+// The names of the pseudo-header fields this side sends, and the value
+// TE may have.
+var (
+	nameMethod    = []byte(":method")
+	nameScheme    = []byte(":scheme")
+	nameAuthority = []byte(":authority")
+	namePath      = []byte(":path")
+	nameProtocol  = []byte(":protocol")
+	nameStatus    = []byte(":status")
+	valueTrailers = []byte("trailers")
+)
 
 // writeHeaderBlock writes the encoded block as HEADERS and as many
 // CONTINUATION frames as the peer's SETTINGS_MAX_FRAME_SIZE needs.
 func (c *Conn) writeHeaderBlock(id uint32, end bool) {
-	b := c.encBuf.Bytes()
+	b := c.encBuf
 	typ := http2.FrameHeaders
 	for first := true; first || len(b) > 0; first = false {
 		n := min(len(b), int(c.peerMaxFrame))
@@ -602,51 +623,14 @@ func (c *Conn) writeHeaderBlock(id uint32, end bool) {
 	c.maybeFlush()
 }
 
-// statusText returns code as a string, without allocating for the
-// common ones.
-func statusText(code int) string {
-	switch code {
-	case 100:
-		return "100"
-	case 103:
-		return "103"
-	case 200:
-		return "200"
-	case 201:
-		return "201"
-	case 204:
-		return "204"
-	case 206:
-		return "206"
-	case 301:
-		return "301"
-	case 302:
-		return "302"
-	case 304:
-		return "304"
-	case 400:
-		return "400"
-	case 401:
-		return "401"
-	case 403:
-		return "403"
-	case 404:
-		return "404"
-	case 429:
-		return "429"
-	case 500:
-		return "500"
-	case 502:
-		return "502"
-	case 503:
-		return "503"
-	case 504:
-		return "504"
-	}
-	return strconv.Itoa(code)
+// statusValue returns code's three digits as :status's value, in the
+// connection's scratch (valid until the next call).
+func (c *Conn) statusValue(code int) []byte {
+	c.status = [3]byte{byte('0' + code/100%10), byte('0' + code/10%10), byte('0' + code%10)}
+	return c.status[:]
 }
 
-func parseStatus(s string) (int, bool) {
+func parseStatus(s []byte) (int, bool) {
 	if len(s) != 3 {
 		return 0, false
 	}
@@ -660,8 +644,8 @@ func parseStatus(s string) (int, bool) {
 	return n, n >= 100
 }
 
-func parseContentLength(s string) (int64, bool) {
-	if s == "" || len(s) > 18 {
+func parseContentLength(s []byte) (int64, bool) {
+	if len(s) == 0 || len(s) > 18 {
 		return 0, false
 	}
 	var n int64
@@ -691,24 +675,24 @@ var tokenChars = func() (t [256]bool) {
 
 // validName reports whether s is a valid HTTP/2 field name: a token
 // without uppercase letters (RFC 9113 §8.2.1).
-func validName(s string) bool {
-	if s == "" {
+func validName(s []byte) bool {
+	if len(s) == 0 {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
-		if b := s[i]; !tokenChars[b] || 'A' <= b && b <= 'Z' {
+	for _, b := range s {
+		if !tokenChars[b] || 'A' <= b && b <= 'Z' {
 			return false
 		}
 	}
 	return true
 }
 
-func validToken(s string) bool {
-	if s == "" {
+func validToken(s []byte) bool {
+	if len(s) == 0 {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
-		if !tokenChars[s[i]] {
+	for _, b := range s {
+		if !tokenChars[b] {
 			return false
 		}
 	}
@@ -716,22 +700,28 @@ func validToken(s string) bool {
 }
 
 // validValue reports whether s is a valid field value: no control
-// characters but tab, no whitespace at either end (RFC 9113 §8.2.1).
-func validValue(s string) bool {
-	if s == "" {
+// characters but tab, no whitespace at either end (RFC 9113 §8.2.1;
+// RFC 9110 §5.5: field-vchar, obs-text, SP and HTAB).
+func validValue(s []byte) bool {
+	if len(s) == 0 {
 		return true
 	}
 	if isSpace(s[0]) || isSpace(s[len(s)-1]) {
 		return false
 	}
-	return httpguts.ValidHeaderFieldValue(s)
+	for _, b := range s {
+		if b < ' ' && b != '\t' || b == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // validTarget reports whether s has neither spaces nor control
 // characters (:path and :authority go into a request line).
-func validTarget(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if b := s[i]; b <= ' ' || b == 0x7f {
+func validTarget(s []byte) bool {
+	for _, b := range s {
+		if b <= ' ' || b == 0x7f {
 			return false
 		}
 	}
@@ -740,11 +730,39 @@ func validTarget(s string) bool {
 
 func isSpace(b byte) bool { return b == ' ' || b == '\t' }
 
-func hasUpper(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if 'A' <= s[i] && s[i] <= 'Z' {
+func hasUpper(s []byte) bool {
+	for _, b := range s {
+		if 'A' <= b && b <= 'Z' {
 			return true
 		}
 	}
 	return false
+}
+
+// appendLower appends s in lower case (ASCII) to dst.
+func appendLower(dst, s []byte) []byte {
+	for _, b := range s {
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		dst = append(dst, b)
+	}
+	return dst
+}
+
+// equalFold reports whether s is t, ignoring ASCII case; t is lower
+// case.
+func equalFold(s []byte, t string) bool {
+	if len(s) != len(t) {
+		return false
+	}
+	for i, b := range s {
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if b != t[i] {
+			return false
+		}
+	}
+	return true
 }

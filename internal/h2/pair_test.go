@@ -57,9 +57,7 @@ func (h *testClient) OnData(s *Stream, p []byte, end bool) {
 
 func (h *testClient) OnTrailers(s *Stream, fields []Field) {
 	x := s.User().(*clientExchange)
-	for _, f := range fields {
-		x.trailers = append(x.trailers, Field{Name: f.Name, Value: f.Value})
-	}
+	x.trailers = append(x.trailers, cloneFields(fields)...)
 	x.finish(nil)
 }
 
@@ -166,7 +164,7 @@ func TestPairExchanges(t *testing.T) {
 					j.path, j.want = fmt.Sprintf("/bytes/%d", i*5000), nil
 				case 2:
 					j.body = randomBytes(1000+i, uint64(i))
-					j.trailers = []Field{{Name: "grpc-status", Value: fmt.Sprint(i)}}
+					j.trailers = fieldList("grpc-status", fmt.Sprint(i))
 					j.want = j.body
 				case 3:
 					j.path, j.want = "/", helloBody
@@ -201,7 +199,7 @@ func TestPairExchanges(t *testing.T) {
 				if !x.done || x.err != nil || x.status != 200 || !bytes.Equal(x.body, want) {
 					t.Errorf("request %d (%s): got done %v, err %v, status %d, %d bytes; want 200 and %d bytes", i, j.path, x.done, x.err, x.status, len(x.body), len(want))
 				}
-				if len(j.trailers) > 0 && (len(x.trailers) != 1 || x.trailers[0] != j.trailers[0]) {
+				if len(j.trailers) > 0 && (len(x.trailers) != 1 || !sameField(x.trailers[0], j.trailers[0])) {
 					t.Errorf("request %d: got trailers %v, want %v", i, x.trailers, j.trailers)
 				}
 			}

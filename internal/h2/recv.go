@@ -166,6 +166,10 @@ func (c *Conn) settings(h frameHeader, p []byte) error {
 		if c.unackedSettings > 0 {
 			c.unackedSettings--
 		}
+		// The peer encodes against our SETTINGS_HEADER_TABLE_SIZE
+		// from now on (RFC 7541 §4.2): below the table's size, its
+		// next block must begin with a size update.
+		c.dec.SetMaxTableSizeLimit(c.set.headerTable)
 		return nil
 	}
 	if h.length%6 != 0 {
@@ -182,7 +186,7 @@ func (c *Conn) settings(h frameHeader, p []byte) error {
 		v := binary.BigEndian.Uint32(p[2:])
 		switch id {
 		case http2.SettingHeaderTableSize:
-			c.enc.SetMaxDynamicTableSizeLimit(v)
+			c.enc.SetMaxTableSizeLimit(v)
 		case http2.SettingEnablePush:
 			if v > 1 || c.client && v == 1 {
 				return connErr(http2.ErrCodeProtocol, "bad SETTINGS_ENABLE_PUSH")

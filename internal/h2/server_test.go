@@ -14,7 +14,7 @@ import (
 // answer makes a recorder answer every request with 200 and body.
 func answer(r *recorder, body string) {
 	r.onRequest = func(s *Stream, h *RequestHead, end bool) {
-		s.WriteHeaders(200, []Field{{Name: "Content-Type", Value: "text/plain"}, {Name: "Connection", Value: "keep-alive"}}, body == "")
+		s.WriteHeaders(200, fieldList("Content-Type", "text/plain", "Connection", "keep-alive"), body == "")
 		if body != "" {
 			s.WriteData([]byte(body), true)
 		}
@@ -45,8 +45,8 @@ func TestServerRequestHead(t *testing.T) {
 	var got RequestHead
 	r := newRecorder()
 	r.onRequest = func(s *Stream, h *RequestHead, end bool) {
-		got = *h
-		got.Fields = append([]Field(nil), h.Fields...)
+		got = RequestHead{Method: bytes.Clone(h.Method), Scheme: bytes.Clone(h.Scheme), Authority: bytes.Clone(h.Authority),
+			Path: bytes.Clone(h.Path), Protocol: bytes.Clone(h.Protocol), Fields: cloneFields(h.Fields), ContentLength: h.ContentLength}
 	}
 	p := newServerPeer(t, r, Config{})
 	p.headers(1, false, post("/upload", "content-length", "4", "x-a", "1", "cookie", "a=1", "cookie", "b=2")...)
@@ -54,9 +54,9 @@ func TestServerRequestHead(t *testing.T) {
 	want := "POST https example.com /upload  cl=4 [content-length=4 x-a=1 cookie=a=1 cookie=b=2]"
 	var fs []string
 	for _, f := range got.Fields {
-		fs = append(fs, f.Name+"="+f.Value)
+		fs = append(fs, string(f.Name)+"="+string(f.Value))
 	}
-	if s := got.Method + " " + got.Scheme + " " + got.Authority + " " + got.Path + " " + got.Protocol + " cl=" + itoa(got.ContentLength) + " [" + strings.Join(fs, " ") + "]"; s != want {
+	if s := string(got.Method) + " " + string(got.Scheme) + " " + string(got.Authority) + " " + string(got.Path) + " " + string(got.Protocol) + " cl=" + itoa(got.ContentLength) + " [" + strings.Join(fs, " ") + "]"; s != want {
 		t.Errorf("got head %q, want %q", s, want)
 	}
 }
@@ -328,7 +328,7 @@ func TestServerRequestBodyAndTrailers(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.WriteData([]byte("body"), false)
-	if err := s.WriteTrailers([]Field{{Name: "grpc-status", Value: "0"}, {Name: "grpc-message", Value: "ok"}}); err != nil {
+	if err := s.WriteTrailers(fieldList("grpc-status", "0", "grpc-message", "ok")); err != nil {
 		t.Fatal(err)
 	}
 	p.wantFrames("HEADERS stream=1 :status=200", "DATA stream=1 len=4", "HEADERS stream=1 END_STREAM grpc-status=0 grpc-message=ok")
@@ -614,7 +614,7 @@ func TestServerLargeHeadersUseContinuation(t *testing.T) {
 	r := newRecorder()
 	long := strings.Repeat("v", 20000)
 	r.onRequest = func(s *Stream, h *RequestHead, end bool) {
-		s.WriteHeaders(200, []Field{{Name: "x-long", Value: long}, {Name: "x-long2", Value: long}}, true)
+		s.WriteHeaders(200, fieldList("x-long", long, "x-long2", long), true)
 	}
 	p := newServerPeer(t, r, Config{MaxHeaderListSize: 1 << 20})
 	p.headers(1, true, get("/")...)
@@ -639,7 +639,7 @@ func TestServerInformationalResponses(t *testing.T) {
 			t.Errorf("got WriteData before the head = %v, want ErrWrongRole", err)
 		}
 		s.WriteHeaders(100, nil, false)
-		s.WriteHeaders(103, []Field{{Name: "link", Value: "</a.css>; rel=preload"}}, false)
+		s.WriteHeaders(103, fieldList("link", "</a.css>; rel=preload"), false)
 		s.WriteHeaders(204, nil, true)
 		if err := s.WriteHeaders(200, nil, true); err != ErrWrongRole {
 			t.Errorf("got a second final head = %v, want ErrWrongRole", err)

@@ -72,8 +72,8 @@ func (s *Stream) WriteHeaders(status int, fields []Field, endStream bool) error 
 		return fmt.Errorf("h2: cannot send status %d (endStream %v)", status, endStream)
 	}
 	c.enter()
-	c.encBuf.Reset()
-	c.enc.WriteField(Field{Name: ":status", Value: statusText(status)})
+	c.encBuf = c.encBuf[:0]
+	c.encodePseudo(nameStatus, c.statusValue(status))
 	for _, f := range fields {
 		c.encodeField(f)
 	}
@@ -155,7 +155,7 @@ func (s *Stream) WriteTrailers(fields []Field) error {
 		return err
 	}
 	c.enter()
-	c.encBuf.Reset()
+	c.encBuf = c.encBuf[:0]
 	for _, f := range fields {
 		c.encodeField(f)
 	}

@@ -307,11 +307,14 @@ func (f *flow) Buffered(err error) wire.Action {
 	f.ex = nil
 	return wire.ActRespond
 }
-func (f *flow) Delay() time.Duration              { return 0 }
-func (f *flow) Resume() wire.Action               { return wire.ActClose } // never asked: it does not wait
-func (f *flow) Sent(int, int64, error)            {}
-func (f *flow) Finish()                           {}
-func (f *flow) Refused(wire.Exchange, int, error) {}
+func (f *flow) Delay() time.Duration   { return 0 }
+func (f *flow) Resume() wire.Action    { return wire.ActClose } // never asked: it does not wait
+func (f *flow) Sent(int, int64, error) {}
+func (f *flow) Finish()                {}
+
+// AnswerHeader writes every answer's head as it is (wire.Flow).
+func (f *flow) AnswerHeader(h *httpmsg.Header, _ bool) *httpmsg.Header { return h }
+func (f *flow) Refused(wire.Exchange, int, error)                      {}
 
 // Forwarded answers a failed handler with 502, or sends its answer.
 func (f *flow) Forwarded(status int, err error) wire.Action {

@@ -91,6 +91,11 @@ type Case struct {
 	// TracingOffBaseline adds Helios with the same features and tracing
 	// off as a contender: what tracing costs, in interleaved rounds.
 	TracingOffBaseline bool `yaml:"tracing_off_baseline" json:"tracing_off_baseline,omitempty"`
+	// Policy turns on the edge policy on the proxied route in every proxy
+	// (what each has of it: bench/scenarios.yaml lists it).
+	Policy bool `yaml:"policy" json:"policy,omitempty"`
+	// PolicyOffBaseline adds Helios with the policy off as a contender.
+	PolicyOffBaseline bool `yaml:"policy_off_baseline" json:"policy_off_baseline,omitempty"`
 	// RateOfPeak is the open-loop rate as a fraction of nginx's peak.
 	RateOfPeak float64 `yaml:"rate_of_peak" json:"rate_of_peak,omitempty"`
 	// BodyBytes is the POST body of each request (wrk), or the message
@@ -186,6 +191,8 @@ func (c Case) merged(def Case) Case {
 		c.TraceRatio = def.TraceRatio
 	}
 	c.TracingOffBaseline = c.TracingOffBaseline || def.TracingOffBaseline
+	c.Policy = c.Policy || def.Policy
+	c.PolicyOffBaseline = c.PolicyOffBaseline || def.PolicyOffBaseline
 	if c.RateOfPeak == 0 {
 		c.RateOfPeak = def.RateOfPeak
 	}

@@ -156,7 +156,7 @@ func TestBalancingProblems(t *testing.T) {
 		{
 			name: "split and upstream",
 			yaml: head + "routes:\n  - name: a\n    upstream: app\n    split: [{upstream: v2, weight: 1}]\n" + two,
-			want: `t.yaml:3: routes[0]: upstream and split are both set (exactly one of upstream, split, respond, static)`,
+			want: `t.yaml:3: routes[0]: upstream and split are both set (exactly one of upstream, split, respond, static, redirect)`,
 		},
 		{
 			name: "empty split",

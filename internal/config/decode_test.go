@@ -24,7 +24,7 @@ listeners:
     backlog: 10
     adress: ":8081"
 `,
-			want: `t.yaml:7: listeners[0].adress: unknown key (allowed: name, address, sockets, backlog, max_connections, read_header_timeout, read_timeout, write_timeout, idle_timeout, max_header_bytes, max_header_count, max_method_bytes, underscores_in_headers, output_buffer_bytes, poller, engine, tls, http2, h2c)`,
+			want: `t.yaml:7: listeners[0].adress: unknown key (allowed: name, address, sockets, backlog, max_connections, read_header_timeout, read_timeout, write_timeout, idle_timeout, max_header_bytes, max_header_count, max_method_bytes, underscores_in_headers, output_buffer_bytes, poller, engine, tls, http2, h2c, trusted_proxies, client_ip_header, proxy_protocol, redirect_https, max_connections_per_ip)`,
 		},
 		{
 			name: "unknown top-level key",
@@ -131,7 +131,7 @@ routes: [{name: r, respond: {}}]
   - ":8080"
 routes: [{name: r, respond: {}}]
 `,
-			want: `t.yaml:2: listeners[0]: ":8080" is not a mapping (keys: name, address, sockets, backlog, max_connections, read_header_timeout, read_timeout, write_timeout, idle_timeout, max_header_bytes, max_header_count, max_method_bytes, underscores_in_headers, output_buffer_bytes, poller, engine, tls, http2, h2c)`,
+			want: `t.yaml:2: listeners[0]: ":8080" is not a mapping (keys: name, address, sockets, backlog, max_connections, read_header_timeout, read_timeout, write_timeout, idle_timeout, max_header_bytes, max_header_count, max_method_bytes, underscores_in_headers, output_buffer_bytes, poller, engine, tls, http2, h2c, trusted_proxies, client_ip_header, proxy_protocol, redirect_https, max_connections_per_ip)`,
 		},
 		{
 			name: "string for an optional block",

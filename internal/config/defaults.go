@@ -53,6 +53,9 @@ func SetDefaults(c *Config) {
 				l.Poller = PollerPortable
 			}
 		}
+		if len(l.TrustedProxies) > 0 {
+			setString(&l.ClientIPHeader, ClientIPXForwardedFor)
+		}
 		setDefault(m, p+".write_timeout", &l.WriteTimeout, seconds(60))
 		// ReadTimeout defaults to 0, no limit.
 		setListenerTLSDefaults(m, l, p)
@@ -66,6 +69,7 @@ func SetDefaults(c *Config) {
 		if r.Static != nil {
 			setString(&r.Static.Index, "index.html")
 		}
+		setRoutePolicyDefaults(m, r, p)
 		if r.Compress != nil {
 			setCompressDefaults(m, r.Compress, p+".compress")
 		}
@@ -132,6 +136,7 @@ func setUpstreamDefaults(m *meta, u *Upstream, p string) {
 	setDefault(m, p+".transport.max_queue_per_backend", &t.MaxQueuePerBackend, 256)
 	setDefault(m, p+".transport.queue_timeout", &t.QueueTimeout, seconds(10))
 	setTransportTLSDefaults(t)
+	// ProxyProtocol defaults to "", none sent.
 
 	if h := u.HealthCheck; h != nil {
 		hp := p + ".health_check"

@@ -3,7 +3,8 @@ package config
 import "path/filepath"
 
 // resolvePaths makes the relative file paths of c (static roots, the
-// access log, certificates, keys, CA files and backends files) relative to
+// access log, certificates, keys, CA files, backends files and basic_auth
+// users files) relative to
 // dir, the directory of the configuration file, as nginx does with its
 // prefix and Caddy with its config's directory: a config then means the
 // same thing whatever directory the process starts in (systemd starts
@@ -14,6 +15,9 @@ func (c *Config) resolvePaths(dir string) {
 	for i := range c.Routes {
 		if s := c.Routes[i].Static; s != nil && s.Root != "" {
 			s.Root = resolvePath(dir, s.Root)
+		}
+		if b := c.Routes[i].BasicAuth; b != nil {
+			resolveAll(dir, &b.UsersFile)
 		}
 	}
 	for i := range c.Listeners {

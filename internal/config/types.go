@@ -160,7 +160,53 @@ type Listener struct {
 	// H2C accepts cleartext HTTP/2 with prior knowledge on a listener
 	// without TLS, beside HTTP/1.1. Default false.
 	H2C bool `yaml:"h2c"`
+	// TrustedProxies lists the peers (CIDRs or addresses) whose
+	// forwarding field (ClientIPHeader) is believed: a request from one
+	// has the right-most address of that field that is not itself
+	// trusted as its client, and its X-Forwarded-* fields are passed on
+	// (X-Forwarded-For appended to). A request from any other peer has
+	// the peer as its client, and its X-Forwarded-For, X-Forwarded-Proto,
+	// X-Forwarded-Host, Forwarded and X-Real-IP are replaced or dropped,
+	// never passed on. Only they may send a PROXY header. Default none.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	// ClientIPHeader is the field trusted proxies name the client in:
+	// x-forwarded-for, forwarded (RFC 7239's for=) or x-real-ip. Only
+	// with TrustedProxies. Default x-forwarded-for (with TrustedProxies).
+	ClientIPHeader string `yaml:"client_ip_header"`
+	// ProxyProtocol makes connections start with a PROXY protocol header
+	// (from an L4 load balancer), whose source is then the connection's
+	// address: v1 (text) or v2 (binary) requires that version, optional
+	// takes either or none. A connection without a valid header where one
+	// is required, with a header from a peer not in TrustedProxies, or
+	// whose header does not come within ReadHeaderTimeout (10s when that
+	// is 0) is closed and counted. Needs TrustedProxies. "" (the default)
+	// means off.
+	ProxyProtocol string `yaml:"proxy_protocol"`
+	// RedirectHTTPS answers the listener's cleartext requests with 308 to
+	// the same host, path and query over HTTPS (the port of the first TLS
+	// listener, left out when 443), but for routes with https_redirect
+	// false; a trusted proxy's X-Forwarded-Proto: https counts as HTTPS.
+	// Only on a listener without TLS. Default false.
+	RedirectHTTPS bool `yaml:"redirect_https"`
+	// MaxConnectionsPerIP caps the open connections of one client address
+	// (after its PROXY header); more are closed at once and counted. 0
+	// means no cap. Default 0.
+	MaxConnectionsPerIP int `yaml:"max_connections_per_ip"`
 }
+
+// The Listener.ClientIPHeader values.
+const (
+	ClientIPXForwardedFor = "x-forwarded-for"
+	ClientIPForwarded     = "forwarded"
+	ClientIPXRealIP       = "x-real-ip"
+)
+
+// The Listener.ProxyProtocol and Transport.ProxyProtocol values.
+const (
+	ProxyProtocolV1       = "v1"
+	ProxyProtocolV2       = "v2"
+	ProxyProtocolOptional = "optional"
+)
 
 // The Listener.Poller values.
 const (
@@ -205,6 +251,9 @@ type Route struct {
 	// Static serves files from a directory; nil means the route has
 	// another action.
 	Static *Static `yaml:"static"`
+	// Redirect answers with a redirect; nil means the route has another
+	// action.
+	Redirect *Redirect `yaml:"redirect"`
 	// Upgrades lists the protocols a client may switch to through this
 	// route (the Upgrade header, such as websocket), compared without
 	// case and without a version. A request asking for any other
@@ -239,11 +288,35 @@ type Route struct {
 	// it; nil sends them as they are. Not on a route with a fixed answer.
 	Compress *Compress `yaml:"compress"`
 	// HTTPSRedirect redirects (308) the route's cleartext requests for a
-	// host whose certificate a listener gets through ACME to the same URL
-	// over HTTPS; false serves them over cleartext too. Hosts without an
-	// ACME certificate are never redirected by it. nil means the
+	// host whose certificate a listener gets through ACME, and every
+	// cleartext request on a listener with redirect_https, to the same
+	// URL over HTTPS; false serves them over cleartext too. Hosts without
+	// an ACME certificate are never redirected by it. nil means the
 	// default, true; HTTPSRedirects reads it.
 	HTTPSRedirect *bool `yaml:"https_redirect"`
+	// Rewrite changes the path of the requests the route forwards or
+	// serves from files; nil means none.
+	Rewrite *Rewrite `yaml:"rewrite"`
+	// RequestHeaders edit the head of the requests the route forwards;
+	// nil means none.
+	RequestHeaders *HeaderRules `yaml:"request_headers"`
+	// ResponseHeaders edit the head of every answer the route gives:
+	// a backend's, a fixed or static one, a redirect, an error; nil means
+	// none.
+	ResponseHeaders *HeaderRules `yaml:"response_headers"`
+	// Allow lists the client addresses (CIDRs or addresses) the route
+	// serves; others get 403. nil (or empty) means every client.
+	Allow []string `yaml:"allow"`
+	// Deny lists client addresses the route answers 403, whatever Allow
+	// says. nil means none.
+	Deny []string `yaml:"deny"`
+	// BasicAuth asks for HTTP Basic credentials; nil means none.
+	BasicAuth *BasicAuth `yaml:"basic_auth"`
+	// ForwardAuth asks an authentication service about each request; nil
+	// means none.
+	ForwardAuth *ForwardAuth `yaml:"forward_auth"`
+	// RateLimit limits the route's requests; nil means no limit.
+	RateLimit *RateLimit `yaml:"rate_limit"`
 	// ResponseBuffering says what happens to an answer whose client reads
 	// it more slowly than the backend sends it: auto (it is read into a
 	// buffer, up to ResponseBufferMemoryBytes in memory, then up to
@@ -334,6 +407,7 @@ const (
 	ActionRespond
 	ActionStatic
 	ActionSplit
+	ActionRedirect
 )
 
 // String returns the YAML key of the action ("upstream", "split",
@@ -348,13 +422,15 @@ func (a Action) String() string {
 		return "respond"
 	case ActionStatic:
 		return "static"
+	case ActionRedirect:
+		return "redirect"
 	}
 	return "none"
 }
 
 // Action reports the route's action. On a validated route exactly one of
-// Upstream, Split, Respond and Static is set; if several are set, Action
-// reports the first in that order, and ActionNone if none is.
+// Upstream, Split, Respond, Static and Redirect is set; if several are
+// set, Action reports the first in that order, and ActionNone if none is.
 func (r Route) Action() Action {
 	switch {
 	case r.Upstream != "":
@@ -365,6 +441,8 @@ func (r Route) Action() Action {
 		return ActionRespond
 	case r.Static != nil:
 		return ActionStatic
+	case r.Redirect != nil:
+		return ActionRedirect
 	}
 	return ActionNone
 }
@@ -387,6 +465,25 @@ type Match struct {
 	// PathPrefix matches request paths that start with it; "" means any
 	// path. Starts with "/".
 	PathPrefix string `yaml:"path_prefix"`
+	// Methods lists the request methods that match (exactly: methods are
+	// case-sensitive); nil (or empty) means any method.
+	Methods []string `yaml:"methods"`
+	// Headers are request header fields that must be present, by name
+	// (any case): "*" (present, any value), "~" and a regular expression
+	// (RE2, unanchored: write ^ and $), or the exact value; nil means no
+	// condition.
+	Headers map[string]string `yaml:"headers"`
+	// Query are query parameters that must be present, by name (exact),
+	// their values compared after percent-decoding, as Headers; nil means
+	// no condition.
+	Query map[string]string `yaml:"query"`
+	// ClientCIDRs lists the client addresses that match, as CIDRs or
+	// single addresses (the client address the listener found, through
+	// its trusted_proxies and proxy_protocol); nil means any client.
+	ClientCIDRs []string `yaml:"client_cidrs"`
+	// Not is a match that must fail: a request it matches (all of its
+	// keys) does not match the route. Nil means none.
+	Not *Match `yaml:"not"`
 }
 
 // Respond is a fixed answer, like nginx's `return`.
@@ -598,6 +695,12 @@ type Transport struct {
 	// TLS makes connections to the backends use TLS; nil means cleartext
 	// (except with Protocol h2).
 	TLS *TransportTLS `yaml:"tls"`
+	// ProxyProtocol sends a PROXY protocol header (v1 or v2) at the start
+	// of every connection to a backend, naming the client (the address
+	// the listener found) and the address it reached Helios at; a
+	// connection then carries only that client's requests. "" (the
+	// default) sends none.
+	ProxyProtocol string `yaml:"proxy_protocol"`
 }
 
 // HealthCheck configures active health checks: a GET of Path on every

@@ -12,6 +12,7 @@ func TestRouteAction(t *testing.T) {
 		{name: "upstream", route: Route{Upstream: "app"}, want: ActionUpstream, str: "upstream"},
 		{name: "respond", route: Route{Respond: &Respond{}}, want: ActionRespond, str: "respond"},
 		{name: "static", route: Route{Static: &Static{}}, want: ActionStatic, str: "static"},
+		{name: "redirect", route: Route{Redirect: &Redirect{}}, want: ActionRedirect, str: "redirect"},
 		{name: "none", route: Route{}, want: ActionNone, str: "none"},
 		{name: "several: first wins", route: Route{Respond: &Respond{}, Static: &Static{}}, want: ActionRespond, str: "respond"},
 	}

@@ -181,6 +181,7 @@ func (v *validator) listeners(ls []Listener) {
 		v.intRange(p+".output_buffer_bytes", l.OutputBufferBytes, 4096, 64<<20)
 		v.poller(l, p)
 		v.listenerTLS(l, p)
+		v.listenerPolicy(ls, i, p)
 	}
 }
 
@@ -207,6 +208,11 @@ func (v *validator) upstreams(us []Upstream, d *Discovery) []string {
 		v.intRange(tp+".max_queue_per_backend", t.MaxQueuePerBackend, 0, 1000000)
 		v.positive(tp+".queue_timeout", t.QueueTimeout)
 		v.transportTLS(t, tp)
+		switch t.ProxyProtocol {
+		case "", ProxyProtocolV1, ProxyProtocolV2:
+		default:
+			v.addf(tp+".proxy_protocol", "%q is not a PROXY protocol version (%s, %s)", t.ProxyProtocol, ProxyProtocolV1, ProxyProtocolV2)
+		}
 
 		if u.HealthCheck != nil {
 			v.healthCheck(u.HealthCheck, p+".health_check")
@@ -484,6 +490,10 @@ func (v *validator) routes(rs []Route, upstreams []string) {
 			actions = append(actions, "static")
 			v.static(r.Static, p+".static")
 		}
+		if r.Redirect != nil {
+			actions = append(actions, "redirect")
+		}
+		v.routePolicy(r, p)
 		v.upgrades(r, p)
 		v.buffering(r, p)
 		v.compress(r, p)
@@ -494,10 +504,10 @@ func (v *validator) routes(rs []Route, upstreams []string) {
 		}
 		switch len(actions) {
 		case 0:
-			v.addf(p, "no action (exactly one of upstream, split, respond, static)")
+			v.addf(p, "no action (exactly one of upstream, split, respond, static, redirect)")
 		case 1:
 		case 2:
-			v.addf(p, "%s and %s are both set (exactly one of upstream, split, respond, static)", actions[0], actions[1])
+			v.addf(p, "%s and %s are both set (exactly one of upstream, split, respond, static, redirect)", actions[0], actions[1])
 		default:
 			last := len(actions) - 1
 			v.addf(p, "%s and %s are all set (exactly one of them)", strings.Join(actions[:last], ", "), actions[last])
@@ -584,6 +594,7 @@ func (v *validator) match(m *Match, p string) {
 	if m.Path != "" && m.PathPrefix != "" {
 		v.addf(p, "path and path_prefix are both set (at most one)")
 	}
+	v.matchConditions(m, p)
 }
 
 func (v *validator) respond(r *Respond, p string) {

@@ -350,7 +350,7 @@ routes:
   - name: r
     match: {path: /}
 `,
-			want: `t.yaml:3: routes[0]: no action (exactly one of upstream, split, respond, static)`,
+			want: `t.yaml:3: routes[0]: no action (exactly one of upstream, split, respond, static, redirect)`,
 		},
 		{
 			name: "route with two actions",
@@ -361,7 +361,7 @@ routes:
     respond: {status: 404}
 upstreams: [{name: app, backends: [{address: "127.0.0.1:9000"}]}]
 `,
-			want: `t.yaml:3: routes[0]: upstream and respond are both set (exactly one of upstream, split, respond, static)`,
+			want: `t.yaml:3: routes[0]: upstream and respond are both set (exactly one of upstream, split, respond, static, redirect)`,
 		},
 		{
 			name: "route with three actions",

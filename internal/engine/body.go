@@ -31,10 +31,12 @@ const maxTrailerBytes = 16 << 10
 // views into the reader's buffer so small bodies are copied once, into the
 // outgoing buffer.
 type body struct {
-	src  *reader
-	kind bodyKind
+	src *reader
 	// remaining: bytes left for a fixed body, or in the current chunk.
 	remaining int64
+	// kind sits with the flags, in one word (every connection carries a
+	// body: see TestIdleConnectionMemory).
+	kind bodyKind
 	// needCRLF: a chunk's data has been read and its CRLF has not.
 	needCRLF bool
 	// inTrailer: the last chunk has been read and the trailer section is

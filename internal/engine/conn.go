@@ -36,6 +36,7 @@ const (
 	lsHandshake               // a TLS handshake runs on its goroutine (tls.go)
 	lsClosing                 // closed while its handshake runs: closes when it ends
 	lsH2                      // an HTTP/2 connection: its streams are exchanges of their own (h2conn.go)
+	lsProxy                   // a new connection waiting for its PROXY protocol header (clientpolicy.go)
 	lsClosed
 )
 
@@ -56,6 +57,7 @@ const (
 	dlH2Linger       // an ended HTTP/2 connection waiting for the client's close
 	dlHello          // a TLS client's ClientHello
 	dlBackoff        // a retry's backoff (wait.go)
+	dlProxy          // a new connection's PROXY protocol header (clientpolicy.go)
 )
 
 // maxLoopBody is the largest request body the loop reads whole before the
@@ -72,7 +74,13 @@ type lconn struct {
 	opts *Options
 	fd   int
 
+	// remote is the connection's address: its peer's, or the source its
+	// PROXY header named. edge is the rest of the client policy's state
+	// (clientpolicy.go: the client a trusted proxy names, the address the
+	// client reached...), made for a connection that needs it and kept
+	// with the lconn: every idle connection pays for what is here.
 	remote netip.AddrPort
+	edge   *connEdge
 	fr     fdReader
 	rd     reader
 	fw     fdWriter
@@ -214,6 +222,9 @@ func (l *loop) startConn(c *lconn, ll *LoopListener, fd int, remote netip.AddrPo
 	c.ll = ll
 	c.fd = fd
 	c.remote = remote
+	if c.edge != nil {
+		*c.edge = connEdge{}
+	}
 	c.fr = fdReader{fd: fd, p: l.poller}
 	c.fw = fdWriter{fd: fd, p: l.poller, pending: c.fw.pending[:0], file: -1}
 	c.state = lsIdle
@@ -275,6 +286,14 @@ func (c *lconn) event(ev uint32) {
 	}
 	if c.state == lsHello {
 		c.readHello()
+		return
+	}
+	if c.state == lsProxy {
+		if ev&evRdHup != 0 {
+			c.fr.rdhup = true
+		}
+		c.fr.drained = false
+		c.readProxy()
 		return
 	}
 	if c.state == lsHandshake || c.state == lsClosing {
@@ -551,6 +570,9 @@ func (c *lconn) refuse(err error, routed bool) {
 	}
 	if !routed {
 		c.req.Method = nil
+		c.untrust()
+	} else {
+		c.resolveClient()
 	}
 	c.req.keepAlive = false
 	c.closeAfter = true
@@ -603,6 +625,7 @@ func (c *lconn) begin() {
 		c.reqBody.onFirstRead = c.continueFn
 	}
 	c.takeFlow()
+	c.resolveClient()
 	c.act(c.flow.Begin(c))
 }
 
@@ -661,6 +684,7 @@ func (c *lconn) forwarded(status int, err error) {
 func (c *lconn) startSend() {
 	u := c.up
 	r := &u.resp
+	c.answerHeader(&r.Header, false)
 	if r.Status == 101 {
 		c.startTunnel()
 		return
@@ -1080,7 +1104,7 @@ func (c *lconn) crash() {
 			c.l.closeFD(c.fd)
 			c.l.conns.remove(c)
 			c.l.nconns.Add(-1)
-			c.ll.release()
+			c.releaseSlots()
 			c.fd = -1
 			c.state = lsClosed
 		}
@@ -1122,6 +1146,8 @@ func (c *lconn) timeout() {
 		c.h2tick()
 	case dlHello:
 		c.noHello()
+	case dlProxy:
+		c.proxyRefused()
 	case dlBackoff:
 		c.act(c.flow.Resume())
 	default:
@@ -1154,7 +1180,7 @@ func (c *lconn) close() {
 	c.fd = -1
 	c.l.conns.remove(c)
 	c.l.nconns.Add(-1)
-	c.ll.release()
+	c.releaseSlots()
 	if c.rd.buf != nil {
 		c.l.headBufs.put(c.rd.buf)
 		c.rd.buf = nil
@@ -1200,13 +1226,17 @@ func (c *lconn) dropExchange() {
 func (c *lconn) Method() []byte         { return c.req.Method }
 func (c *lconn) Host() []byte           { return c.req.Host }
 func (c *lconn) Path() []byte           { return c.req.Path }
-func (c *lconn) ClientAddr() netip.Addr { return c.remote.Addr() }
-func (c *lconn) HasBody() bool          { return c.req.HasBody() }
-func (c *lconn) BodyStarted() bool      { return c.bodySent }
-func (c *lconn) Upgrade() []byte        { return c.req.Upgrade }
-func (c *lconn) RefuseUpgrade()         { c.req.Upgrade = nil }
-func (c *lconn) BodyLength() int64      { return bodyLength(&c.req) }
-func (c *lconn) BodyRead() int64        { return c.reqBody.read }
+func (c *lconn) ClientAddr() netip.Addr { return c.clientAddr() }
+
+// Listener returns the listener's policy for the pipeline
+// (wire.Exchange).
+func (c *lconn) Listener() *wire.Listener { return c.opts.Listener }
+func (c *lconn) HasBody() bool            { return c.req.HasBody() }
+func (c *lconn) BodyStarted() bool        { return c.bodySent }
+func (c *lconn) Upgrade() []byte          { return c.req.Upgrade }
+func (c *lconn) RefuseUpgrade()           { c.req.Upgrade = nil }
+func (c *lconn) BodyLength() int64        { return bodyLength(&c.req) }
+func (c *lconn) BodyRead() int64          { return c.reqBody.read }
 
 // Header returns the first value of the request field named name (any
 // case); nil when absent (wire.Exchange, static.Request).
@@ -1296,7 +1326,7 @@ const arenaBlock = 512
 // hop says how the exchange's request is forwarded (ActForward, or an
 // in-process handler's ActServeHTTP).
 func (c *lconn) hop() httpmsg.Hop {
-	return httpmsg.Hop{Client: c.remote.Addr(), TLS: c.opts.TLS != nil, Local: c.local != nil, Backend: c.be.Addr}
+	return httpmsg.Hop{Peer: c.remote.Addr().Unmap(), Trusted: c.trusted(), TLS: c.opts.TLS != nil, Local: c.local != nil, Backend: c.be.Addr}
 }
 
 // LimitBody bounds what is read of the request body: past max it fails
@@ -1318,6 +1348,7 @@ func (c *lconn) Respond(status int, header *httpmsg.Header, body []byte) error {
 	if c.respStarted {
 		return errors.New("h1: response already started")
 	}
+	header = c.answerHeader(header, true)
 	if c.h2s != nil {
 		return c.h2respond(status, header, body)
 	}

@@ -26,6 +26,7 @@ func (c *lconn) serveFile(fs wire.Files) {
 	}
 	a := &c.file.FileAnswer
 	fs.PlanFile(c.l.id, c, a)
+	c.answerHeader(&a.Header, false)
 	c.respStarted = true
 	c.respStatus = a.Status
 	if a.File == nil {

@@ -127,10 +127,11 @@ func FuzzParseRequest(f *testing.F) {
 			return
 		}
 		checkRequest(t, head, &r, lim)
-		checkForwardedRequest(t, &r, -1)
+		checkForwardedRequest(t, &r, -1, false)
+		checkForwardedRequest(t, &r, -1, true)
 		if r.HasBody() {
 			// A body buffered whole goes with its length.
-			checkForwardedRequest(t, &r, 3)
+			checkForwardedRequest(t, &r, 3, false)
 		}
 	})
 }
@@ -202,12 +203,12 @@ func checkRequest(t *testing.T, head []byte, r *request, lim limits) {
 }
 
 // checkForwardedRequest renders r for the backend as the engines do
-// (bodyLen as writeRequestHead takes it) and checks the result on the wire
-// and parsed again.
-func checkForwardedRequest(t *testing.T, r *request, bodyLen int64) {
+// (bodyLen as writeRequestHead takes it), from a peer that is a trusted
+// proxy or not, and checks the result on the wire and parsed again.
+func checkForwardedRequest(t *testing.T, r *request, bodyLen int64, trusted bool) {
 	t.Helper()
 	var fw httpmsg.Forwarder
-	hop := httpmsg.Hop{Client: fuzzClient, Backend: fuzzBackend}
+	hop := httpmsg.Hop{Peer: fuzzClient, Trusted: trusted, Backend: fuzzBackend}
 	out := renderHead(t, func(w *writer) { writeRequestHead(w, &fw, r, &hop, bodyLen) })
 	checkWireHead(t, out)
 	var r2 request
@@ -265,34 +266,61 @@ func checkForwardedRequest(t *testing.T, r *request, bodyLen int64) {
 	if r.Upgrade != nil {
 		up = 1
 	}
+	// A trusted proxy's fields go on as it sent them (the parser may
+	// have marked some to drop); anyone else's are replaced.
+	sent := map[httpmsg.Kind][]string{}
+	for _, f := range r.Header.Fields {
+		if !f.Drop {
+			sent[f.Kind] = append(sent[f.Kind], string(f.Value))
+		}
+	}
+	protos, hosts, fwds, reals := 1, 0, 0, 0
+	if len(r.Authority) > 0 {
+		hosts = 1
+	}
+	if trusted {
+		protos = max(1, len(sent[httpmsg.KindXForwardedProto]))
+		hosts = max(hosts, len(sent[httpmsg.KindXForwardedHost]))
+		fwds, reals = len(sent[httpmsg.KindForwarded]), len(sent[httpmsg.KindXRealIP])
+	}
 	for _, c := range []struct {
 		name string
 		k    httpmsg.Kind
 		want int
 	}{
-		{"Host", httpmsg.KindHost, 1}, {"X-Forwarded-For", httpmsg.KindXForwardedFor, 1}, {"X-Forwarded-Proto", httpmsg.KindXForwardedProto, 1},
+		{"Host", httpmsg.KindHost, 1}, {"X-Forwarded-For", httpmsg.KindXForwardedFor, 1}, {"X-Forwarded-Proto", httpmsg.KindXForwardedProto, protos},
+		{"X-Forwarded-Host", httpmsg.KindXForwardedHost, hosts}, {"Forwarded", httpmsg.KindForwarded, fwds}, {"X-Real-IP", httpmsg.KindXRealIP, reals},
 		{"Upgrade", httpmsg.KindUpgrade, up}, {"Connection", httpmsg.KindConnection, up},
 		{"Keep-Alive", httpmsg.KindKeepAlive, 0}, {"Proxy-*", httpmsg.KindProxy, 0}, {"TE", httpmsg.KindTE, 0}, {"Expect", httpmsg.KindExpect, 0},
 	} {
 		if n[c.k] != c.want {
-			t.Fatalf("forwarded head %q: got %d %s fields, want %d", out, n[c.k], c.name, c.want)
+			t.Fatalf("forwarded head %q (trusted %v): got %d %s fields, want %d", out, trusted, n[c.k], c.name, c.want)
 		}
 	}
 	var prior []string
-	for _, f := range r.Header.Fields {
-		if f.Kind == httpmsg.KindXForwardedFor && len(f.Value) > 0 {
-			prior = append(prior, string(f.Value))
+	if trusted {
+		for _, v := range sent[httpmsg.KindXForwardedFor] {
+			if len(v) > 0 {
+				prior = append(prior, v)
+			}
 		}
 	}
 	wantXFF := strings.Join(append(prior, fuzzClient.String()), ", ")
 	if v, _ := r2.Header.Get("x-forwarded-for"); string(v) != wantXFF {
-		t.Fatalf("forwarded head %q: got X-Forwarded-For %q, want %q", out, v, wantXFF)
+		t.Fatalf("forwarded head %q (trusted %v): got X-Forwarded-For %q, want %q", out, trusted, v, wantXFF)
 	}
-	if v, _ := r2.Header.Get("x-forwarded-proto"); string(v) != "http" {
-		t.Fatalf("forwarded head %q: got X-Forwarded-Proto %q, want http", out, v)
+	wantProto, wantHost := "http", string(r.Authority)
+	if trusted && len(sent[httpmsg.KindXForwardedProto]) > 0 {
+		wantProto = sent[httpmsg.KindXForwardedProto][0]
 	}
-	if v, ok := r2.Header.Get("x-forwarded-host"); string(v) != string(r.Authority) || ok != (len(r.Authority) > 0) || n[httpmsg.KindXForwardedHost] > 1 {
-		t.Fatalf("forwarded head %q: got X-Forwarded-Host %q (%d fields), want %q", out, v, n[httpmsg.KindXForwardedHost], r.Authority)
+	if trusted && len(sent[httpmsg.KindXForwardedHost]) > 0 {
+		wantHost = sent[httpmsg.KindXForwardedHost][0]
+	}
+	if v, _ := r2.Header.Get("x-forwarded-proto"); string(v) != wantProto {
+		t.Fatalf("forwarded head %q (trusted %v): got X-Forwarded-Proto %q, want %q", out, trusted, v, wantProto)
+	}
+	if v, _ := r2.Header.Get("x-forwarded-host"); string(v) != wantHost {
+		t.Fatalf("forwarded head %q (trusted %v): got X-Forwarded-Host %q, want %q", out, trusted, v, wantHost)
 	}
 }
 

@@ -171,6 +171,9 @@ type LoopListener struct {
 	release  func()
 	stopped  atomic.Bool
 	draining atomic.Bool
+	// perAddr counts open connections by address, for
+	// Options.MaxConnsPerIP.
+	perAddr addrCounts
 }
 
 // Attach serves the listening sockets fds (non-blocking, bound and
@@ -773,6 +776,13 @@ func (l *loop) accept(ll *LoopListener, lfd int) {
 		}
 		l.startConn(c, ll, fd, remote)
 		c.opts = ll.opts.Load()
+		if c.opts.ProxyProtocol != ProxyOff {
+			c.awaitProxy()
+			continue
+		}
+		if !c.admitAddr() {
+			continue
+		}
 		if c.opts.TLS != nil {
 			c.awaitHello(c.opts.TLS)
 			continue
@@ -876,14 +886,17 @@ func (l *loop) drain() int {
 // unlike a request on a reused keep-alive connection it would not be
 // retried (clients retry only there). The drain's next round looks again.
 // A TLS connection waiting for its ClientHello is treated alike
-// (closeHelloIfDue).
+// (closeWaitingIfDue), and so is one waiting for its PROXY header.
 func (l *loop) closeIfIdle(c *lconn) bool {
 	if c.state == lsH2 {
 		c.h2drain()
 		return c.state == lsClosed
 	}
 	if c.state == lsHello {
-		return c.closeHelloIfDue()
+		return c.closeWaitingIfDue(c.readHello, c.noHello)
+	}
+	if c.state == lsProxy {
+		return c.closeWaitingIfDue(c.readProxy, c.close)
 	}
 	if c.state != lsIdle || len(c.rd.buffered()) != 0 {
 		return false

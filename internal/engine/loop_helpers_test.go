@@ -73,6 +73,10 @@ type loopConfig struct {
 	respBuf *wire.ResponseBuffer
 	// tracing is the pipeline's tracing policy (nil: off).
 	tracing *tracing.Policy
+	// upPolicy and upCond are the edge policy and match conditions of
+	// the route to the upstream (nil: none).
+	upPolicy *proxy.Policy
+	upCond   *route.Cond
 }
 
 // pollers are the drivers every engine test runs on.
@@ -153,8 +157,8 @@ func startLoopProxy(t testing.TB, k netpoll.Kind, cfg loopConfig) *loopProxy {
 		route.Entry[*proxy.Route]{Name: "fixed", PathPrefix: "/fixed/", Value: &proxy.Route{Name: "fixed", Respond: &fixedRoute}},
 		route.Entry[*proxy.Route]{Name: "big", Path: "/big-fixed", Value: &proxy.Route{Name: "big", Respond: &bigFixed}},
 		route.Entry[*proxy.Route]{Name: "local", PathPrefix: "/local/", Value: &proxy.Route{Name: "local", Local: &wire.Local{Name: "local", Handler: localHandler()}}},
-		route.Entry[*proxy.Route]{Name: "up", Value: &proxy.Route{Name: "up", Upstream: p.up, Upgrades: [][]byte{[]byte("websocket")},
-			ResponseBuffer: cfg.respBuf, Compress: cfg.compress}},
+		route.Entry[*proxy.Route]{Name: "up", Cond: cfg.upCond, Value: &proxy.Route{Name: "up", Upstream: p.up, Upgrades: [][]byte{[]byte("websocket")},
+			ResponseBuffer: cfg.respBuf, Compress: cfg.compress, Policy: cfg.upPolicy}},
 	)
 	table, err := route.New(entries)
 	if err != nil {
@@ -539,6 +543,13 @@ func (f *checkedFlow) Buffered(err error) wire.Action {
 	}
 	f.last = f.f.Buffered(err)
 	return f.last
+}
+
+func (f *checkedFlow) AnswerHeader(h *httpmsg.Header, shared bool) *httpmsg.Header {
+	if !f.busy {
+		f.fail("AnswerHeader with no request (last action %d)", f.last)
+	}
+	return f.f.AnswerHeader(h, shared)
 }
 
 func (f *checkedFlow) Refused(ex wire.Exchange, status int, err error) {

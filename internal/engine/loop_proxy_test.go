@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/realip"
 	"github.com/helios-lb/helios/internal/wire"
 )
 
@@ -39,6 +41,8 @@ func testLoopProxyRequestHeaders(t *testing.T, k netpoll.Kind) {
 		want    map[string][]string
 		absent  []string
 		tlsFlag bool
+		// trusted: the client (127.0.0.1) is a trusted proxy.
+		trusted bool
 	}{
 		{
 			name: "hop-by-hop stripped",
@@ -50,16 +54,32 @@ func testLoopProxyRequestHeaders(t *testing.T, k netpoll.Kind) {
 			absent: []string{"connection", "x-drop", "keep-alive", "proxy-authorization", "proxy", "proxy-connection", "te", "upgrade", "content-length", "transfer-encoding"},
 		},
 		{
-			name: "forwarded headers",
+			name: "forwarded headers from a client",
 			req: "GET / HTTP/1.1\r\nHost: front.example\r\nX-Forwarded-For: 203.0.113.1\r\nX-Forwarded-For: 198.51.100.2, 192.0.2.3\r\n" +
-				"X-Forwarded-Proto: https\r\nX-Forwarded-Host: evil.example\r\n\r\n",
+				"X-Forwarded-Proto: https\r\nX-Forwarded-Host: evil.example\r\nForwarded: for=203.0.113.9\r\nX-Real-IP: 203.0.113.8\r\n\r\n",
 			line: "GET / HTTP/1.1",
 			want: map[string][]string{
-				"x-forwarded-for":   {"203.0.113.1, 198.51.100.2, 192.0.2.3, 127.0.0.1"},
+				"x-forwarded-for":   {"127.0.0.1"},
 				"x-forwarded-proto": {"http"},
 				"x-forwarded-host":  {"front.example"},
 				"host":              {"front.example"},
 			},
+			absent: []string{"forwarded", "x-real-ip"},
+		},
+		{
+			name: "forwarded headers from a trusted proxy",
+			req: "GET / HTTP/1.1\r\nHost: front.example\r\nX-Forwarded-For: 203.0.113.1\r\nX-Forwarded-For: 198.51.100.2, 192.0.2.3\r\n" +
+				"X-Forwarded-Proto: https\r\nX-Forwarded-Host: public.example\r\nForwarded: for=203.0.113.9\r\nX-Real-IP: 203.0.113.8\r\n\r\n",
+			line: "GET / HTTP/1.1",
+			want: map[string][]string{
+				"x-forwarded-for":   {"203.0.113.1, 198.51.100.2, 192.0.2.3, 127.0.0.1"},
+				"x-forwarded-proto": {"https"},
+				"x-forwarded-host":  {"public.example"},
+				"forwarded":         {"for=203.0.113.9"},
+				"x-real-ip":         {"203.0.113.8"},
+				"host":              {"front.example"},
+			},
+			trusted: true,
 		},
 		{
 			name:    "forwarded proto over TLS",
@@ -110,6 +130,9 @@ func testLoopProxyRequestHeaders(t *testing.T, k netpoll.Kind) {
 			if tt.tlsFlag {
 				tp = newTestTLS(t)
 				cfg.opts.TLS = tp
+			}
+			if tt.trusted {
+				cfg.opts.RealIP = realip.New([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, realip.XForwardedFor)
 			}
 			p := startLoopProxy(t, k, cfg)
 			var c *rawClient

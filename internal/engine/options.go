@@ -8,6 +8,7 @@ import (
 	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/httpmsg"
+	"github.com/helios-lb/helios/internal/realip"
 	"github.com/helios-lb/helios/internal/wire"
 )
 
@@ -61,6 +62,31 @@ type Options struct {
 	// HTTP/2 connection share it. Only with RequestBuffers; zero: no
 	// bound beyond the routes' caps.
 	RequestBufferConnBytes int64
+	// RealIP says which peers are trusted proxies and where they say the
+	// client is (X-Forwarded-For, Forwarded, X-Real-IP): a request from
+	// one has the client its field names (Exchange.ClientAddr), its
+	// forwarding fields are passed on and appended to, and its
+	// X-Forwarded-Proto is the request's scheme; a request from anyone
+	// else has the peer as its client, and its forwarding fields are
+	// replaced. It also says which peers may send a PROXY header. Nil:
+	// no peer is trusted.
+	RealIP *realip.Resolver
+	// ProxyProtocol says whether connections start with a PROXY protocol
+	// header (clientpolicy.go). ProxyOff (zero): they do not.
+	ProxyProtocol ProxyProtocol
+	// ProxyTimeout bounds the wait for a PROXY header from accept. Zero:
+	// 10s.
+	ProxyTimeout time.Duration
+	// MaxConnsPerIP caps the open connections of one client address
+	// (after its PROXY header); a connection over it is closed at once.
+	// Zero: no cap.
+	MaxConnsPerIP int
+	// Stats counts what the client policy refused. Nil: nothing is
+	// counted.
+	Stats *ListenerStats
+	// Listener is what the pipeline learns of the listener from its
+	// exchanges (Exchange.Listener). Nil: nothing.
+	Listener *wire.Listener
 	// HTTP2 shapes the listener's HTTP/2 connections (windows, stream
 	// limit, abuse limits, counters: see h2.Config, whose zero values
 	// are its defaults). Its IdleTimeout, when zero, is IdleTimeout; its

@@ -12,8 +12,16 @@ type FieldSink interface {
 // Hop is what forwarding a request to the next hop needs beyond the
 // request: who sent it and how, and where it goes.
 type Hop struct {
-	// Client is the client's address (as the listener's policy found it).
-	Client netip.Addr
+	// Peer is the address the request came from: the connection's peer,
+	// or the source of its PROXY header. It is appended to
+	// X-Forwarded-For.
+	Peer netip.Addr
+	// Trusted says Peer is a trusted proxy: the forwarding fields it sent
+	// (X-Forwarded-For, -Proto, -Host, Forwarded, X-Real-IP) are passed on,
+	// X-Forwarded-For appended to. From any other peer they are replaced:
+	// X-Forwarded-For is Peer alone, X-Forwarded-Proto and -Host are
+	// Helios's, Forwarded and X-Real-IP are dropped.
+	Trusted bool
 	// TLS says the client connection is TLS (X-Forwarded-Proto: https).
 	TLS bool
 	// Local says the next hop is an in-process handler: no proxy hop
@@ -29,7 +37,7 @@ type Hop struct {
 
 // Forwarder applies the forwarding rules to request heads: hop-by-hop
 // fields dropped (RFC 9110 §7.6.1), X-Forwarded-For, -Proto and -Host
-// set for the client, the request id. Framing is the codec's: each writes
+// set for the client (believed from trusted proxies only: Hop.Trusted). Framing is the codec's: each writes
 // its own. It keeps scratch memory between calls, so one Forwarder serves
 // one goroutine (an event loop); the zero value is ready.
 type Forwarder struct {
@@ -82,10 +90,14 @@ func Authority(r *Request, hop *Hop) []byte {
 // Fields passes to s the fields r is forwarded with, Host and framing
 // excepted (the codec writes the authority and the framing its way):
 // end-to-end fields in their order, Upgrade for an upgrade, then
-// X-Forwarded-For (earlier values, then the client), X-Forwarded-Proto
-// and X-Forwarded-Host.
+// X-Forwarded-For (a trusted peer's values, then the peer),
+// X-Forwarded-Proto and X-Forwarded-Host (a trusted peer's, or
+// Helios's). The rule lives here alone: an untrusted client's forwarding
+// fields are never passed on nor appended to, so what a client claims
+// never reaches a backend as something a proxy said.
 func (fw *Forwarder) Fields(s FieldSink, r *Request, hop *Hop) {
 	xffAt := -1
+	proto, host := false, false // a trusted peer's are passed on
 	for i := range r.Header.Fields {
 		f := &r.Header.Fields[i]
 		if f.Drop {
@@ -103,11 +115,17 @@ func (fw *Forwarder) Fields(s FieldSink, r *Request, hop *Hop) {
 		case KindXForwardedFor:
 			if hop.Local {
 				s.Field(f.Name, f.Value)
-			} else if xffAt < 0 {
+			} else if hop.Trusted && xffAt < 0 {
 				xffAt = i
 			}
 		case KindXForwardedProto, KindXForwardedHost:
-			if hop.Local {
+			if hop.Local || hop.Trusted {
+				s.Field(f.Name, f.Value)
+				proto = proto || f.Kind == KindXForwardedProto
+				host = host || f.Kind == KindXForwardedHost
+			}
+		case KindForwarded, KindXRealIP:
+			if hop.Local || hop.Trusted {
 				s.Field(f.Name, f.Value)
 			}
 		case KindCookie:
@@ -135,15 +153,17 @@ func (fw *Forwarder) Fields(s FieldSink, r *Request, hop *Hop) {
 			}
 		}
 	}
-	b = hop.Client.AppendTo(b)
+	b = hop.Peer.AppendTo(b)
 	fw.xff = b
 	s.Field(xffName, b)
-	if hop.TLS {
+	switch {
+	case proto:
+	case hop.TLS:
 		s.Field(xfProtoName, httpsValue)
-	} else {
+	default:
 		s.Field(xfProtoName, httpValue)
 	}
-	if len(r.Authority) > 0 {
+	if len(r.Authority) > 0 && !host {
 		s.Field(xfHostName, r.Authority)
 	}
 }

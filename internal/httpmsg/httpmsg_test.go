@@ -72,17 +72,25 @@ func TestForwarderFields(t *testing.T) {
 		"Host", "front.example", "Connection", "keep-alive", "Keep-Alive", "5", "TE", "trailers",
 		"X-Forwarded-For", "203.0.113.1", "Cookie", "a=1", "X-Forwarded-Proto", "https", "Accept", "*/*",
 		"x-forwarded-for", "198.51.100.2", "Cookie", "b=2", "Upgrade", "websocket", "Content-Length", "0", "Expect", "100-continue")
-	hop := &Hop{Client: netip.MustParseAddr("192.0.2.9"), TLS: true}
+	// From a client: its forwarding fields are replaced (issue 20).
+	hop := &Hop{Peer: netip.MustParseAddr("192.0.2.9"), TLS: true}
 	var fw Forwarder
 	var l lines
 	fw.Fields(&l, r, hop)
-	want := "Cookie: a=1; b=2|Accept: */*|X-Forwarded-For: 203.0.113.1, 198.51.100.2, 192.0.2.9|X-Forwarded-Proto: https|X-Forwarded-Host: front.example"
+	want := "Cookie: a=1; b=2|Accept: */*|X-Forwarded-For: 192.0.2.9|X-Forwarded-Proto: https|X-Forwarded-Host: front.example"
 	if got := strings.Join(l, "|"); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
+	// From a trusted proxy: passed on, X-Forwarded-For appended to.
+	l = nil
+	fw.Fields(&l, r, &Hop{Peer: hop.Peer, Trusted: true})
+	want = "Cookie: a=1; b=2|X-Forwarded-Proto: https|Accept: */*|X-Forwarded-For: 203.0.113.1, 198.51.100.2, 192.0.2.9|X-Forwarded-Host: front.example"
+	if got := strings.Join(l, "|"); got != want {
+		t.Errorf("trusted: got\n%s\nwant\n%s", got, want)
+	}
 	r.Upgrade = []byte("websocket")
 	l = nil
-	fw.Fields(&l, r, &Hop{Client: hop.Client, Local: true})
+	fw.Fields(&l, r, &Hop{Peer: hop.Peer, Local: true})
 	want = "X-Forwarded-For: 203.0.113.1|Cookie: a=1; b=2|X-Forwarded-Proto: https|Accept: */*|x-forwarded-for: 198.51.100.2|Upgrade: websocket"
 	if got := strings.Join(l, "|"); got != want {
 		t.Errorf("local hop: got\n%s\nwant\n%s", got, want)
@@ -131,7 +139,7 @@ func TestTokens(t *testing.T) {
 func TestForwarderAllocatesNothing(t *testing.T) {
 	r := &Request{Authority: []byte("a")}
 	r.Header = *HeaderOf("X-Forwarded-For", "1.1.1.1", "Cookie", "a=1", "Cookie", "b=2", "Accept", "*/*")
-	hop := &Hop{Client: netip.MustParseAddr("192.0.2.9")}
+	hop := &Hop{Peer: netip.MustParseAddr("192.0.2.9"), Trusted: true}
 	var fw Forwarder
 	var s discard
 	fw.Fields(&s, r, hop)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/helios-lb/helios/internal/acme"
 	"github.com/helios-lb/helios/internal/bodybuf"
+	"github.com/helios-lb/helios/internal/engine"
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/listener"
 	"github.com/helios-lb/helios/internal/proxy"
@@ -30,6 +31,9 @@ func (s fakeSource) HTTP2Stats() map[string]*h2.Stats    { return s.h2 }
 func (fakeSource) ResponseBuffers() bodybuf.BudgetStats  { return bodybuf.BudgetStats{} }
 func (fakeSource) RequestBuffers() bodybuf.BudgetStats {
 	return bodybuf.BudgetStats{Memory: 3, File: 4}
+}
+func (fakeSource) ListenerStats() map[string]*engine.ListenerStats {
+	return nil
 }
 
 // protoExchange is an exchange of which only the protocol and the TLS

@@ -16,6 +16,7 @@ import (
 
 	"github.com/helios-lb/helios/internal/acme"
 	"github.com/helios-lb/helios/internal/bodybuf"
+	"github.com/helios-lb/helios/internal/engine"
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/listener"
 	"github.com/helios-lb/helios/internal/proxy"
@@ -56,6 +57,9 @@ type Source interface {
 	// Descriptors returns the process's descriptor budget: what clients
 	// and backend connections hold of it, and what it refused.
 	Descriptors() listener.DescriptorStats
+	// ListenerStats returns what each listener's client policy refused,
+	// by listener name.
+	ListenerStats() map[string]*engine.ListenerStats
 }
 
 // Metrics holds Helios's collectors.
@@ -77,6 +81,7 @@ type Metrics struct {
 	http2                                                       http2Descs
 	acme                                                        acmeDescs
 	mirror                                                      mirrorDescs
+	policy                                                      policyDescs
 	protocols                                                   Protocols
 }
 
@@ -154,9 +159,10 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 			"Bytes of answers written to temporary files by response buffering.", nil, nil),
 		respHeld: prometheus.NewDesc("helios_response_buffer_bytes",
 			"Bytes response buffering holds now (reserved for answers under way), in memory or in temporary files.", []string{"where"}, nil),
-		tls:   newTLSDescs(),
-		http2: newHTTP2Descs(),
-		acme:  newACMEDescs(),
+		tls:    newTLSDescs(),
+		http2:  newHTTP2Descs(),
+		acme:   newACMEDescs(),
+		policy: newPolicyDescs(),
 	}
 	m.mirror = newMirrorDescs()
 	m.noRoute.Duration = m.duration.WithLabelValues(noRouteLabel, "")
@@ -266,6 +272,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.collectHTTP2(ch)
 	m.collectACME(ch, time.Now())
 	m.collectMirrors(ch, g)
+	m.collectPolicy(ch)
 }
 
 func (m *Metrics) collectBackend(ch chan<- prometheus.Metric, upName string, b *upstream.Backend) {

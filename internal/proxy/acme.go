@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"strconv"
 
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/wire"
@@ -34,7 +33,6 @@ var (
 	contentTypeName  = []byte("Content-Type")
 	textPlainValue   = []byte("text/plain; charset=utf-8")
 	acmeAnswerHeader = httpmsg.HeaderOf("Content-Type", "text/plain", "Cache-Control", "no-store")
-	redirectBody     = []byte("308 Permanent Redirect: this host is served over HTTPS\n")
 )
 
 // acmeChallenge answers an HTTP-01 request before routing: from memory
@@ -54,47 +52,4 @@ func (f *flow) acmeChallenge(a ACME, ex wire.Exchange) (wire.Action, bool) {
 		return wire.ActServeHTTP, true
 	}
 	return 0, false
-}
-
-// httpsRedirect answers a cleartext request for a host ACME manages with
-// 308 to the same host, path and query over HTTPS, unless rt (nil when no
-// route matched) serves cleartext too. ok is false when it does not
-// apply.
-func (f *flow) httpsRedirect(a ACME, ex wire.Exchange, rt *Route) (wire.Action, bool) {
-	if ex.TLSVersion() != nil || rt != nil && rt.NoHTTPSRedirect {
-		return 0, false
-	}
-	port := a.HTTPSPort(ex.Host())
-	if port == 0 {
-		return 0, false
-	}
-	if f.redirect == nil {
-		f.redirect = new(redirectHead)
-	}
-	rd := f.redirect
-	loc := append(rd.location[:0], "https://"...)
-	loc = append(loc, ex.Host()...)
-	if port != 443 {
-		loc = append(loc, ':')
-		loc = strconv.AppendInt(loc, int64(port), 10)
-	}
-	loc = append(loc, ex.Path()...)
-	if q := ex.Query(); len(q) > 0 {
-		loc = append(loc, '?')
-		loc = append(loc, q...)
-	}
-	rd.location = loc
-	h := &rd.header
-	h.Reset()
-	h.Add(locationName, loc)
-	h.Add(contentTypeName, textPlainValue)
-	f.rec.Route = rt
-	return f.answer(308, h, redirectBody), true
-}
-
-// redirectHead is the head of an https redirect: its Location and its
-// fields.
-type redirectHead struct {
-	location []byte
-	header   httpmsg.Header
 }

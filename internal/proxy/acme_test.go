@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -19,7 +20,16 @@ func newACMEExchange(method, host, path, query string, tls bool) *acmeExchange {
 	return &acmeExchange{fakeExchange: fakeExchange{method: method}, host: []byte(host), path: []byte(path), query: []byte(query), tls: tls}
 }
 
-func (e *acmeExchange) Host() []byte  { return e.host }
+func (e *acmeExchange) Host() []byte { return e.host }
+func (e *acmeExchange) Request() *httpmsg.Request {
+	if e.req.Method == nil {
+		e.fillRequest(e.Method(), e.host, e.path, e.query)
+		if e.tls {
+			e.req.Scheme = []byte("https")
+		}
+	}
+	return &e.req
+}
 func (e *acmeExchange) Path() []byte  { return e.path }
 func (e *acmeExchange) Query() []byte { return e.query }
 func (e *acmeExchange) TLSVersion() []byte {

@@ -16,6 +16,7 @@ import (
 	"github.com/helios-lb/helios/internal/compress"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/route"
+	"github.com/helios-lb/helios/internal/rules"
 	"github.com/helios-lb/helios/internal/tracing"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
@@ -84,14 +85,19 @@ type Route struct {
 	// backend is chosen (request buffering), under these limits; nil
 	// streams bodies to the backend as they arrive.
 	Buffer *wire.BufferLimits
-	// NoHTTPSRedirect serves the route's cleartext requests for hosts
-	// whose certificates come from ACME, which are otherwise redirected
-	// to HTTPS (Graph.ACME).
+	// Redirect answers with a redirect; nil when another action is set.
+	Redirect *rules.Redirect
+	// NoHTTPSRedirect serves the route's cleartext requests that would
+	// otherwise be redirected to HTTPS: on a listener with
+	// redirect_https (wire.Listener), or for hosts whose certificates
+	// come from ACME (Graph.ACME).
 	NoHTTPSRedirect bool
 	// ResponseBuffer, when set, lets the engine hold an answer for a
 	// client that reads it more slowly than the backend sends it
 	// (response buffering); nil streams answers with backpressure.
 	ResponseBuffer *wire.ResponseBuffer
+	// Policy is the route's edge policy; nil: none.
+	Policy *Policy
 }
 
 // StatsOf returns the counters of the route's requests to up: the
@@ -158,6 +164,8 @@ type RouteStats struct {
 	Codes [600]atomic.Uint64
 	// Duration observes request durations in seconds; nil observes nothing.
 	Duration Observer
+	// RateLimited counts requests the route's rate limit refused (429).
+	RateLimited atomic.Uint64
 }
 
 // Observer takes one observation (a prometheus.Observer satisfies it).

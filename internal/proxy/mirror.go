@@ -139,7 +139,9 @@ func (m *Mirror) copyOf(ex wire.Exchange, b *upstream.Backend, body []byte) *mir
 	r := &c.MirrorRequest
 	r.Transport, r.Backend, r.Timeout = m.Upstream.Transport, b, m.Timeout
 	req := ex.Request()
-	hop := httpmsg.Hop{Client: ex.ClientAddr(), TLS: ex.TLSVersion() != nil, Backend: b.Addr}
+	// The copy names the client the listener found, as a request from it
+	// (its own forwarding fields are not passed on).
+	hop := httpmsg.Hop{Peer: ex.ClientAddr(), TLS: ex.TLSVersion() != nil, Backend: b.Addr}
 	s := &c.sink
 	s.buf, s.offs = r.Buf[:0], s.offs[:0]
 	s.add(req.Method)

@@ -86,12 +86,19 @@ type flow struct {
 	// redirect holds an https redirect's head, made on the connection's
 	// first and reused by its next ones.
 	redirect *redirectHead
+	// pol is the edge policy's state (policy.go), made on the
+	// connection's first request that needs it and reused by its next
+	// ones.
+	pol *policyState
 }
 
 // Begin routes the request.
 func (f *flow) Begin(ex wire.Exchange) wire.Action {
 	p := f.p
-	*f = flow{p: p, g: p.graph.Load(), ex: ex, redirect: f.redirect}
+	*f = flow{p: p, g: p.graph.Load(), ex: ex, redirect: f.redirect, pol: f.pol}
+	if f.pol != nil {
+		f.pol.job = nil
+	}
 	f.rec.Start = time.Now()
 	f.setRequestID(ex)
 	f.startTrace(ex)
@@ -100,33 +107,42 @@ func (f *flow) Begin(ex wire.Exchange) wire.Action {
 			return act
 		}
 	}
-	rt, ok := f.g.Routes.Match(ex.Host(), ex.Path())
-	if a := f.g.ACME; a != nil {
-		var r *Route
-		if ok {
-			r = rt
-		}
-		if act, ok := f.httpsRedirect(a, ex, r); ok {
-			return act
-		}
-	}
+	rt, ok := f.g.Routes.MatchRequest(ex.Request(), ex.ClientAddr())
+	var r *Route
 	if ok {
-		if rt.refuses(ex.Method()) {
-			f.rec.Route = rt
-			return f.answer(405, notAllowedHeader, bodyNotAllowed)
-		}
-		if up := ex.Upgrade(); up != nil && !rt.upgradeAllowed(up) {
-			// Served as a plain request (issue 9: an h2c upgrade
-			// forwarded past the proxy reached paths other routes
-			// guard).
-			ex.RefuseUpgrade()
+		r = rt
+		if rt.Policy != nil || rt.Redirect != nil {
+			f.setVars(ex)
 		}
 	}
-	switch {
-	case !ok:
+	if act, ok := f.httpsRedirect(ex, r); ok {
+		return act
+	}
+	if !ok {
 		return f.answer(404, textHeader, bodyNoRoute)
+	}
+	f.rec.Route = rt
+	if rt.refuses(ex.Method()) {
+		return f.answer(405, notAllowedHeader, bodyNotAllowed)
+	}
+	if up := ex.Upgrade(); up != nil && !rt.upgradeAllowed(up) {
+		// Served as a plain request (issue 9: an h2c upgrade
+		// forwarded past the proxy reached paths other routes
+		// guard).
+		ex.RefuseUpgrade()
+	}
+	if rt.Policy != nil {
+		return f.admit(rt, stageAccess)
+	}
+	return f.serve(rt)
+}
+
+// serve goes on with a request its route admitted: its action.
+func (f *flow) serve(rt *Route) wire.Action {
+	ex := f.ex
+	switch {
 	case rt.Upstream != nil || rt.Split != nil:
-		f.rec.Route = rt
+		f.editRequest(rt)
 		f.dest = rt.Upstream
 		if rt.Split != nil {
 			f.dest = rt.Split.choose(ex).Upstream
@@ -143,14 +159,14 @@ func (f *flow) Begin(ex wire.Exchange) wire.Action {
 		}
 		return f.startForward(f.dest)
 	case rt.Respond != nil:
-		f.rec.Route = rt
 		return f.answer(rt.Respond.Status, &rt.Respond.Header, rt.Respond.Body)
+	case rt.Redirect != nil:
+		return f.redirectTo(rt.Redirect)
 	case rt.Local != nil:
-		f.rec.Route = rt
 		f.last = wire.ActServeHTTP
 		return wire.ActServeHTTP
 	default:
-		f.rec.Route = rt
+		f.editRequest(rt)
 		f.last = wire.ActServeFile
 		return wire.ActServeFile
 	}
@@ -284,8 +300,12 @@ func (f *flow) done(out Outcome) {
 // elsewhere, or answer with an error.
 func (f *flow) Forwarded(status int, err error) wire.Action {
 	if f.waiting {
-		// The client went away during a backoff: no attempt is open.
+		// The client went away during a backoff (or a check off the
+		// loop): no attempt is open.
 		f.waiting, f.next = false, nil
+		if f.pol != nil {
+			f.pol.job = nil
+		}
 		f.rec.Err = err
 		return f.fail(err)
 	}
@@ -357,9 +377,16 @@ func (f *flow) retry() wire.Action {
 // Delay returns the backoff to wait for ActWait.
 func (f *flow) Delay() time.Duration { return f.delay }
 
-// Resume picks the next attempt's backend once the backoff is over.
+// Resume goes on after a wait: a check off the loop that ended (or whose
+// wait did), or a retry's backoff, after which it picks the next
+// attempt's backend.
 func (f *flow) Resume() wire.Action {
 	f.waiting = false
+	if f.pol != nil && f.pol.job != nil {
+		j := f.pol.job
+		f.pol.job = nil
+		return f.jobDone(j)
+	}
 	if f.next != nil && !f.next.Usable(f.key) {
 		f.next = nil // it went out of rotation during the wait
 	}
@@ -430,7 +457,7 @@ func (p *Pipeline) Refused(ex wire.Exchange, status int, err error) {
 	}
 	rec := Record{Start: time.Now(), Status: status, Err: err}
 	if len(ex.Method()) > 0 {
-		if rt, ok := g.Routes.Match(ex.Host(), ex.Path()); ok {
+		if rt, ok := g.Routes.MatchRequest(ex.Request(), ex.ClientAddr()); ok {
 			rec.Route, rec.Upstream = rt, rt.Upstream
 		}
 	}

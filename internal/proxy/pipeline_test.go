@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,6 +53,11 @@ type fakeExchange struct {
 	path  []byte
 	query []byte
 	addr  netip.Addr
+	// listener is the listener's policy; nil: none.
+	listener *wire.Listener
+	// names are hdr's names as bytes, for the head (made once).
+	names [][]byte
+	wakes atomic.Int32
 	// xf records TransformBody.
 	xf wire.BodyTransform
 }
@@ -63,11 +69,12 @@ type field struct {
 }
 
 var (
-	fakeHost  = []byte("example.test")
-	fakePath  = []byte("/")
-	fakeProto = []byte("HTTP/1.1")
-	fakeAddr  = netip.MustParseAddr("192.0.2.1")
-	methods   = map[string][]byte{"GET": []byte("GET"), "POST": []byte("POST"), "PUT": []byte("PUT"),
+	fakeHost   = []byte("example.test")
+	fakePath   = []byte("/")
+	fakeProto  = []byte("HTTP/1.1")
+	fakeAddr   = netip.MustParseAddr("192.0.2.1")
+	fakeScheme = []byte("http")
+	methods    = map[string][]byte{"GET": []byte("GET"), "POST": []byte("POST"), "PUT": []byte("PUT"),
 		"TRACE": []byte("TRACE"), "CONNECT": []byte("CONNECT")}
 )
 
@@ -129,10 +136,50 @@ func (e *fakeExchange) Header(name string) []byte {
 	}
 	return nil
 }
-func (e *fakeExchange) Request() *httpmsg.Request          { return &e.req }
+func (e *fakeExchange) Listener() *wire.Listener { return e.listener }
+
+// Waker ends a wait as an engine does, the next time serve asks for
+// Resume; wakes counts the calls.
+func (e *fakeExchange) Waker() func() {
+	return func() { e.wakes.Add(1) }
+}
+func (e *fakeExchange) Request() *httpmsg.Request {
+	if e.req.Path == nil {
+		e.fillRequest(e.Method(), e.Host(), e.Path(), e.query)
+	}
+	return &e.req
+}
+
+// fillRequest sets what a test left unset of the head as an engine's
+// parser would.
+func (e *fakeExchange) fillRequest(method, host, path, query []byte) {
+	r := &e.req
+	if r.Method == nil {
+		r.Method = method
+	}
+	r.Host, r.Authority, r.Path = host, host, path
+	r.Target = path
+	if len(query) > 0 {
+		r.Target = append(append(append([]byte(nil), path...), '?'), query...)
+		r.Path = r.Target[:len(path)]
+	}
+	r.Scheme = fakeScheme
+	if len(r.Header.Fields) == 0 {
+		if len(e.names) != len(e.hdr) {
+			e.names = e.names[:0]
+			for _, f := range e.hdr {
+				e.names = append(e.names, []byte(f.name))
+			}
+		}
+		for i, f := range e.hdr {
+			r.Header.Add(e.names[i], f.value)
+		}
+	}
+}
 func (e *fakeExchange) Response() *httpmsg.Response        { return e.resp }
 func (e *fakeExchange) BodyHeld() ([]byte, bool)           { return e.held, !e.notHeld }
 func (e *fakeExchange) TransformBody(t wire.BodyTransform) { e.xf = t }
+
 func (e *fakeExchange) Alloc(n int) []byte {
 	if cap(e.arena)-e.arenaOff < n {
 		e.arena, e.arenaOff = make([]byte, max(512, n)), 0

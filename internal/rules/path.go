@@ -147,15 +147,3 @@ func (rd *Redirect) Status() int { return rd.status }
 
 // Location renders the redirect's target.
 func (rd *Redirect) Location(v *Vars, a Allocator) []byte { return rd.to.Render(v, a) }
-
-// HTTPSRedirect is the http -> https redirect of a listener that says
-// redirect_https: 308 to the same host and path, query kept.
-var HTTPSRedirect = mustRedirect("https://{host}{path}{?query}", 308)
-
-func mustRedirect(to string, status int) *Redirect {
-	rd, err := CompileRedirect(to, status)
-	if err != nil {
-		panic(err)
-	}
-	return rd
-}

@@ -158,8 +158,12 @@ func TestRewrite(t *testing.T) {
 
 func TestRedirect(t *testing.T) {
 	v := vars()
-	if got := string(HTTPSRedirect.Location(v, &arena{})); got != "https://example.com/a/b?x=1" || HTTPSRedirect.Status() != 308 {
-		t.Errorf("https redirect: got %d %q", HTTPSRedirect.Status(), got)
+	rd, err := CompileRedirect("https://{host}{path}{?query}", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(rd.Location(v, &arena{})); got != "https://example.com/a/b?x=1" || rd.Status() != 308 {
+		t.Errorf("redirect: got %d %q, want 308 https://example.com/a/b?x=1", rd.Status(), got)
 	}
 	if _, err := CompileRedirect("/x", 200); err == nil {
 		t.Errorf("status 200: got no error, want one")

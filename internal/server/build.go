@@ -14,7 +14,9 @@ import (
 	"github.com/helios-lb/helios/internal/health"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/ratelimit"
 	"github.com/helios-lb/helios/internal/route"
+	"github.com/helios-lb/helios/internal/rules"
 	"github.com/helios-lb/helios/internal/static"
 	"github.com/helios-lb/helios/internal/tlsconf"
 	"github.com/helios-lb/helios/internal/wire"
@@ -55,6 +57,11 @@ type generation struct {
 	routeStats map[string]*proxy.RouteStats // by route name + upstream
 	upStats    map[string]*proxy.UpstreamStats
 	statics    []*static.Handler
+	// limiters are the routes' rate limiters, by route name, kept across
+	// generations for a route of the same name; forwardAuths are the
+	// routes' authentication services' clients.
+	limiters     map[string]*ratelimit.Local
+	forwardAuths []*proxy.ForwardAuth
 
 	// mirrorStats are the routes' mirror counters, by route name +
 	// shadow upstream (server/mirror.go).
@@ -75,6 +82,7 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 		carried:    make(map[string]*discovery.Watcher),
 		routeStats: make(map[string]*proxy.RouteStats),
 		upStats:    make(map[string]*proxy.UpstreamStats),
+		limiters:   make(map[string]*ratelimit.Local),
 	}
 	defer func() {
 		if err != nil {
@@ -146,6 +154,10 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 			}
 			g.statics = append(g.statics, h)
 			rt.Files = h
+		case config.ActionRedirect:
+			if rt.Redirect, err = rules.CompileRedirect(rc.Redirect.To, rc.Redirect.Status); err != nil {
+				return nil, fmt.Errorf("route %s: redirect: %w", rc.Name, err)
+			}
 		default:
 			return nil, fmt.Errorf("route %s: no action", rc.Name)
 		}
@@ -156,8 +168,15 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 			return nil, fmt.Errorf("route %s: compress: %w", rc.Name, err)
 		}
 		rt.Stats = s.routeStats(g, prev, rc.Name, rc.Upstream)
+		if rt.Policy, err = g.buildPolicy(prev, rc); err != nil {
+			return nil, fmt.Errorf("route %s: %w", rc.Name, err)
+		}
+		cond, err := routeCond(rc.Match)
+		if err != nil {
+			return nil, fmt.Errorf("route %s: match: %w", rc.Name, err)
+		}
 		entries = append(entries, route.Entry[*proxy.Route]{
-			Name: rc.Name, Host: rc.Match.Host, Path: rc.Match.Path, PathPrefix: rc.Match.PathPrefix, Value: rt,
+			Name: rc.Name, Host: rc.Match.Host, Path: rc.Match.Path, PathPrefix: rc.Match.PathPrefix, Cond: cond, Value: rt,
 		})
 		g.graph.RouteList = append(g.graph.RouteList, rt)
 	}
@@ -269,6 +288,7 @@ func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream, r *disco
 		QueueTimeout:          uc.Transport.QueueTimeout.D(),
 		Protocol:              wireProtocol(uc.Transport.Protocol),
 		TLS:                   uc.Transport.TLS != nil,
+		ProxyProtocol:         proxyVersion(uc.Transport.ProxyProtocol),
 	}}
 	if uc.Retries != nil {
 		up.Transport.Settings.TryTimeout = uc.Retries.PerTryTimeout.D()
@@ -414,6 +434,9 @@ func (g *generation) close() {
 	}
 	for _, h := range g.statics {
 		h.Close()
+	}
+	for _, fa := range g.forwardAuths {
+		fa.CloseIdle()
 	}
 }
 

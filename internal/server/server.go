@@ -132,6 +132,12 @@ type boundListener struct {
 	// tls.acme; nil otherwise. A reload that changes the acme block
 	// replaces it.
 	acme *acme.Manager
+	// stats counts what the listener's client policy refused (PROXY
+	// headers, max_connections_per_ip); it lives as long as the listener.
+	stats *engine.ListenerStats
+	// httpsPort is where redirect_https sends the listener's clients
+	// (setHTTPSPorts).
+	httpsPort int
 }
 
 // stop stops accepting and closes the listener's sockets.
@@ -219,6 +225,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		s.listeners[lc.Address] = bl
 	}
 	s.installACME(g, s.listeners)
+	s.setHTTPSPorts(cfg, s.listeners)
 	if cfg.Admin.Enabled() {
 		ln, err := s.adminListener(cfg.Admin.Address)
 		if err != nil {
@@ -283,6 +290,7 @@ func (bl *boundListener) engineOptions(lc config.Listener) engine.Options {
 	o.HTTP2.Stats = bl.h2
 	o.RequestBuffers = bl.reqBufs.budget
 	o.RequestBufferConnBytes = bl.reqBufs.connBytes.Load()
+	clientPolicy(&o, lc, bl.stats, bl.httpsPort)
 	return o
 }
 
@@ -352,7 +360,7 @@ func (s *Server) bind(cfg *config.Config, lc config.Listener) (*boundListener, e
 		return nil, err
 	}
 	pool.SetDescriptors(&s.fdBudget)
-	return &boundListener{cfg: lc, pool: pool, tls: tp, h2: new(h2.Stats), acme: am, reqBufs: s.reqBufs}, nil
+	return &boundListener{cfg: lc, pool: pool, tls: tp, h2: new(h2.Stats), acme: am, reqBufs: s.reqBufs, stats: new(engine.ListenerStats), httpsPort: 443}, nil
 }
 
 // Start begins accepting on every listener. An error (the event loops
@@ -529,6 +537,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 		}
 	}
 	s.listeners = next
+	s.setHTTPSPorts(cfg, next)
 	for _, bl := range fresh {
 		if s.started {
 			s.log.Info("listening", zap.String("listener", bl.cfg.Name), zap.String("address", bl.pool.Addr().String()))

@@ -98,8 +98,14 @@ type Exchange interface {
 	Host() []byte
 	// Path returns the path of the request target, without the query.
 	Path() []byte
-	// ClientAddr returns the address of the immediate client.
+	// ClientAddr returns the request's client address as the listener's
+	// policy found it: the connection's peer (or the source of its PROXY
+	// header), or, when that is a trusted proxy, the client its
+	// forwarding field names. IPv4 addresses are never IPv4-mapped.
 	ClientAddr() netip.Addr
+	// Listener returns what the pipeline needs to know of the listener
+	// the request came in on; nil when there is nothing.
+	Listener() *Listener
 	// HasBody reports whether the request carries a body.
 	HasBody() bool
 	// BodyStarted reports whether any of the request body has been read
@@ -156,6 +162,13 @@ type Exchange interface {
 	// streams, or lies in a temporary file. The bytes are the exchange's
 	// and must not be changed.
 	BodyHeld() (body []byte, ok bool)
+	// Waker returns a function that ends the ActWait the flow is about to
+	// ask for, from any goroutine: the engine then calls Flow.Resume on
+	// its own loop, as when the wait's Delay passes. It is how a flow
+	// waits for work it runs off the loop (a password's bcrypt, a
+	// subrequest) without blocking the loop. Calling it after that wait
+	// ended, or twice, does nothing. It allocates: for slow paths only.
+	Waker() func()
 	// Alloc returns n bytes owned by the exchange, valid until it ends,
 	// for values the pipeline puts in a head. The exchange lends the
 	// storage rather than take a value: a slice made by the pipeline and
@@ -209,6 +222,20 @@ type Timing struct {
 	// FirstByte is the time from Start to the backend's response head;
 	// zero when none came.
 	FirstByte time.Duration
+}
+
+// Listener is a listener's policy that the pipeline applies: the engine
+// hands it over with each exchange (Exchange.Listener).
+type Listener struct {
+	// Name is the listener's name.
+	Name string
+	// RedirectHTTPS answers every cleartext request (one whose scheme,
+	// as the engine found it, is http) with 308 to the same host, path
+	// and query over HTTPS, on HTTPSPort (left out when it is 443), but
+	// for the routes that opt out. False: no redirect.
+	RedirectHTTPS bool
+	// HTTPSPort is the port RedirectHTTPS sends clients to; 0 is 443.
+	HTTPSPort int
 }
 
 // Transport says how to reach one upstream's backends. Engines keep
@@ -287,7 +314,18 @@ type TransportSettings struct {
 	// it; the configuration itself may be rebuilt by a reload without
 	// dropping warm connections.)
 	TLS bool
+	// ProxyProtocol is the version of the PROXY protocol header each new
+	// connection opens with, naming the client of the request it is made
+	// for (ProxyV1, ProxyV2); a connection then carries only that
+	// client's requests. Zero: none.
+	ProxyProtocol uint8
 }
+
+// The TransportSettings.ProxyProtocol versions.
+const (
+	ProxyV1 uint8 = 1
+	ProxyV2 uint8 = 2
+)
 
 // Protocol is a protocol spoken to backends.
 type Protocol uint8
@@ -333,11 +371,12 @@ const (
 	// ActServeFile: answer with what Flow.Files plans (the engine sends
 	// the file itself), then call Sent.
 	ActServeFile
-	// ActWait: wait Flow.Delay() (a retry's backoff) without blocking,
-	// then call Flow.Resume and act on what it returns. The attempt before
-	// has been reported (Forwarded) and its response dropped; a client
-	// that goes away during the wait is reported with Forwarded, as during
-	// an attempt.
+	// ActWait: wait Flow.Delay() without blocking, or until the function
+	// Exchange.Waker gave is called, then call Flow.Resume and act on what
+	// it returns: a retry's backoff (the attempt before has been reported
+	// with Forwarded and its response dropped), or work the flow runs off
+	// the loop (an authentication). A client that goes away during the
+	// wait is reported with Forwarded, as during an attempt.
 	ActWait
 )
 
@@ -370,7 +409,8 @@ type Flow interface {
 	// returns ActSend, ActForward (a retry), ActWait (a retry after a
 	// backoff), ActRespond (an error answer) or ActClose.
 	Forwarded(status int, err error) Action
-	// Delay returns how long to wait for ActWait.
+	// Delay returns how long to wait for ActWait (at most, when the flow
+	// wakes the wait itself).
 	Delay() time.Duration
 	// Resume ends an ActWait and returns what to do next: ActForward,
 	// ActRespond or ActClose.
@@ -382,6 +422,13 @@ type Flow interface {
 	// written, and the error that cut it short (wrapping ErrClientGone,
 	// ErrBackend or ErrTimeout), if any.
 	Sent(status int, n int64, err error)
+	// AnswerHeader is called with the head of every answer about to be
+	// written for the exchange, whatever made it (a backend, Respond, a
+	// file, an error) and whatever the protocol, and returns the head to
+	// write: h edited in place, or another the flow owns. shared says h
+	// may not be edited (a fixed answer's fields, which other exchanges
+	// use too). h may be nil (a fixed answer without fields).
+	AnswerHeader(h *httpmsg.Header, shared bool) *httpmsg.Header
 	// Finish records the request.
 	Finish()
 	// Refused records a request the engine answered itself before it

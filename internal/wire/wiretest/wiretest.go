@@ -20,6 +20,7 @@ type Exchange struct {
 	Req                                         httpmsg.Request
 	Resp                                        *httpmsg.Response
 	Time                                        wire.Timing
+	ListenerV                                   *wire.Listener
 	// Transform is what TransformBody was handed last.
 	Transform wire.BodyTransform
 }
@@ -98,3 +99,9 @@ func (e *Exchange) TransformBody(t wire.BodyTransform) { e.Transform = t }
 
 // Timing returns Time.
 func (e *Exchange) Timing() wire.Timing { return e.Time }
+
+// Listener returns ListenerV.
+func (e *Exchange) Listener() *wire.Listener { return e.ListenerV }
+
+// Waker returns a function that does nothing.
+func (e *Exchange) Waker() func() { return func() {} }

@@ -24,6 +24,7 @@ func Parse(data []byte, file string, lookupEnv func(string) (string, bool)) (*Co
 	problems = append(problems, decodeProblems...)
 	if cfg != nil {
 		cfg.meta.emptyEnv = emptyEnv
+		cfg.meta.lookupEnv = lookupEnv
 		SetDefaults(cfg)
 		if file != "" {
 			cfg.resolvePaths(filepath.Dir(file))

@@ -40,7 +40,7 @@ func (c *Config) Validate() error {
 
 // validate returns c's problems and warnings, unsorted.
 func (c *Config) validate() (problems, warnings Problems) {
-	v := validator{file: c.File, meta: c.meta, stat: os.Stat, now: time.Now}
+	v := validator{file: c.File, meta: c.meta, stat: os.Stat, now: time.Now, lookupEnv: c.meta.env()}
 	v.listeners(c.Listeners)
 	upstreams := v.upstreams(c.Upstreams, &c.Discovery)
 	v.discovery(&c.Discovery)
@@ -53,12 +53,14 @@ func (c *Config) validate() (problems, warnings Problems) {
 
 // validator collects the problems of one Config.
 type validator struct {
-	file     string
-	meta     *meta
-	stat     func(string) (fs.FileInfo, error)
-	now      func() time.Time
-	problems Problems
-	warnings Problems
+	file string
+	meta *meta
+	stat func(string) (fs.FileInfo, error)
+	now  func() time.Time
+	// lookupEnv reads the variables *_password_env keys name.
+	lookupEnv func(string) (string, bool)
+	problems  Problems
+	warnings  Problems
 }
 
 // addf reports a problem at path, unless decoding already reported the value

@@ -1,0 +1,211 @@
+package redisstore
+
+import (
+	"context"
+	"math"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/helios-lb/helios/internal/ratelimit"
+	"github.com/helios-lb/helios/internal/redisstore/redistest"
+)
+
+// offer calls Allow on l for key every gap until stop closes, counting
+// what it allowed.
+func offer(l ratelimit.Limiter, key string, lim ratelimit.Limit, gap time.Duration, stop <-chan struct{}, allowed *atomic.Int64) {
+	t := time.NewTicker(gap)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			if l.Allow([]byte(key), lim, time.Now().UnixNano()).Allowed {
+				allowed.Add(1)
+			}
+		}
+	}
+}
+
+// TestSharedLimitAcrossInstances: two instances (two Stores on one
+// redis-server) offered twice the rate each for 3 s together allow
+// rate x 3 s + burst, within 5 %.
+func TestSharedLimitAcrossInstances(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	lim := ratelimit.Limit{Requests: 200, Per: time.Second, Burst: 20}
+	var ls []*Limiter
+	for i := 0; i < 2; i++ {
+		s := Open(Options{Addr: srv.Addr})
+		t.Cleanup(func() { s.Close() })
+		l := s.Limiter(LimiterOptions{Name: "shared", Instances: 2})
+		t.Cleanup(l.Close)
+		ls = append(ls, l)
+	}
+	const d = 3 * time.Second
+	var allowed atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		for g := 0; g < 2; g++ { // two loops per instance, as two event loops
+			wg.Add(1)
+			go func() { defer wg.Done(); offer(l, "route", lim, 5*time.Millisecond, stop, &allowed) }()
+		}
+	}
+	time.Sleep(d)
+	close(stop)
+	wg.Wait()
+	want := 200*d.Seconds() + 20
+	t.Logf("allowed %d, want %.0f", allowed.Load(), want)
+	if got := float64(allowed.Load()); math.Abs(got-want) > 0.05*want {
+		t.Errorf("got %.0f allowed by two instances in %v, want %.0f ± 5%%", got, d, want)
+	}
+	for i, l := range ls {
+		if l.Store().Errors() != 0 || l.Store().Down() {
+			t.Errorf("instance %d: got %d store errors, down %v; want none", i, l.Store().Errors(), l.Store().Down())
+		}
+	}
+}
+
+// TestOutageFallsBackAndRecovers: redis-server stopped mid-run: every
+// decision is still made (the instance's share decides), the store is
+// down and counts errors; started again, the limit is shared again.
+func TestOutageFallsBackAndRecovers(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	s := Open(Options{Addr: srv.Addr, Timeout: 200 * time.Millisecond})
+	t.Cleanup(func() { s.Close() })
+	l := s.Limiter(LimiterOptions{Name: "outage", Instances: 4})
+	t.Cleanup(l.Close)
+	lim := ratelimit.Limit{Requests: 1000, Per: time.Second, Burst: 100}
+	key := []byte("k")
+
+	l.Allow(key, lim, time.Now().UnixNano())
+	waitFor(t, "tokens from the store", func() bool {
+		return l.Allow(key, lim, time.Now().UnixNano()).Allowed && s.Errors() == 0
+	})
+	srv.Stop()
+	waitFor(t, "the store marked down", func() bool {
+		l.Allow(key, lim, time.Now().UnixNano())
+		return s.Down()
+	})
+	if s.Errors() == 0 {
+		t.Errorf("got no store errors counted during the outage, want some")
+	}
+	// The share: 1000/s over 4 instances = 250/s, burst 25. Offered one
+	// request every 2 ms (500/s) for 1 s on a clock of our own, the
+	// fallback allows about 250 + 25 (+ tokens still held).
+	now := time.Now().UnixNano()
+	allowed := 0
+	for i := 0; i < 500; i++ {
+		if l.Allow([]byte("fresh"), lim, now+int64(i)*int64(2*time.Millisecond)).Allowed {
+			allowed++
+		}
+	}
+	if want := 275.0; math.Abs(float64(allowed)-want) > 0.05*want {
+		t.Errorf("store down: got %d allowed of 500 in 1 s, want the share, %.0f ± 5%%", allowed, want)
+	}
+	srv.Restart()
+	waitFor(t, "the store back", func() bool { return !s.Down() })
+	waitFor(t, "tokens from the store again", func() bool {
+		return l.Allow([]byte("again"), lim, time.Now().UnixNano()).Allowed && !s.Down()
+	})
+}
+
+// TestSlowStoreFallsBack: a store that accepts connections and never
+// answers: a key waiting for tokens longer than Slow is decided by the
+// share, and the timeout then marks the store down.
+func TestSlowStoreFallsBack(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	s := Open(Options{Addr: ln.Addr().String(), Timeout: 2 * time.Second})
+	defer s.Close()
+	l := s.Limiter(LimiterOptions{Name: "slow", Instances: 2, Slow: 50 * time.Millisecond})
+	defer l.Close()
+	lim := ratelimit.Limit{Requests: 10, Per: time.Second, Burst: 0}
+	key := []byte("k")
+	start := time.Now().UnixNano()
+	if d := l.Allow(key, lim, start); !d.Allowed {
+		t.Fatalf("first request: got refused, want allowed ahead of its tokens")
+	}
+	if d := l.Allow(key, lim, start+int64(10*time.Millisecond)); d.Allowed {
+		t.Errorf("second request 10 ms later, tokens asked for: got allowed, want refused (one ahead with burst 0)")
+	}
+	// Past Slow: the share (10 per 2 s) decides: one allowed, then one
+	// every 200 ms.
+	at := start + int64(60*time.Millisecond)
+	if d := l.Allow(key, lim, at); !d.Allowed {
+		t.Errorf("after Slow: got refused, want the share to allow one")
+	}
+	if d := l.Allow(key, lim, at+int64(100*time.Millisecond)); d.Allowed {
+		t.Errorf("after Slow, 100 ms later: got allowed, want refused by the share (one per 200 ms)")
+	}
+	if d := l.Allow(key, lim, at+int64(200*time.Millisecond)); !d.Allowed {
+		t.Errorf("after Slow, 200 ms later: got refused, want allowed by the share")
+	}
+	waitFor(t, "the timeout marking the store down", s.Down)
+}
+
+// TestTokensGoBack: tokens an instance holds and does not spend go back
+// to the store when it closes. With 1 request an hour, the one request
+// allowed leaves the key's arrival time an hour ahead in Redis, not two
+// (the batch of one token asked for besides).
+func TestTokensGoBack(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	s := Open(Options{Addr: srv.Addr})
+	defer s.Close()
+	l := s.Limiter(LimiterOptions{Name: "back"})
+	lim := ratelimit.Limit{Requests: 1, Per: time.Hour, Burst: 9}
+	if !l.Allow([]byte("k"), lim, time.Now().UnixNano()).Allowed {
+		t.Fatal("first request: got refused, want allowed")
+	}
+	ahead := func() time.Duration {
+		ctx := context.Background()
+		tat, err := s.client.Get(ctx, "helios:rl:back:k").Int64()
+		if err != nil {
+			return 0
+		}
+		now, _ := s.client.Time(ctx).Result()
+		return time.Duration(tat-now.UnixMicro()) * time.Microsecond
+	}
+	waitFor(t, "the batch (this request's token and one more)", func() bool { return ahead() > 90*time.Minute })
+	l.Close()
+	if got := ahead(); got < 50*time.Minute || got > 70*time.Minute {
+		t.Errorf("after Close: got the key %v ahead in Redis, want about 1h (the unspent token given back)", got)
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10s for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/helios-lb/helios/internal/h1"
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/redisstore"
 	"github.com/helios-lb/helios/internal/tlsconf"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -28,6 +29,7 @@ func (s fakeSource) HTTP2Stats() map[string]*h2.Stats { return s.h2 }
 func (fakeSource) ListenerStats() map[string]*h1.ListenerStats {
 	return nil
 }
+func (fakeSource) Stores() []*redisstore.Store { return nil }
 
 // protoExchange is an exchange of which only the protocol and the TLS
 // version are read.

@@ -49,9 +49,9 @@ func TestSharedLimitAcrossInstances(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, l := range ls {
-		for g := 0; g < 2; g++ { // two loops per instance, as two event loops
+		for g := 0; g < 4; g++ { // loops per instance, as event loops
 			wg.Add(1)
-			go func() { defer wg.Done(); offer(l, "route", lim, 5*time.Millisecond, stop, &allowed) }()
+			go func() { defer wg.Done(); offer(l, "route", lim, 2*time.Millisecond, stop, &allowed) }()
 		}
 	}
 	time.Sleep(d)

@@ -502,8 +502,8 @@ upstreams: [{name: app, backends: [{address: "{{B1}}"}]}]
 				}{
 					{"none", "", 401},
 					{"unknown user", basic("eve", "secret"), 401},
-					{"wrong password", basic("ann", "nope-" + c.name), 401},
-					{"wrong password again", basic("ann", "nope-" + c.name), 401},
+					{"wrong password", basic("ann", "nope-"+c.name), 401},
+					{"wrong password again", basic("ann", "nope-"+c.name), 401},
 					{"right", basic("ann", "secret"), 200},
 					{"right, cached", basic("ann", "secret"), 200},
 					{"another user", basic("bob", "hunter2"), 200},

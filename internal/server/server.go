@@ -25,6 +25,7 @@ import (
 	"github.com/helios-lb/helios/internal/metrics"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/redisstore"
 	"github.com/helios-lb/helios/internal/tlsconf"
 )
 
@@ -78,7 +79,8 @@ type Server struct {
 	draining   atomic.Bool
 	cur        atomic.Pointer[generation] // the generation being served
 	acmeEnv    acme.Env
-	acmeSolver *acme.Solver // answers HTTP-01 from shared storage, for the process's life
+	acmeSolver *acme.Solver         // answers HTTP-01 from shared storage, for the process's life
+	stores     *redisstore.Registry // the Redis stores of shared rate limits and ACME storage, by server
 
 	mu        sync.Mutex                  // serialises Start, Reload and Shutdown
 	engines   map[netpoll.Kind]*h1.Engine // the event loops, by poller, made when a listener needs them (written under engMu too)
@@ -155,6 +157,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		listeners:  make(map[string]*boundListener),
 		acmeEnv:    o.ACME,
 		acmeSolver: acme.NewSolver(),
+		stores:     redisstore.NewRegistry(),
 	}
 	if s.log == nil {
 		s.log = zap.NewNop()

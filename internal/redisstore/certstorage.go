@@ -38,8 +38,9 @@ import (
 type CertStorage struct {
 	store  *Store
 	prefix string
-	// release gives the Store back when the storage closes.
-	release func()
+	// release gives the Store back when the storage closes (once).
+	release     func()
+	releaseOnce sync.Once
 
 	// ttl is how long a lock outlives a holder that stopped refreshing
 	// it: lockTTL (tests shorten it).
@@ -291,7 +292,7 @@ func (c *CertStorage) Unlock(ctx context.Context, name string) error {
 }
 
 // Close stops refreshing the locks still held (they expire) and gives
-// the Store back.
+// the Store back; closing again does nothing more.
 func (c *CertStorage) Close() error {
 	c.mu.Lock()
 	for name, h := range c.locks {
@@ -301,7 +302,7 @@ func (c *CertStorage) Close() error {
 	}
 	c.mu.Unlock()
 	if c.release != nil {
-		c.release()
+		c.releaseOnce.Do(c.release)
 	}
 	return nil
 }

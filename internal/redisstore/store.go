@@ -26,6 +26,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"go.uber.org/zap"
+
+	"github.com/helios-lb/helios/internal/config"
 )
 
 // Options say which Redis server a Store talks to. The zero value of each
@@ -53,6 +55,16 @@ type Options struct {
 	Timeout time.Duration
 	// Logger receives the outage lines. Nil: none.
 	Logger *zap.Logger
+}
+
+// URLOptions are the options of a store URL (validated), with password
+// (from a *_password_env key) replacing the URL's when set.
+func URLOptions(u config.StoreURL, password string) Options {
+	o := Options{Addr: u.Addr, TLS: u.TLS, ServerName: u.Host, DB: u.DB, Username: u.Username, Password: u.Password, Name: u.Redacted()}
+	if password != "" {
+		o.Password = password
+	}
+	return o
 }
 
 // defaultTimeout is Options.Timeout's default.

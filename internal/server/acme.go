@@ -11,6 +11,7 @@ import (
 
 	"github.com/helios-lb/helios/internal/acme"
 	"github.com/helios-lb/helios/internal/config"
+	"github.com/helios-lb/helios/internal/redisstore"
 	"github.com/helios-lb/helios/internal/tlsconf"
 )
 
@@ -49,7 +50,7 @@ func (s *Server) newACME(cfg *config.Config, lc config.Listener) (*acme.Manager,
 		if err != nil {
 			return nil, fmt.Errorf("listener %s: tls.acme.storage: %w", lc.Name, err)
 		}
-		so := storeOptions(u, a.StoragePassword)
+		so := redisstore.URLOptions(u, a.StoragePassword)
 		so.Logger = s.log
 		st := s.stores.Get(so)
 		o.Storage = st.CertStorage(st.Release)

@@ -220,7 +220,7 @@ func (g *generation) routeLimiter(prev *generation, name string, rl *config.Rate
 		if err != nil {
 			return nil, err
 		}
-		o = storeOptions(u, rl.StorePassword)
+		o = redisstore.URLOptions(u, rl.StorePassword)
 		key = fmt.Sprintf("%s|%s|%s|%d", u.Redacted(), o.Username, o.Password, rl.Instances)
 	}
 	if prev != nil {
@@ -240,14 +240,4 @@ func (g *generation) routeLimiter(prev *generation, name string, rl *config.Rate
 	}
 	g.limiters[name] = l
 	return l, nil
-}
-
-// storeOptions are the redisstore options of a validated store URL, with
-// password (from a *_password_env key) replacing the URL's when set.
-func storeOptions(u config.StoreURL, password string) redisstore.Options {
-	o := redisstore.Options{Addr: u.Addr, TLS: u.TLS, ServerName: u.Host, DB: u.DB, Username: u.Username, Password: u.Password, Name: u.Redacted()}
-	if password != "" {
-		o.Password = password
-	}
-	return o
 }

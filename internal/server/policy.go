@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"sync"
 
 	"github.com/helios-lb/helios/internal/auth"
 	"github.com/helios-lb/helios/internal/config"
@@ -188,8 +189,9 @@ type routeLimiter struct {
 	// store is shared's, given back to the registry when it closes; key
 	// is what the limiter was made from (store and instances), "" for a
 	// local one.
-	store *redisstore.Store
-	key   string
+	store  *redisstore.Store
+	key    string
+	closed sync.Once
 }
 
 // limiter returns the ratelimit.Limiter the pipeline asks.
@@ -203,10 +205,12 @@ func (r *routeLimiter) limiter() ratelimit.Limiter {
 // close stops a shared limiter (its unspent tokens go back) and gives
 // back its store.
 func (r *routeLimiter) close() {
-	if r.shared != nil {
-		r.shared.Close()
-		r.store.Release()
-	}
+	r.closed.Do(func() {
+		if r.shared != nil {
+			r.shared.Close()
+			r.store.Release()
+		}
+	})
 }
 
 // routeLimiter returns the limiter of the route called name: prev's when

@@ -14,6 +14,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/helios-lb/helios/internal/config"
+	"github.com/helios-lb/helios/internal/ratelimit"
+	"github.com/helios-lb/helios/internal/redisstore"
 	"github.com/helios-lb/helios/internal/redisstore/redistest"
 )
 
@@ -184,4 +187,43 @@ func TestSharedRateLimitStoreOutage(t *testing.T) {
 	if n := logs.FilterMessageSnippet("shared store reachable again").Len(); n != 1 {
 		t.Errorf("got %d log lines for its end, want 1", n)
 	}
+}
+
+// TestSharedRateLimitReload: a reload that keeps a route's store and
+// instances keeps its shared limiter (the tokens it holds); one that
+// drops the store closes it, and the store's connections with it once
+// the generations replaced are closed.
+func TestSharedRateLimitReload(t *testing.T) {
+	redis := redistest.Start(t, redistest.Options{})
+	routes := strings.ReplaceAll(sharedLimitRoutes, "{{REDIS}}", redis.Addr)
+	cfg := func(routes string) *config.Config {
+		return yamlConfig(t, "listeners: [{name: web, address: \"127.0.0.1:1\"}]\nadmin: {address: \"off\"}\n"+routes, nil)
+	}
+	s, _ := startServer(t, cfg(routes), Options{})
+	limiter := func() ratelimit.Limiter { return s.Pipeline().Graph().RouteList[0].Policy.RateLimit.Limiter }
+	first := limiter()
+	if _, ok := first.(*redisstore.Limiter); !ok || len(s.Stores()) != 1 {
+		t.Fatalf("got a %T and %d stores, want a shared limiter and its store", first, len(s.Stores()))
+	}
+	if err := s.Reload(cfg(routes)); err != nil {
+		t.Fatal(err)
+	}
+	if limiter() != first {
+		t.Errorf("a reload with the same store replaced the shared limiter")
+	}
+	if err := s.Reload(cfg(strings.ReplaceAll(routes, "instances: 2", "instances: 3"))); err != nil {
+		t.Fatal(err)
+	}
+	if limiter() == first {
+		t.Errorf("a reload with other instances kept the shared limiter, want a new one")
+	}
+	if err := s.Reload(cfg(strings.Replace(routes, `, store: "redis://`+redis.Addr+`/0", instances: 2`, "", 1))); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := limiter().(*ratelimit.Local); !ok {
+		t.Errorf("without store: got a %T, want a local limiter", limiter())
+	}
+	// The generations replaced close once requests on them are done
+	// (oldGraphLinger after each reload).
+	waitFor(t, oldGraphLinger+5*time.Second, "the store closed", func() bool { return len(s.Stores()) == 0 })
 }

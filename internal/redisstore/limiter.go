@@ -26,7 +26,9 @@ import (
 //     GCRA allows now. Tokens left unused for a while go back.
 //   - A key the instance holds no tokens for may go ahead by up to
 //     Burst+1 requests (at most 64) while its tokens are asked for; what
-//     it took ahead is repaid from the next grants, refusing meanwhile.
+//     it took ahead is repaid from the next grants, refusing meanwhile;
+//     the key stays known while it owes, or while the store says it has
+//     no token yet, so that going quiet earns no second head start.
 //   - While the store is down, or slow to grant (a batch waiting longer
 //     than Slow), requests are decided by a ratelimit.Local with this
 //     instance's share: Requests per Per x Instances, Burst / Instances.
@@ -164,6 +166,9 @@ func batch(lim ratelimit.Limit) int64 {
 	return min(max(n, 1), int64(lim.Burst)+1)
 }
 
+// interval is the time one request costs under lim.
+func interval(lim ratelimit.Limit) int64 { return int64(lim.Per) / int64(lim.Requests) }
+
 // ahead is how many requests a key may go ahead of its tokens.
 func ahead(lim ratelimit.Limit) int64 { return min(int64(lim.Burst)+1, maxAhead) }
 
@@ -195,7 +200,7 @@ func (l *Limiter) Allow(key []byte, lim ratelimit.Limit, now int64) ratelimit.De
 		e.tokens--
 		d = ratelimit.Decision{Allowed: true}
 	default:
-		wait := max(e.notBefore-now, int64(lim.Per)/int64(lim.Requests))
+		wait := max(e.notBefore-now, interval(lim))
 		d = ratelimit.Decision{RetryAfter: time.Duration(wait), Reset: time.Duration(wait)}
 	}
 	if e.tokens <= batch(lim)/2 && !e.queued && e.notBefore <= now {
@@ -247,14 +252,14 @@ func (l *Limiter) run() {
 		case <-l.ctx.Done():
 			// On a context of its own: the Limiter's is cancelled.
 			ctx, cancel := context.WithTimeout(context.Background(), l.store.timeout)
-			l.giveBack(ctx, true)
+			l.giveBack(ctx, l.now(), true)
 			cancel()
 			return
 		case <-l.wake:
 			l.flush()
 		case <-t.C:
 			l.flush()
-			l.giveBack(l.ctx, false)
+			l.giveBack(l.ctx, l.now(), false)
 		}
 	}
 }
@@ -316,8 +321,7 @@ func (l *Limiter) flush() {
 
 // giveBack returns the tokens of keys unused for idleReturn (all of them
 // when all), and forgets keys that hold nothing and have been idle.
-func (l *Limiter) giveBack(ctx context.Context, all bool) {
-	now := l.now()
+func (l *Limiter) giveBack(ctx context.Context, now int64, all bool) {
 	var asks []ask
 	for i := range l.parts {
 		p := &l.parts[i]
@@ -330,8 +334,12 @@ func (l *Limiter) giveBack(ctx context.Context, all bool) {
 				asks = append(asks, ask{e: e, key: l.prefix + k, want: -e.tokens, lim: e.lim})
 				e.tokens = 0
 			}
-			// Spent ahead and idle: what it owes would have grown back by
-			// now (idleReturn is more than the batch's 20 ms of the rate).
+			// Forgotten, a key would get a head start again: keep one
+			// the store said was short until its next token, and one that
+			// went ahead until what it owes would have grown back.
+			if !all && (e.notBefore > now || e.tokens < 0 && now-e.used < -e.tokens*interval(e.lim)) {
+				continue
+			}
 			delete(p.keys, k)
 		}
 		p.mu.Unlock()

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"hash/maphash"
 	"math"
 	"net"
 	"sync"
@@ -196,6 +197,38 @@ func TestTokensGoBack(t *testing.T) {
 	l.Close()
 	if got := ahead(); got < 50*time.Minute || got > 70*time.Minute {
 		t.Errorf("after Close: got the key %v ahead in Redis, want about 1h (the unspent token given back)", got)
+	}
+}
+
+// TestIdleKeyKeepsWhatItOwes: a key that went ahead of its tokens and
+// was told the store is short stays known while idle, so that it does
+// not get a second head start: 1 request an hour, burst 2, three
+// requests at once (the head start) then, two idle seconds later (when
+// idle keys' tokens go back), a fourth is refused.
+func TestIdleKeyKeepsWhatItOwes(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	s := Open(Options{Addr: srv.Addr})
+	defer s.Close()
+	l := s.Limiter(LimiterOptions{Name: "owes"})
+	defer l.Close()
+	lim := ratelimit.Limit{Requests: 1, Per: time.Hour, Burst: 2}
+	key := []byte("k")
+	now := time.Now().UnixNano()
+	for i := 0; i < 3; i++ {
+		if !l.Allow(key, lim, now).Allowed {
+			t.Fatalf("request %d of the head start: got refused, want allowed", i+1)
+		}
+	}
+	waitFor(t, "the store's answer", func() bool {
+		p := &l.parts[maphash.Bytes(l.seed, key)%shards]
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return !p.keys["k"].queued
+	})
+	later := now + int64(2*time.Second)
+	l.giveBack(context.Background(), later, false)
+	if d := l.Allow(key, lim, later); d.Allowed {
+		t.Errorf("a fourth request after two idle seconds: got allowed, want refused (the three took the burst)")
 	}
 }
 

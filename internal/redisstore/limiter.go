@@ -50,9 +50,11 @@ type Limiter struct {
 	parts     [shards]part
 	perPart   int
 
-	qmu   sync.Mutex
-	queue []*entry
-	wake  chan struct{}
+	// queue holds the keys waiting for tokens; spare is the slice the
+	// last flush emptied, reused so that queueing does not allocate.
+	qmu          sync.Mutex
+	queue, spare []*entry
+	wake         chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -276,11 +278,17 @@ type ask struct {
 func (l *Limiter) flush() {
 	l.qmu.Lock()
 	q := l.queue
-	l.queue = nil
+	l.queue, l.spare = l.spare[:0], nil
 	l.qmu.Unlock()
 	if len(q) == 0 {
 		return
 	}
+	defer func() {
+		clear(q)
+		l.qmu.Lock()
+		l.spare = q[:0]
+		l.qmu.Unlock()
+	}()
 	asks := make([]ask, 0, len(q))
 	for _, e := range q {
 		p := &l.parts[maphash.String(l.seed, e.key)%shards]

@@ -232,6 +232,29 @@ func TestIdleKeyKeepsWhatItOwes(t *testing.T) {
 	}
 }
 
+// TestAllowAllocatesNothing: deciding a request of a key that holds
+// tokens allocates nothing (it runs on the event loops).
+func TestAllowAllocatesNothing(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	s := Open(Options{Addr: srv.Addr})
+	defer s.Close()
+	l := s.Limiter(LimiterOptions{Name: "allocs"})
+	defer l.Close()
+	lim := ratelimit.Limit{Requests: 1_000_000, Per: time.Second, Burst: 100_000}
+	key := []byte("198.51.100.7")
+	waitFor(t, "tokens", func() bool {
+		l.Allow(key, lim, time.Now().UnixNano())
+		p := &l.parts[maphash.Bytes(l.seed, key)%shards]
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.keys[string(key)].tokens > 1000
+	})
+	now := time.Now().UnixNano()
+	if n := testing.AllocsPerRun(500, func() { l.Allow(key, lim, now) }); n != 0 {
+		t.Errorf("got %v allocations per decision, want 0", n)
+	}
+}
+
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)

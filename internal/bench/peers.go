@@ -59,6 +59,11 @@ type PeerData struct {
 	// Features turns on what the proxy has of health checks, breakers,
 	// metrics and a file access log.
 	Features bool
+	// Policy turns on the edge policy on the proxied route (the policy
+	// scenario): a trusted X-Forwarded-For from TrustedProxies, headers set
+	// and removed both ways, a rate limit far above the load, an allow
+	// list.
+	Policy bool
 	// AdminListen is the host:port of the metrics/status listener.
 	AdminListen string
 	// AccessLog is the access log file when Features is on.
@@ -138,7 +143,12 @@ var Peers = []Peer{
 			return ""
 		}},
 	{Name: "caddy", Label: "Caddy", Template: "Caddyfile.tmpl", ConfigFile: "Caddyfile", Tool: "caddy", Go: true,
-		Unsupported: func(Case) string { return "" }},
+		Unsupported: func(c Case) string {
+			if c.Policy {
+				return "Caddy has no rate limit without a plugin"
+			}
+			return ""
+		}},
 }
 
 // peerNames returns the names of the peers Helios is compared with, in
@@ -255,6 +265,9 @@ func variant(peer string, d PeerData) string {
 	}
 	if d.Features {
 		parts = append(parts, "features")
+	}
+	if d.Policy {
+		parts = append(parts, "policy")
 	}
 	if d.TLSListen != "" {
 		parts = append(parts, "tls")

@@ -250,6 +250,80 @@ func TestSameTimeoutsEverywhere(t *testing.T) {
 	}
 }
 
+// TestPolicyConfigs checks the policy scenario's configs: Helios's keys
+// (and its validation of them), and nginx's and HAProxy's equivalents;
+// with the policy off none of it is there. Caddy sits the scenario out.
+func TestPolicyConfigs(t *testing.T) {
+	d := testPeerData(t, "helios")
+	d.Policy = true
+	text := render(t, "helios", d)
+	cfg, err := config.Parse([]byte(text), "helios.yaml", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatalf("config.Parse: %v\n%s", err, text)
+	}
+	app := cfg.Routes[len(cfg.Routes)-1]
+	if rl := app.RateLimit; rl == nil || rl.Requests != 1000000 || rl.Burst != 100000 || rl.Key != "client_ip" {
+		t.Errorf("rate_limit: got %+v, want 1000000/s burst 100000 by client_ip", rl)
+	}
+	if len(app.Allow) != 2 || app.RequestHeaders == nil || app.RequestHeaders.Remove[0] != "X-Internal" ||
+		app.ResponseHeaders == nil || app.ResponseHeaders.Remove[0] != "X-Backend" {
+		t.Errorf("app route: got allow %v, request %+v, response %+v", app.Allow, app.RequestHeaders, app.ResponseHeaders)
+	}
+	if got := cfg.Listeners[0].TrustedProxies; len(got) != 1 || got[0] != "127.0.0.0/8" {
+		t.Errorf("trusted_proxies: got %v, want [127.0.0.0/8]", got)
+	}
+	mustContain(t, "nginx", render(t, "nginx", d),
+		"set_real_ip_from 127.0.0.0/8;", "real_ip_header X-Forwarded-For;", "limit_req_zone $binary_remote_addr zone=policy:10m rate=1000000r/s;",
+		"allow 203.0.113.0/24;", "deny all;", "limit_req zone=policy burst=100000 nodelay;",
+		"proxy_set_header X-Client-IP $remote_addr;", `proxy_set_header X-Internal "";`,
+		`add_header Strict-Transport-Security "max-age=63072000" always;`, "proxy_hide_header X-Backend;")
+	mustContain(t, "haproxy", render(t, "haproxy", d),
+		"http-request set-src hdr_ip(X-Forwarded-For,-1) if { src 127.0.0.0/8 }", "http-request track-sc0 src",
+		"http-request set-header X-Client-IP %[src]", "http-request del-header X-Internal",
+		"http-response set-header Strict-Transport-Security max-age=63072000", "http-response del-header X-Backend")
+	d.Policy = false
+	for _, p := range []string{"helios", "nginx", "haproxy"} {
+		if text := render(t, p, d); strings.Contains(text, "X-Internal") || strings.Contains(text, "63072000") {
+			t.Errorf("%s with the policy off: got policy lines in\n%s", p, text)
+		}
+	}
+	caddy, _ := peerByName("caddy")
+	if why := caddy.Unsupported(Case{Policy: true}); why == "" {
+		t.Errorf("caddy: got the policy case supported, want it skipped")
+	}
+}
+
+// TestPolicyScenario checks the policy scenario runs Helios with and
+// without the policy beside the peers, with a trusted X-Forwarded-For.
+func TestPolicyScenario(t *testing.T) {
+	ss, err := LoadScenarios()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range ss {
+		if s.Name != "policy" {
+			continue
+		}
+		c := s.Cases[0].merged(s.Defaults)
+		if !c.Policy || !c.PolicyOffBaseline || c.Headers["X-Forwarded-For"] == "" || c.Path != "/" {
+			t.Fatalf("policy case: got %+v", c)
+		}
+		r := &runner{opt: Options{Peers: []string{"nginx", "haproxy", "caddy"}}}
+		var names []string
+		for _, ct := range r.contenders(c) {
+			names = append(names, ct.res.Name)
+			if ct.res.Name == "helios-policy-off" && !ct.noPolicy || ct.res.Name == "helios" && ct.noPolicy {
+				t.Errorf("%s: noPolicy %v", ct.res.Name, ct.noPolicy)
+			}
+		}
+		if got := strings.Join(names, ","); got != "helios,helios-policy-off,nginx,haproxy,caddy" {
+			t.Errorf("contenders: got %s", got)
+		}
+		return
+	}
+	t.Fatal("no policy scenario")
+}
+
 func TestVariant(t *testing.T) {
 	d := PeerData{Strategy: "round_robin"}
 	if got := variant("nginx", d); got != "nginx" {
@@ -293,15 +367,16 @@ func TestPeerConfigsAcceptedByTools(t *testing.T) {
 		}
 		p, _ := peerByName(name)
 		for _, v := range []struct {
-			strategy            string
-			features, tls, grpc bool
-		}{{"round_robin", false, false, false}, {"least_conn", true, false, false}, {"p2c", false, true, false}, {"round_robin", false, true, true}} {
-			t.Run(fmt.Sprintf("%s-%s-features=%v-tls=%v-grpc=%v", name, v.strategy, v.features, v.tls, v.grpc), func(t *testing.T) {
+			strategy                    string
+			features, tls, grpc, policy bool
+		}{{"round_robin", false, false, false, false}, {"least_conn", true, false, false, false}, {"p2c", false, true, false, false},
+			{"round_robin", false, true, true, false}, {"round_robin", false, false, false, true}} {
+			t.Run(fmt.Sprintf("%s-%s-features=%v-tls=%v-grpc=%v-policy=%v", name, v.strategy, v.features, v.tls, v.grpc, v.policy), func(t *testing.T) {
 				d := testPeerData(t, name)
 				if err := os.MkdirAll(d.Dir, 0o755); err != nil {
 					t.Fatal(err)
 				}
-				d.Strategy, d.Features = v.strategy, v.features
+				d.Strategy, d.Features, d.Policy = v.strategy, v.features, v.policy
 				d.PairedConnections = 1000
 				if os.Geteuid() == 0 && name == "nginx" {
 					d.User, d.Group = "root", "root"

@@ -106,7 +106,8 @@ type CaseResult struct {
 
 // ContenderResult is one proxy (in one configuration) in a case.
 type ContenderResult struct {
-	// Name is stable: helios, helios-features-off, nginx, haproxy.
+	// Name is stable: helios, helios-features-off, helios-policy-off,
+	// nginx, haproxy.
 	Name  string `json:"name"`
 	Label string `json:"label"`
 	Peer  string `json:"peer"`

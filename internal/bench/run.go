@@ -631,6 +631,7 @@ func (r *runner) peerData(p Peer, s Scenario, c Case, features bool) PeerData {
 		StaticRoot:        filepath.Join(r.tmp, "static"),
 		RespondBody:       `{"ok":true}`,
 		Features:          features,
+		Policy:            c.Policy,
 		AdminListen:       r.addr(portAdmin),
 		AccessLog:         filepath.Join(dir, "access.log"),
 		NoFile:            int(min(r.noFile, 1<<20)),
@@ -667,6 +668,9 @@ func (r *runner) peerData(p Peer, s Scenario, c Case, features bool) PeerData {
 type contender struct {
 	peer     Peer
 	features bool
+	// noPolicy runs the case with the edge policy off (Helios's
+	// baseline of the policy scenario).
+	noPolicy bool
 	// bin, when set, is the binary run instead of the peer's own (the
 	// --against build).
 	bin string
@@ -687,6 +691,10 @@ func (r *runner) contenders(c Case) []*contender {
 	cs := []*contender{{peer: helios, features: c.Features}}
 	if c.FeaturesOffBaseline {
 		cs = append(cs, &contender{peer: helios, res: &ContenderResult{Name: "helios-features-off", Label: "Helios, features off"}})
+	}
+	if c.PolicyOffBaseline {
+		cs = append(cs, &contender{peer: helios, features: c.Features, noPolicy: true,
+			res: &ContenderResult{Name: "helios-policy-off", Label: "Helios, policy off"}})
 	}
 	for _, name := range r.opt.Peers {
 		p, _ := peerByName(name)
@@ -948,6 +956,7 @@ func (r *runner) runOne(ctx context.Context, s *Selection, cr *CaseResult, ct *c
 	}
 	d := r.opt.scenarioDuration(s.Scenario)
 	data := r.peerData(ct.peer, s.Scenario, c, ct.features)
+	data.Policy = data.Policy && !ct.noPolicy
 	if err := os.MkdirAll(data.Dir, 0o755); err != nil {
 		return nil, err
 	}

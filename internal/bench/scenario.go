@@ -83,6 +83,11 @@ type Case struct {
 	Features bool `yaml:"features" json:"features,omitempty"`
 	// FeaturesOffBaseline adds Helios with features off as a contender.
 	FeaturesOffBaseline bool `yaml:"features_off_baseline" json:"features_off_baseline,omitempty"`
+	// Policy turns on the edge policy on the proxied route in every proxy
+	// (what each has of it: bench/scenarios.yaml lists it).
+	Policy bool `yaml:"policy" json:"policy,omitempty"`
+	// PolicyOffBaseline adds Helios with the policy off as a contender.
+	PolicyOffBaseline bool `yaml:"policy_off_baseline" json:"policy_off_baseline,omitempty"`
 	// RateOfPeak is the open-loop rate as a fraction of nginx's peak.
 	RateOfPeak float64 `yaml:"rate_of_peak" json:"rate_of_peak,omitempty"`
 	// BodyBytes is the POST body of each request (wrk), or the message
@@ -147,6 +152,8 @@ func (c Case) merged(def Case) Case {
 	}
 	c.Features = c.Features || def.Features
 	c.FeaturesOffBaseline = c.FeaturesOffBaseline || def.FeaturesOffBaseline
+	c.Policy = c.Policy || def.Policy
+	c.PolicyOffBaseline = c.PolicyOffBaseline || def.PolicyOffBaseline
 	if c.RateOfPeak == 0 {
 		c.RateOfPeak = def.RateOfPeak
 	}

@@ -14,7 +14,7 @@ func TestEmbeddedScenarioNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"proxy-ka", "proxy-close", "respond", "static", "https-ka", "tls-handshake", "h2", "h2-bulk", "grpc",
-		"idle-conns", "pipeline", "upload", "websocket", "c10k", "slow-backend", "backend-down", "features-on", "latency-at-rate"}
+		"idle-conns", "pipeline", "upload", "websocket", "c10k", "slow-backend", "backend-down", "features-on", "policy", "latency-at-rate"}
 	if got := scenarioNames(ss); !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}

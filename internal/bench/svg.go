@@ -28,6 +28,7 @@ const (
 var contenderColors = map[string]string{
 	"helios":              "#e8590c",
 	"helios-features-off": "#f7b267",
+	"helios-policy-off":   "#f4845f",
 	"nginx":               "#2b8a3e",
 	"haproxy":             "#1971c2",
 	"caddy":               "#7048e8",

@@ -43,6 +43,11 @@ var policyProblems = []struct {
 	{name: "response header remove framing", route: "response_headers:\n      remove: [Server, Content-Length]", want: `t.yaml:8: routes[0].response_headers.remove[1]: Content-Length is framing: Helios writes it for the body it sends`},
 	{name: "rewrite regex with prefix", route: "rewrite: {regex: \"^/a\", replacement: /b, strip_prefix: /a}", want: `t.yaml:7: routes[0].rewrite: regex cannot go with strip_prefix or add_prefix`},
 	{name: "rewrite empty", route: "rewrite: {keep_query: true}", want: `t.yaml:7: routes[0].rewrite: empty (strip_prefix, add_prefix, or regex with replacement)`},
+	{name: "redirect without to", route: "redirect: {status: 302}", want: "t.yaml:5: routes[0]: upstream and redirect are both set (exactly one of upstream, split, respond, static, redirect)\nt.yaml:7: routes[0].redirect.to: missing (a URL or path, such as https://example.com{path}{?query})"},
+	{name: "redirect bad variable", route: "redirect: {to: \"https://x{nope}\"}", want: "t.yaml:5: routes[0]: upstream and redirect are both set (exactly one of upstream, split, respond, static, redirect)\nt.yaml:7: routes[0].redirect.to: \"https://x{nope}\": unknown variable {nope}; the variables are {client_ip}, {host}, {path}, {query}, {?query} (\"?\" and the query when there is one), {scheme}, {request_id}, {header.NAME}"},
+	{name: "rewrite regex", route: "rewrite: {regex: \"(\", replacement: /x}", want: "t.yaml:7: routes[0].rewrite: regex: error parsing regexp: missing closing ): `(`"},
+	{name: "rewrite replacement", route: "rewrite: {regex: \"^/a\", replacement: b}", want: "t.yaml:7: routes[0].rewrite: replacement: want a path starting with /"},
+	{name: "rewrite prefix", route: "rewrite: {add_prefix: v2}", want: "t.yaml:7: routes[0].rewrite: strip_prefix and add_prefix start with /"},
 	{name: "redirect status", route: "redirect: {to: /x, status: 200}", want: "t.yaml:5: routes[0]: upstream and redirect are both set (exactly one of upstream, split, respond, static, redirect)\nt.yaml:7: routes[0].redirect.status: 200 is not a redirect status (301, 302, 303, 307, 308)"},
 
 	// Access control, authentication, rate limits.
@@ -127,5 +132,23 @@ func TestRateLimitStore(t *testing.T) {
 	want = StoreURL{Addr: "[::1]:6380", Host: "::1", Password: "s@cret"}
 	if err != nil || u != want {
 		t.Errorf("ParseStoreURL with an IPv6 host: got %+v, %v; want %+v", u, err, want)
+	}
+}
+
+// TestPolicyKeysOnTheWrongRoute checks the keys that only some actions
+// take: request_headers on a route that does not forward, rewrite on a
+// fixed answer.
+func TestPolicyKeysOnTheWrongRoute(t *testing.T) {
+	_, ps := parseProblems(t, `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: fixed
+    respond: {}
+    request_headers: {remove: [X-A]}
+    rewrite: {strip_prefix: /a}
+`, nil)
+	want := "t.yaml:5: routes[0].request_headers: set on a route without an upstream (only forwarded requests go on)\n" +
+		"t.yaml:6: routes[0].rewrite: set on a route that neither forwards nor serves files (there is no path to rewrite)"
+	if got := ps.Error(); got != want {
+		t.Errorf("got\n%v\nwant\n%v", got, want)
 	}
 }

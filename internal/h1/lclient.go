@@ -113,7 +113,7 @@ func (c *lconn) readProxy() {
 			}
 			c.rd.discard(n)
 			if !h.Local {
-				c.remote = h.Source
+				c.remote, c.dest = h.Source, h.Destination
 			}
 			c.proxyDone()
 			return
@@ -150,6 +150,11 @@ func (c *lconn) proxyDone() {
 		c.l.headBufs.put(c.rd.buf)
 		c.rd.reset(nil, nil)
 		c.rd.buf = nil
+		// The handshake reads the socket itself; the first read on the
+		// loop after it must not trust what the header's read found
+		// (the portable poller waits for a read that finds the socket
+		// empty before it watches it again).
+		c.fr.drained = false
 		c.readHello()
 		return
 	}
@@ -164,17 +169,6 @@ func (c *lconn) proxyRefused() {
 		s.ProxyRefused.Add(1)
 	}
 	c.close()
-}
-
-// closeProxyIfDue closes, for a drain, a connection that has waited
-// freshGrace for its PROXY header in vain; it reports whether c is
-// closed.
-func (c *lconn) closeProxyIfDue() bool {
-	c.readProxy() // it may have come since the last event
-	if c.state == lsProxy && c.l.now-c.fresh >= int64(freshGrace) {
-		c.close()
-	}
-	return c.state == lsClosed
 }
 
 // admitAddr takes a place for the connection's address under

@@ -79,6 +79,7 @@ type lconn struct {
 	// place for under the listener's max_connections_per_ip (the zero
 	// Addr: none).
 	remote   netip.AddrPort
+	dest     netip.AddrPort // the address the client reached (lupproxy.go)
 	client   netip.Addr
 	trusted  bool
 	addrHeld netip.Addr
@@ -206,6 +207,7 @@ func (l *loop) startConn(c *lconn, ll *LoopListener, fd int, remote netip.AddrPo
 	c.ll = ll
 	c.fd = fd
 	c.remote = remote
+	c.dest = netip.AddrPort{}
 	c.fr = fdReader{fd: fd, p: l.poller}
 	c.fw = fdWriter{fd: fd, p: l.poller, pending: c.fw.pending[:0], file: -1}
 	c.state = lsIdle
@@ -270,6 +272,10 @@ func (c *lconn) event(ev uint32) {
 		return
 	}
 	if c.state == lsProxy {
+		if ev&evRdHup != 0 {
+			c.fr.rdhup = true
+		}
+		c.fr.drained = false
 		c.readProxy()
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"strconv"
 	"time"
@@ -61,6 +62,10 @@ type h2up struct {
 	// connectBy is when a connect still under way is given up (the
 	// transport's dial timeout; 0: never, the system's limit).
 	connectBy int64
+	// pp is the PROXY header the connection opens with (nil: none), and
+	// ppFor the client it names: only its requests share the connection.
+	pp    []byte
+	ppFor netip.Addr
 }
 
 // upWait is a stream waiting for its connection to be set up, and which
@@ -110,13 +115,13 @@ const maxRefusedRetries = 3
 
 // h2upFor returns a connection to p's backend with room for another
 // stream, or nil.
-func (p *lpool) h2upFor() *h2up {
+func (p *lpool) h2upFor(c *lconn) *h2up {
 	max := h2UpStreams
 	if p.h2max > 0 {
 		max = p.h2max
 	}
 	for _, hu := range p.h2 {
-		if hu.closed {
+		if hu.closed || p.opts.ProxyProtocol != 0 && hu.ppFor != c.client {
 			continue
 		}
 		if hu.connecting {
@@ -139,7 +144,7 @@ func (p *lpool) h2upFor() *h2up {
 // connectH2 goes on with an attempt to an HTTP/2 backend: a stream on a
 // connection with room, or on a new one.
 func (c *lconn) connectH2(p *lpool) {
-	hu := p.h2upFor()
+	hu := p.h2upFor(c)
 	if hu == nil {
 		if p.maxOpen > 0 && p.open >= p.maxOpen {
 			if len(p.queue) >= p.maxQueue {
@@ -152,7 +157,7 @@ func (c *lconn) connectH2(p *lpool) {
 			return // a stream's end resumes (h2up.streamEnded)
 		}
 		var err error
-		if hu, err = c.l.dialH2(p, c.tr); err != nil {
+		if hu, err = c.l.dialH2(p, c.tr, c.proxyHeaderFor(p), c.client); err != nil {
 			c.forwarded(0, err)
 			return
 		}
@@ -170,13 +175,14 @@ func (c *lconn) connectH2(p *lpool) {
 	c.sendRequest()
 }
 
-// dialH2 starts a connection to p's backend for transport tr.
-func (l *loop) dialH2(p *lpool, tr *wire.Transport) (*h2up, error) {
+// dialH2 starts a connection to p's backend for transport tr, opening
+// with the PROXY header pp naming ppFor (nil: none).
+func (l *loop) dialH2(p *lpool, tr *wire.Transport, pp []byte, ppFor netip.Addr) (*h2up, error) {
 	fd, connected, err := l.connect(p)
 	if err != nil {
 		return nil, err
 	}
-	hu := &h2up{l: l, pool: p, fd: fd, connecting: true, lastTick: l.now, tr: tr}
+	hu := &h2up{l: l, pool: p, fd: fd, connecting: true, lastTick: l.now, tr: tr, pp: pp, ppFor: ppFor}
 	if d := tr.Settings.DialTimeout; d > 0 {
 		hu.connectBy = l.now + int64(d)
 	}
@@ -198,6 +204,14 @@ func (l *loop) dialH2(p *lpool, tr *wire.Transport) (*h2up, error) {
 // established goes on once the connect is done: the TLS handshake, when
 // the transport has TLS, then the session.
 func (hu *h2up) established() {
+	if hu.pp != nil {
+		err := writeProxyHeader(hu.fd, hu.pp, hu.pool.addr)
+		hu.pp = nil
+		if err != nil {
+			hu.close(err)
+			return
+		}
+	}
 	if !hu.pool.opts.TLS {
 		hu.connected()
 		return

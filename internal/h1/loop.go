@@ -818,17 +818,17 @@ func (l *loop) drain() int {
 // unlike a request on a reused keep-alive connection it would not be
 // retried (clients retry only there). The drain's next round looks again.
 // A TLS connection waiting for its ClientHello is treated alike
-// (closeHelloIfDue).
+// (closeWaitingIfDue), and so is one waiting for its PROXY header.
 func (l *loop) closeIfIdle(c *lconn) bool {
 	if c.state == lsH2 {
 		c.h2drain()
 		return c.state == lsClosed
 	}
 	if c.state == lsHello {
-		return c.closeHelloIfDue()
+		return c.closeWaitingIfDue(c.readHello, c.noHello)
 	}
 	if c.state == lsProxy {
-		return c.closeProxyIfDue()
+		return c.closeWaitingIfDue(c.readProxy, c.close)
 	}
 	if c.state != lsIdle || len(c.rd.buffered()) != 0 {
 		return false

@@ -1,13 +1,22 @@
 package h1
 
 import (
+	"encoding/base64"
 	"io"
+	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/helios-lb/helios/internal/auth"
+	"github.com/helios-lb/helios/internal/auth/authtest"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/ratelimit"
+	"github.com/helios-lb/helios/internal/realip"
+	"github.com/helios-lb/helios/internal/route"
+	"github.com/helios-lb/helios/internal/rules"
 )
 
 // keepAliveLoop is a client in keep-alive that sends one request and
@@ -75,7 +84,13 @@ func TestLoopProxyRoundTripAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool allocate")
 	}
-	l := newLoopKeepAlive(t)
+	checkRoundTripAllocs(t, newLoopKeepAlive(t))
+}
+
+// checkRoundTripAllocs warms l up, then checks its round trips allocate
+// nothing.
+func checkRoundTripAllocs(t *testing.T, l *keepAliveLoop) {
+	t.Helper()
 	for i := 0; i < 100; i++ {
 		if err := l.roundTrip(); err != nil {
 			t.Fatal(err)
@@ -89,4 +104,66 @@ func TestLoopProxyRoundTripAllocs(t *testing.T) {
 	if allocs >= 0.5 {
 		t.Errorf("got %v allocs per round trip, want 0", allocs)
 	}
+}
+
+// TestLoopProxyPolicyRoundTripAllocs is TestLoopProxyRoundTripAllocs
+// with every edge policy but compression and forward_auth on: the client
+// is a trusted proxy whose X-Forwarded-For names the client, the route
+// matches on a method and a header regex, allows the client's network,
+// rate-limits far above the load, asks for basic credentials (verified
+// before), rewrites the path, and sets and removes fields of the request
+// and of the answer. The steady keep-alive path still allocates nothing.
+func TestLoopProxyPolicyRoundTripAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool allocate")
+	}
+	users, err := auth.LoadUsers(authtest.File(t, "ann:secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	authz := "Basic " + base64.StdEncoding.EncodeToString([]byte("ann:secret"))
+	users.Verify([]byte(authz))
+	reqRules, err := rules.CompileHeaderRules(map[string]string{"X-Client": "{client_ip}"}, map[string]string{"X-Request": "{request_id}"}, []string{"X-Tenant"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	respRules, err := rules.CompileHeaderRules(map[string]string{"Strict-Transport-Security": "max-age=63072000"}, nil, []string{"Content-Type"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw, err := rules.CompileRewrite(rules.RewriteConfig{StripPrefix: "/api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := startLoopProxy(t, netpoll.KindEpoll, loopConfig{bare: true, fixed: map[string]proxy.Fixed{
+		"/bench": {Status: 200, Header: *benchHeader, Body: benchBody},
+	}, opts: Options{IdleTimeout: time.Minute, WriteTimeout: time.Minute}})
+	p := startLoopProxy(t, netpoll.KindEpoll, loopConfig{
+		backends: []string{backend.addr}, to: defaultTransport, bare: true,
+		opts: Options{ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute, WriteTimeout: time.Minute,
+			RealIP: realip.New([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, realip.XForwardedFor)},
+		upCond: &route.Cond{Methods: []string{"GET"}, Headers: []route.Pair{{Name: "X-Tenant", Value: "~^t[0-9]+$"}}},
+		upPolicy: &proxy.Policy{
+			Allow:           []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")},
+			RateLimit:       proxy.NewRateLimit(ratelimit.New(0), ratelimit.Limit{Requests: 1_000_000, Per: time.Second, Burst: 1000}, proxy.RateKeyClientIP, ""),
+			BasicAuth:       proxy.NewBasicAuth(users, "bench"),
+			Rewrite:         rw,
+			RequestHeaders:  reqRules,
+			ResponseHeaders: respRules,
+		},
+	})
+	l := &keepAliveLoop{
+		c: dialRaw(t, p.addr),
+		req: []byte("GET /api/bench HTTP/1.1\r\nHost: bench.example\r\nUser-Agent: bench\r\nAccept: */*\r\n" +
+			"X-Forwarded-For: 203.0.113.1, 198.51.100.7\r\nX-Tenant: t42\r\nAuthorization: " + authz + "\r\n\r\n"),
+	}
+	l.c.nc.SetDeadline(time.Time{})
+	l.c.nc.Write(l.req)
+	head := l.c.readHead()
+	if !strings.HasPrefix(head, "HTTP/1.1 200") || !strings.Contains(head, "Strict-Transport-Security: max-age=63072000\r\n") || strings.Contains(head, "Content-Type") {
+		t.Fatalf("got\n%s\nwant 200 with the answer's rules applied", head)
+	}
+	l.c.br.Discard(len(benchBody))
+	l.buf = make([]byte, len(head)+len(benchBody))
+	checkRoundTripAllocs(t, l)
 }

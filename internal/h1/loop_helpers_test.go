@@ -58,6 +58,10 @@ type loopConfig struct {
 	poller netpoll.Kind
 	// panicPath makes the recorder panic for requests to this path.
 	panicPath string
+	// upPolicy and upCond are the edge policy and match conditions of
+	// the route to the upstream (nil: none).
+	upPolicy *proxy.Policy
+	upCond   *route.Cond
 }
 
 // pollers are the drivers every engine test runs on.
@@ -135,7 +139,7 @@ func startLoopProxy(t testing.TB, k netpoll.Kind, cfg loopConfig) *loopProxy {
 		route.Entry[*proxy.Route]{Name: "fixed", PathPrefix: "/fixed/", Value: &proxy.Route{Name: "fixed", Respond: &fixedRoute}},
 		route.Entry[*proxy.Route]{Name: "big", Path: "/big-fixed", Value: &proxy.Route{Name: "big", Respond: &bigFixed}},
 		route.Entry[*proxy.Route]{Name: "local", PathPrefix: "/local/", Value: &proxy.Route{Name: "local", Local: &wire.Local{Name: "local", Handler: localHandler()}}},
-		route.Entry[*proxy.Route]{Name: "up", Value: &proxy.Route{Name: "up", Upstream: p.up, Upgrades: [][]byte{[]byte("websocket")}}},
+		route.Entry[*proxy.Route]{Name: "up", Cond: cfg.upCond, Value: &proxy.Route{Name: "up", Upstream: p.up, Upgrades: [][]byte{[]byte("websocket")}, Policy: cfg.upPolicy}},
 	)
 	table, err := route.New(entries)
 	if err != nil {

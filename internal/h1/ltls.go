@@ -233,12 +233,16 @@ func (c *lconn) noHello() {
 	c.close()
 }
 
-// closeHelloIfDue closes, for a drain, a connection that has waited
-// freshGrace for its ClientHello in vain; it reports whether c is closed.
-func (c *lconn) closeHelloIfDue() bool {
-	c.readHello() // it may have come since the last event
-	if c.state == lsHello && c.l.now-c.fresh >= int64(freshGrace) {
-		c.noHello()
+// closeWaitingIfDue closes, for a drain, a new connection that has
+// waited freshGrace in vain for what it must send first (a ClientHello,
+// a PROXY header): read takes what may have come since the last event,
+// drop closes the connection (counted as its wait says); it reports
+// whether c is closed.
+func (c *lconn) closeWaitingIfDue(read, drop func()) bool {
+	waiting := c.state
+	read()
+	if c.state == waiting && c.l.now-c.fresh >= int64(freshGrace) {
+		drop()
 	}
 	return c.state == lsClosed
 }

@@ -396,6 +396,11 @@ type lupconn struct {
 	tls                upTLS
 	tfile              *os.File
 	tfileOff, tfileEnd int64
+	// pp is the PROXY header the connection still has to open with
+	// (lupproxy.go); nil when it has none to send. ppFor is the client
+	// it names.
+	pp    []byte
+	ppFor netip.Addr
 }
 
 // dial starts a non-blocking connect to the pool's backend.
@@ -482,7 +487,7 @@ func (c *lconn) connect(p *lpool) {
 	}
 	var u *lupconn
 	if c.tries == 0 {
-		u = p.get()
+		u = p.getFor(c)
 	}
 	if u == nil {
 		if p.maxOpen > 0 && p.open >= p.maxOpen {
@@ -502,6 +507,7 @@ func (c *lconn) connect(p *lpool) {
 			c.forwarded(0, err)
 			return
 		}
+		u.pp, u.ppFor = c.proxyHeaderFor(p), c.client
 	}
 	c.useConn(u)
 }
@@ -547,6 +553,10 @@ func (c *lconn) sendRequest() {
 	bodyLen := int64(-1)
 	if c.bodyBuf == bufferedWhole {
 		bodyLen = c.bb.Len()
+	}
+	if u.pp != nil {
+		u.w.Write(u.pp) // a new connection's first bytes
+		u.pp = nil
 	}
 	hop := c.hop()
 	writeRequestHead(&u.w, &c.l.fwd, &c.req, &hop, bodyLen)
@@ -878,7 +888,8 @@ func (u *lupconn) release(reusable bool) {
 			// unseen.
 			u.fr.p.Drained(u.fd)
 		}
-		if c := u.pool.dequeue(); c != nil {
+		c, keep := u.pool.dequeueFor(u)
+		if c != nil {
 			// A request waits for a connection: it takes this one.
 			u.state = upIdle
 			u.used = true
@@ -886,8 +897,10 @@ func (u *lupconn) release(reusable bool) {
 			c.useConn(u)
 			return
 		}
-		u.pool.put(u)
-		return
+		if keep {
+			u.pool.put(u)
+			return
+		}
 	}
 	u.close()
 }

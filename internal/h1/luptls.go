@@ -97,6 +97,14 @@ func (u *lupconn) needsTLS() bool {
 // c's request, which goes on once it is done.
 func (u *lupconn) startTLS(c *lconn) {
 	fd := u.fd
+	if u.pp != nil {
+		err := writeProxyHeader(fd, u.pp, u.pool.addr)
+		u.pp = nil
+		if err != nil {
+			c.upFailed(err, false)
+			return
+		}
+	}
 	u.l.startUpTLS(&u.tls, fd, &u.fr, &u.fw, c.tr, u.pool.addr, func(err error) {
 		switch {
 		case u.tls.closing:

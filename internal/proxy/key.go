@@ -15,7 +15,8 @@ type KeyKind uint8
 const (
 	// KeyNone: no key; the request is not hashed.
 	KeyNone KeyKind = iota
-	// KeyClientIP: the address of the immediate client.
+	// KeyClientIP: the client's address, as the listener's policy found
+	// it (Exchange.ClientAddr).
 	KeyClientIP
 	// KeyHeader: the value of the first header field named Name.
 	KeyHeader

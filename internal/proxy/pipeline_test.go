@@ -45,7 +45,9 @@ type fakeExchange struct {
 	addr  netip.Addr
 	// listener is the listener's policy; nil: none.
 	listener *wire.Listener
-	wakes    atomic.Int32
+	// names are hdr's names as bytes, for the head (made once).
+	names [][]byte
+	wakes atomic.Int32
 }
 
 // field is a request header field.
@@ -147,22 +149,36 @@ func (e *fakeExchange) fillRequest(method, host, path, query []byte) {
 	}
 	r.Scheme = fakeScheme
 	if len(r.Header.Fields) == 0 {
-		for _, f := range e.hdr {
-			r.Header.Add([]byte(f.name), f.value)
+		if len(e.names) != len(e.hdr) {
+			e.names = e.names[:0]
+			for _, f := range e.hdr {
+				e.names = append(e.names, []byte(f.name))
+			}
+		}
+		for i, f := range e.hdr {
+			r.Header.Add(e.names[i], f.value)
 		}
 	}
 }
 func (e *fakeExchange) Response() *httpmsg.Response { return nil }
+
+// Alloc lends n bytes of the exchange's arena, as an engine does: from
+// its block, or a new one when it has no room.
 func (e *fakeExchange) Alloc(n int) []byte {
-	if cap(e.arena) < n {
-		e.arena = make([]byte, n)
+	if cap(e.arena)-len(e.arena) < n {
+		e.arena = make([]byte, 0, max(4096, n))
 	}
-	return e.arena[:n]
+	i := len(e.arena)
+	e.arena = e.arena[:i+n]
+	return e.arena[i : i+n : i+n]
 }
 
 // begin makes the exchange ready for its next request, as an engine's
-// is: a head of its own.
-func (e *fakeExchange) begin() { e.req.Reset() }
+// is: a head of its own, and its arena starts over.
+func (e *fakeExchange) begin() {
+	e.req.Reset()
+	e.arena = e.arena[:0]
+}
 
 // fakeTransport answers each backend from a script: an error or a status.
 type fakeTransport struct {

@@ -71,9 +71,12 @@ type Local struct {
 	evicted atomicCounter
 }
 
+// part is one shard of the table. Timestamps are held by pointer: a
+// known key's is updated through it, since assigning m[string(key)]
+// converts (allocates) the key whether or not it is there already.
 type part struct {
 	mu  sync.Mutex
-	tat map[string]int64
+	tat map[string]*int64
 }
 
 // New returns a Local limiter that tracks at most maxKeys keys (0:
@@ -84,7 +87,7 @@ func New(maxKeys int) *Local {
 	}
 	l := &Local{seed: maphash.MakeSeed(), perKey: max(1, (maxKeys+shards-1)/shards)}
 	for i := range l.parts {
-		l.parts[i].tat = make(map[string]int64)
+		l.parts[i].tat = make(map[string]*int64)
 	}
 	return l
 }
@@ -96,20 +99,21 @@ func (l *Local) Allow(key []byte, lim Limit, now int64) Decision {
 	T := lim.interval()
 	tau := T * int64(lim.Burst)
 	p.mu.Lock()
-	tat, ok := p.tat[string(key)]
-	if !ok || tat < now {
-		tat = now
+	slot := p.tat[string(key)]
+	tat := now
+	if slot != nil && *slot > now {
+		tat = *slot
 	}
 	d := decide(tat, now, T, tau)
 	if d.Allowed {
-		if ok {
-			p.tat[string(key)] = tat + T
-		} else {
+		if slot == nil {
 			if len(p.tat) >= l.perKey {
 				l.evict(p, now)
 			}
-			p.tat[string(key)] = tat + T
+			slot = new(int64)
+			p.tat[string(key)] = slot
 		}
+		*slot = tat + T
 	}
 	p.mu.Unlock()
 	return d
@@ -136,7 +140,8 @@ func (l *Local) evict(p *part, now int64) {
 	var oldest string
 	oldestTAT := int64(1<<63 - 1)
 	n := 0
-	for k, t := range p.tat {
+	for k, slot := range p.tat {
+		t := *slot
 		if t <= now {
 			delete(p.tat, k)
 			return

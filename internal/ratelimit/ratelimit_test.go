@@ -107,14 +107,32 @@ func TestConcurrent(t *testing.T) {
 	}
 }
 
+// TestAllowAllocatesNothing decides requests of a known key, allowed
+// (its timestamp updated) and refused, without allocating.
 func TestAllowAllocatesNothing(t *testing.T) {
-	l := New(0)
-	lim := Limit{Requests: 100, Per: time.Second, Burst: 10}
-	key := []byte("198.51.100.7")
-	now := int64(1e12)
-	l.Allow(key, lim, now)
-	if n := testing.AllocsPerRun(1000, func() { now += 1e6; l.Allow(key, lim, now) }); n != 0 {
-		t.Errorf("got %v allocations for a known key, want 0", n)
+	for _, tt := range []struct {
+		name    string
+		step    int64
+		allowed bool
+	}{
+		{"allowed", int64(20 * time.Millisecond), true},
+		{"refused", 0, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := New(0)
+			lim := Limit{Requests: 100, Per: time.Second, Burst: 10}
+			key := []byte("198.51.100.7")
+			now := int64(1e12)
+			for range 20 {
+				l.Allow(key, lim, now)
+			}
+			if d := l.Allow(key, lim, now+tt.step); d.Allowed != tt.allowed {
+				t.Fatalf("got allowed %v, want %v", d.Allowed, tt.allowed)
+			}
+			if n := testing.AllocsPerRun(1000, func() { now += tt.step; l.Allow(key, lim, now) }); n != 0 {
+				t.Errorf("got %v allocations for a known key, want 0", n)
+			}
+		})
 	}
 }
 

@@ -281,6 +281,7 @@ func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream, r *disco
 		QueueTimeout:          uc.Transport.QueueTimeout.D(),
 		Protocol:              wireProtocol(uc.Transport.Protocol),
 		TLS:                   uc.Transport.TLS != nil,
+		ProxyProtocol:         proxyVersion(uc.Transport.ProxyProtocol),
 	}}
 	if uc.Retries != nil {
 		up.Transport.Settings.TryTimeout = uc.Retries.PerTryTimeout.D()

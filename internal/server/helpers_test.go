@@ -154,6 +154,14 @@ func get(t *testing.T, c *http.Client, url string) (int, string, string) {
 // until the server closes it or the deadline passes.
 func rawExchange(t *testing.T, addr, req string) string {
 	t.Helper()
+	out, _ := rawExchangeErr(t, addr, req)
+	return out
+}
+
+// rawExchangeErr is rawExchange with the read's error: nil when the
+// server closed the connection within the deadline.
+func rawExchangeErr(t *testing.T, addr, req string) (string, error) {
+	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -163,6 +171,6 @@ func rawExchange(t *testing.T, addr, req string) string {
 	if _, err := io.WriteString(c, req); err != nil {
 		t.Fatal(err)
 	}
-	out, _ := io.ReadAll(c)
-	return string(out)
+	out, err := io.ReadAll(c)
+	return string(out), err
 }

@@ -245,3 +245,15 @@ func (g *generation) routeLimiter(prev *generation, name string, rl *config.Rate
 	g.limiters[name] = l
 	return l, nil
 }
+
+// proxyVersion returns a transport.proxy_protocol as the engine's
+// setting (0: none).
+func proxyVersion(s string) uint8 {
+	switch s {
+	case config.ProxyProtocolV1:
+		return wire.ProxyV1
+	case config.ProxyProtocolV2:
+		return wire.ProxyV2
+	}
+	return 0
+}

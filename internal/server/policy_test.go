@@ -1,21 +1,27 @@
 package server
 
 import (
+	"bufio"
+	"context"
 	"crypto/tls"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/net/http2"
 
+	"github.com/helios-lb/helios/internal/auth/authtest"
 	"github.com/helios-lb/helios/internal/config"
+	"github.com/helios-lb/helios/internal/proxyproto"
 )
 
 // policyListeners are the two listeners every edge policy test serves
@@ -253,8 +259,8 @@ func TestHeaderRulesOnEveryAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	eachEngine(t, func(t *testing.T, engine string) {
-		bs := startBackends(t, 1)
-		dead := deadAddr(t)
+		bs := startBackends(t, 2)
+		bs[1].stop() // a backend that is down: Helios's 502
 		_, clients := policyServer(t, engine, "", `
 routes:
   - name: api
@@ -276,7 +282,7 @@ routes:
   - {name: app, upstream: app}
 upstreams:
   - {name: app, backends: [{address: "{{B1}}"}]}
-  - {name: dead, backends: [{address: "`+dead+`"}], retries: {attempts: 0}}
+  - {name: dead, backends: [{address: "{{B2}}"}], retries: {attempts: 0}}
 `, bs, Options{})
 		for _, c := range clients {
 			t.Run(c.name, func(t *testing.T) {
@@ -321,18 +327,6 @@ upstreams:
 			})
 		}
 	})
-}
-
-// deadAddr returns a loopback address nothing listens on.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
 }
 
 // TestAccessListsAndHTTPSRedirect checks allow and deny (403) and a
@@ -417,60 +411,10 @@ routes:
 		if got := s.Pipeline().Graph().RouteList[0].Stats.RateLimited.Load(); got != uint64(len(clients)) {
 			t.Errorf("helios_rate_limited_total: got %d, want %d", got, len(clients))
 		}
-		if got := metricValue(t, s, "helios_rate_limited_total", map[string]string{"route": "api"}); got != float64(len(clients)) {
+		if got, _ := metric(t, s, "helios_rate_limited_total", map[string]string{"route": "api"}); got != float64(len(clients)) {
 			t.Errorf("helios_rate_limited_total{route=api}: got %v, want %d", got, len(clients))
 		}
 	})
-}
-
-// metricValue returns the value of the series name with labels from s's
-// registry (-1 when there is none).
-func metricValue(t *testing.T, s *Server, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := s.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
-					continue series
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				return m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return -1
-}
-
-// writeUsers writes an htpasswd file of bcrypt hashes (at the lowest
-// cost, for speed) for the users name:password.
-func writeUsers(t *testing.T, users ...string) string {
-	t.Helper()
-	var b strings.Builder
-	for _, u := range users {
-		name, pass, _ := strings.Cut(u, ":")
-		h, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.MinCost)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.WriteString(name + ":" + string(h) + "\n")
-	}
-	f := filepath.Join(t.TempDir(), "users")
-	if err := os.WriteFile(f, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return f
 }
 
 // TestBasicAuth asks for credentials on /admin, over every protocol on
@@ -478,7 +422,7 @@ func writeUsers(t *testing.T, users ...string) string {
 // password after its bcrypt ran off the loop), right ones reach the
 // backend (the first after bcrypt, the next from the cache).
 func TestBasicAuth(t *testing.T) {
-	users := writeUsers(t, "ann:secret", "bob:hunter2")
+	users := authtest.File(t, "ann:secret", "bob:hunter2")
 	eachEngine(t, func(t *testing.T, engine string) {
 		bs := startBackends(t, 1)
 		_, clients := policyServer(t, engine, "", `
@@ -590,5 +534,219 @@ upstreams: [{name: app, backends: [{address: "{{B1}}"}]}]
 				}
 			})
 		}
+	})
+}
+
+// prefixConn sends prefix in front of its first write: a PROXY header
+// that arrives with the client's first bytes (a request, a ClientHello).
+type prefixConn struct {
+	net.Conn
+	prefix []byte
+}
+
+func (c *prefixConn) Write(p []byte) (int, error) {
+	if c.prefix != nil {
+		b := append(c.prefix, p...)
+		c.prefix = nil
+		n, err := c.Conn.Write(b)
+		return max(0, n-(len(b)-len(p))), err
+	}
+	return c.Conn.Write(p)
+}
+
+// proxiedClients returns the four protocol clients of a server with the
+// policy listeners, each connection starting with the PROXY header
+// header() returns.
+func proxiedClients(t *testing.T, s *Server, certs *testCerts, header func() []byte) []protoClient {
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &prefixConn{Conn: c, prefix: header()}, nil
+	}
+	tlsConf := &tls.Config{RootCAs: certs.pool, ServerName: "site.example"}
+	h1 := &http.Transport{DisableCompression: true, DialContext: dial}
+	h1tls := &http.Transport{DisableCompression: true, DialContext: dial, TLSClientConfig: tlsConf,
+		TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}
+	h2 := &http2.Transport{DisableCompression: true, DialTLSContext: func(ctx context.Context, network, addr string, cfg *tls.Config) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		cfg = cfg.Clone()
+		cfg.NextProtos = []string{"h2"}
+		tc := tls.Client(c, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return tc, nil
+	}, TLSClientConfig: tlsConf}
+	h2c := &http2.Transport{DisableCompression: true, AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+		return dial(ctx, network, addr)
+	}}
+	for _, tr := range []interface{ CloseIdleConnections() }{h1, h1tls, h2, h2c} {
+		t.Cleanup(tr.CloseIdleConnections)
+	}
+	plain, web := s.Addr("plain").String(), s.Addr("web").String()
+	return []protoClient{
+		{name: "http1", base: "http://" + plain, rt: h1, listener: "plain"},
+		{name: "https1", base: "https://" + web, rt: h1tls, listener: "web", tls: true},
+		{name: "h2", base: "https://" + web, rt: h2, listener: "web", tls: true},
+		{name: "h2c", base: "http://" + plain, rt: h2c, listener: "plain"},
+	}
+}
+
+// proxyHeader returns a PROXY header of version v for a client at src.
+func proxyHeader(v int, src string) func() []byte {
+	return func() []byte {
+		s, d := netip.MustParseAddrPort(src), netip.MustParseAddrPort("192.0.2.1:443")
+		if v == 1 {
+			return proxyproto.AppendV1(nil, s, d)
+		}
+		return proxyproto.AppendV2(nil, s, d)
+	}
+}
+
+// refusedConns returns the connections listener's policy refused for
+// reason.
+func refusedConns(s *Server, listener, reason string) uint64 {
+	st := s.ListenerStats()[listener]
+	if reason == "proxy_protocol" {
+		return st.ProxyRefused.Load()
+	}
+	return st.PerIPRefused.Load()
+}
+
+// closedUnanswered dials addr, sends what, and reports whether the
+// connection closed without an answer within 5s.
+func closedUnanswered(t *testing.T, addr string, what []byte) bool {
+	t.Helper()
+	out, err := rawExchangeErr(t, addr, string(what))
+	return out == "" && err == nil
+}
+
+// TestProxyProtocolListener takes PROXY headers, over every protocol on
+// both engines (the header arriving with the client's first bytes, a
+// request or a ClientHello): the header's source is the client, for the
+// route's {client_ip}, client_cidrs and X-Forwarded-For. A header of the
+// wrong version, a malformed one, none where one is required, one from a
+// peer that is not a trusted proxy, or one that never comes closes the
+// connection unanswered, counted; optional serves a connection without
+// one as it is.
+func TestProxyProtocolListener(t *testing.T) {
+	eachEngine(t, func(t *testing.T, engine string) {
+		bs := startBackends(t, 1)
+		for _, v := range []int{1, 2} {
+			t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+				certs := newTestCerts(t)
+				certs.write(t, "site", "site.example", "127.0.0.1", "127.0.0.2")
+				yaml := strings.NewReplacer("{{L}}", fmt.Sprintf(", trusted_proxies: [127.0.0.0/8], proxy_protocol: v%d, read_header_timeout: 300ms", v),
+					"{{LB}}", fmt.Sprintf("\n    trusted_proxies: [127.0.0.0/8]\n    proxy_protocol: v%d\n    read_header_timeout: 300ms", v)).Replace(policyListeners) + clientRoutes
+				s, _ := startServer(t, h2ServerConfig(t, yaml, certs, bs, engine), Options{})
+				for _, c := range proxiedClients(t, s, certs, proxyHeader(v, "198.51.100.7:5555")) {
+					t.Run(c.name, func(t *testing.T) {
+						if res, _ := c.do(t, "GET", "/who"); res.Header.Get("X-Client") != "198.51.100.7" {
+							t.Errorf("client address: got %q, want 198.51.100.7", res.Header.Get("X-Client"))
+						}
+						if _, body := c.do(t, "GET", "/office"); body != "office" {
+							t.Errorf("client_cidrs: got %q, want office", body)
+						}
+						if _, body := c.do(t, "GET", "/echo", "X-Forwarded-For", "10.6.6.6"); strings.Join(echoed(body, "X-Forwarded-For"), ",") != "198.51.100.7" {
+							t.Errorf("X-Forwarded-For at the backend: got %q, want [198.51.100.7]", echoed(body, "X-Forwarded-For"))
+						}
+					})
+				}
+				plain := s.Addr("plain").String()
+				other := proxyHeader(3-v, "198.51.100.7:5555")()
+				for _, tt := range []struct {
+					name string
+					send []byte
+				}{
+					{"the other version", append(other, "GET /who HTTP/1.1\r\nHost: x\r\n\r\n"...)},
+					{"malformed", []byte("PROXY TCP4 198.51.100.7 nope 1 2\r\nGET /who HTTP/1.1\r\nHost: x\r\n\r\n")},
+					{"missing", []byte("GET /who HTTP/1.1\r\nHost: x\r\n\r\n")},
+					{"never sent", nil},
+				} {
+					before := refusedConns(s, "plain", "proxy_protocol")
+					if !closedUnanswered(t, plain, tt.send) {
+						t.Errorf("%s: got an answer, want the connection closed", tt.name)
+					}
+					waitFor(t, 5*time.Second, tt.name+" counted", func() bool { return refusedConns(s, "plain", "proxy_protocol") == before+1 })
+				}
+				if got, _ := metric(t, s, "helios_connections_refused_total", map[string]string{"listener": "plain", "reason": "proxy_protocol"}); got != 4 {
+					t.Errorf("helios_connections_refused_total{listener=plain,reason=proxy_protocol}: got %v, want 4", got)
+				}
+			})
+		}
+		t.Run("untrusted peer", func(t *testing.T) {
+			_, clients := policyServer(t, engine, ", trusted_proxies: [10.0.0.0/8], proxy_protocol: optional", clientRoutes, bs, Options{})
+			s := clients[0]
+			addr := strings.TrimPrefix(s.base, "http://")
+			if !closedUnanswered(t, addr, append(proxyHeader(1, "198.51.100.7:5555")(), "GET /who HTTP/1.1\r\nHost: x\r\n\r\n"...)) {
+				t.Errorf("a PROXY header from a peer that is not a trusted proxy: got an answer, want the connection closed")
+			}
+			// Without a header, optional serves the peer as it is.
+			if res, _ := s.do(t, "GET", "/who"); !strings.HasPrefix(res.Header.Get("X-Client"), "127.") {
+				t.Errorf("optional, no header: got client %q, want the peer", res.Header.Get("X-Client"))
+			}
+		})
+	})
+}
+
+// TestMaxConnectionsPerIP caps the connections of one client address,
+// after the PROXY header: a third connection from an address with two
+// open is closed at once (counted), another address is served, and a
+// place freed is taken again.
+func TestMaxConnectionsPerIP(t *testing.T) {
+	eachEngine(t, func(t *testing.T, engine string) {
+		cfg := yamlConfig(t, `
+listeners: [{name: web, address: "127.0.0.1:1", max_connections_per_ip: 2, trusted_proxies: [127.0.0.0/8], proxy_protocol: v1}]
+routes: [{name: who, respond: {body: ok}, response_headers: {set: {X-Client: "{client_ip}"}}}]
+admin: {address: "off"}
+`, nil)
+		setEngine(cfg, engine)
+		s, _ := startServer(t, cfg, Options{})
+		addr := s.Addr("web").String()
+		open := func(src string) (net.Conn, *bufio.Reader) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			c.Write(append(proxyHeader(1, src)(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n"...))
+			return c, bufio.NewReader(c)
+		}
+		served := func(br *bufio.Reader) bool {
+			res, err := http.ReadResponse(br, nil)
+			if err != nil {
+				return false
+			}
+			io.Copy(io.Discard, res.Body)
+			return res.StatusCode == 200
+		}
+		c1, br1 := open("198.51.100.7:1")
+		_, br2 := open("198.51.100.7:2")
+		if !served(br1) || !served(br2) {
+			t.Fatal("the first two connections: got no answer, want both served")
+		}
+		_, br3 := open("198.51.100.7:3")
+		if served(br3) {
+			t.Errorf("a third connection from the address: got served, want closed")
+		}
+		if _, br := open("198.51.100.8:1"); !served(br) {
+			t.Errorf("another address: got no answer, want it served")
+		}
+		if got := refusedConns(s, "web", "max_connections_per_ip"); got != 1 {
+			t.Errorf("refused: got %d, want 1", got)
+		}
+		c1.Close()
+		waitFor(t, 5*time.Second, "the freed place to be taken", func() bool {
+			_, br := open("198.51.100.7:4")
+			return served(br)
+		})
 	})
 }

@@ -96,7 +96,9 @@ admin: {address: "off"}
 	}
 	for _, want := range []string{
 		"\r\nHost: example.test:8080\r\n",
-		"\r\nX-Forwarded-For: 10.0.0.1, 127.0.0.1\r\n",
+		// The client is no trusted proxy: its X-Forwarded-For is
+		// replaced, never appended to (issue 20).
+		"\r\nX-Forwarded-For: 127.0.0.1\r\n",
 		"\r\nX-Forwarded-Proto: http\r\n",
 		"\r\nX-Forwarded-Host: example.test:8080\r\n",
 		"\r\nX-Kept: yes\r\n",

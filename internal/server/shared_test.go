@@ -124,7 +124,7 @@ func TestSharedRateLimit(t *testing.T) {
 		t.Errorf("got %d requests failed (%v), want none", n, tl.failures)
 	}
 	for i, s := range servers {
-		if got := metricValue(t, s, "helios_rate_limit_store_errors_total", nil); got != 0 {
+		if got, _ := metric(t, s, "helios_rate_limit_store_errors_total", nil); got != 0 {
 			t.Errorf("instance %d: helios_rate_limit_store_errors_total: got %v, want 0", i, got)
 		}
 	}
@@ -141,7 +141,7 @@ func TestSharedRateLimitStoreOutage(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	s, clients := policyServer(t, "", "", routes, nil, Options{Logger: zap.New(core)})
 	store := map[string]string{"store": "redis://" + redis.Addr + "/0"}
-	fallback := func() float64 { return metricValue(t, s, "helios_rate_limit_store_fallback", store) }
+	fallback := func() float64 { v, _ := metric(t, s, "helios_rate_limit_store_fallback", store); return v }
 
 	var tl tally
 	var wg sync.WaitGroup
@@ -178,7 +178,7 @@ func TestSharedRateLimitStoreOutage(t *testing.T) {
 	if during < 90 || during > 150 {
 		t.Errorf("during the outage: got %d allowed in 1 s, want about the share, 100 + 20", during)
 	}
-	if got := metricValue(t, s, "helios_rate_limit_store_errors_total", store); got <= 0 {
+	if got, _ := metric(t, s, "helios_rate_limit_store_errors_total", store); got <= 0 {
 		t.Errorf("helios_rate_limit_store_errors_total: got %v, want more than 0", got)
 	}
 	if n := logs.FilterMessageSnippet("shared store unreachable").Len(); n != 1 {

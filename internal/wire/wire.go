@@ -240,7 +240,18 @@ type TransportSettings struct {
 	// it; the configuration itself may be rebuilt by a reload without
 	// dropping warm connections.)
 	TLS bool
+	// ProxyProtocol is the version of the PROXY protocol header each new
+	// connection opens with, naming the client of the request it is made
+	// for (ProxyV1, ProxyV2); a connection then carries only that
+	// client's requests. Zero: none.
+	ProxyProtocol uint8
 }
+
+// The TransportSettings.ProxyProtocol versions.
+const (
+	ProxyV1 uint8 = 1
+	ProxyV2 uint8 = 2
+)
 
 // Protocol is a protocol spoken to backends.
 type Protocol uint8

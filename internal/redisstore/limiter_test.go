@@ -37,14 +37,7 @@ func offer(l ratelimit.Limiter, key string, lim ratelimit.Limit, gap time.Durati
 func TestSharedLimitAcrossInstances(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	lim := ratelimit.Limit{Requests: 200, Per: time.Second, Burst: 20}
-	var ls []*Limiter
-	for i := 0; i < 2; i++ {
-		s := Open(Options{Addr: srv.Addr})
-		t.Cleanup(func() { s.Close() })
-		l := s.Limiter(LimiterOptions{Name: "shared", Instances: 2})
-		t.Cleanup(l.Close)
-		ls = append(ls, l)
-	}
+	ls := []*Limiter{testLimiter(t, srv, LimiterOptions{Name: "shared", Instances: 2}), testLimiter(t, srv, LimiterOptions{Name: "shared", Instances: 2})}
 	const d = 3 * time.Second
 	var allowed atomic.Int64
 	stop := make(chan struct{})
@@ -206,11 +199,7 @@ func TestTokensGoBack(t *testing.T) {
 // requests at once (the head start) then, two idle seconds later (when
 // idle keys' tokens go back), a fourth is refused.
 func TestIdleKeyKeepsWhatItOwes(t *testing.T) {
-	srv := redistest.Start(t, redistest.Options{})
-	s := Open(Options{Addr: srv.Addr})
-	defer s.Close()
-	l := s.Limiter(LimiterOptions{Name: "owes"})
-	defer l.Close()
+	l := testLimiter(t, redistest.Start(t, redistest.Options{}), LimiterOptions{Name: "owes"})
 	lim := ratelimit.Limit{Requests: 1, Per: time.Hour, Burst: 2}
 	key := []byte("k")
 	now := time.Now().UnixNano()
@@ -219,12 +208,7 @@ func TestIdleKeyKeepsWhatItOwes(t *testing.T) {
 			t.Fatalf("request %d of the head start: got refused, want allowed", i+1)
 		}
 	}
-	waitFor(t, "the store's answer", func() bool {
-		p := &l.parts[maphash.Bytes(l.seed, key)%shards]
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return !p.keys["k"].queued
-	})
+	waitFor(t, "the store's answer", func() bool { return !l.entryOf(key).queued })
 	later := now + int64(2*time.Second)
 	l.giveBack(context.Background(), later, false)
 	if d := l.Allow(key, lim, later); d.Allowed {
@@ -235,24 +219,35 @@ func TestIdleKeyKeepsWhatItOwes(t *testing.T) {
 // TestAllowAllocatesNothing: deciding a request of a key that holds
 // tokens allocates nothing (it runs on the event loops).
 func TestAllowAllocatesNothing(t *testing.T) {
-	srv := redistest.Start(t, redistest.Options{})
-	s := Open(Options{Addr: srv.Addr})
-	defer s.Close()
-	l := s.Limiter(LimiterOptions{Name: "allocs"})
-	defer l.Close()
+	l := testLimiter(t, redistest.Start(t, redistest.Options{}), LimiterOptions{Name: "allocs"})
 	lim := ratelimit.Limit{Requests: 1_000_000, Per: time.Second, Burst: 100_000}
 	key := []byte("198.51.100.7")
 	waitFor(t, "tokens", func() bool {
 		l.Allow(key, lim, time.Now().UnixNano())
-		p := &l.parts[maphash.Bytes(l.seed, key)%shards]
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.keys[string(key)].tokens > 1000
+		return l.entryOf(key).tokens > 1000
 	})
 	now := time.Now().UnixNano()
 	if n := testing.AllocsPerRun(500, func() { l.Allow(key, lim, now) }); n != 0 {
 		t.Errorf("got %v allocations per decision, want 0", n)
 	}
+}
+
+// testLimiter returns a Limiter on a Store of its own (an instance) on
+// srv, both closed when the test ends.
+func testLimiter(t *testing.T, srv *redistest.Server, o LimiterOptions) *Limiter {
+	s := Open(Options{Addr: srv.Addr})
+	t.Cleanup(func() { s.Close() })
+	l := s.Limiter(o)
+	t.Cleanup(l.Close)
+	return l
+}
+
+// entryOf returns a copy of key's entry, read under its part's lock.
+func (l *Limiter) entryOf(key []byte) entry {
+	p := &l.parts[maphash.Bytes(l.seed, key)%shards]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return *p.keys[string(key)]
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {

@@ -1,10 +1,8 @@
 package server
 
 import (
-	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -27,17 +25,6 @@ routes:
   - {name: app, respond: {body: "hello"}}
 admin: {address: "off"}
 `
-
-// handshakeAt connects to addr asking for name and returns the verified
-// leaf, or the handshake's error.
-func handshakeAt(addr string, roots *x509.CertPool, name string) (*x509.Certificate, error) {
-	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{ServerName: name, RootCAs: roots})
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	return c.ConnectionState().PeerCertificates[0], nil
-}
 
 // TestACMESharedRedisStorageIssuesOnce is issue 23's shared certificates:
 // two instances with tls.acme.storage on one redis-server, started

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"crypto/x509"
 	"hash/maphash"
 	"math"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/helios-lb/helios/internal/certgen"
 	"github.com/helios-lb/helios/internal/ratelimit"
 	"github.com/helios-lb/helios/internal/redisstore/redistest"
 )
@@ -258,5 +260,49 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 			t.Fatalf("waited 10s for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTLSStore: rediss://, a store behind TLS (redis-server with a
+// certificate of a test CA), checked against the given roots and server
+// name: tokens come as over cleartext; a client that does not trust the
+// CA gets none, and the instance limits with its share.
+func TestTLSStore(t *testing.T) {
+	ca, err := certgen.NewCA("redis test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.Issue(certgen.Request{Hosts: []string{"redis.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, err := leaf.WriteFiles(t.TempDir(), "redis")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := redistest.Start(t, redistest.Options{TLSCert: certFile, TLSKey: keyFile})
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Leaf)
+	lim := ratelimit.Limit{Requests: 10, Per: time.Second, Burst: 5}
+	for _, tt := range []struct {
+		name  string
+		roots *x509.CertPool
+		ok    bool
+	}{
+		{"trusted", roots, true},
+		{"untrusted", x509.NewCertPool(), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := Open(Options{Addr: srv.Addr, TLS: true, ServerName: "redis.test", RootCAs: tt.roots, Timeout: 500 * time.Millisecond})
+			defer s.Close()
+			l := s.Limiter(LimiterOptions{Name: "tls-" + tt.name})
+			defer l.Close()
+			key := []byte("k")
+			l.Allow(key, lim, time.Now().UnixNano())
+			waitFor(t, "the store's answer", func() bool { return !l.entryOf(key).queued || s.Down() })
+			if got := l.entryOf(key).tokens > 0 && !s.Down(); got != tt.ok {
+				t.Errorf("got tokens from the store %v (down %v), want %v", got, s.Down(), tt.ok)
+			}
+		})
 	}
 }

@@ -6,13 +6,15 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -s -w -X github.com/helios-lb/helios/internal/cli.Version=$(VERSION) -X github.com/helios-lb/helios/internal/cli.Revision=$(REVISION)
 
-.PHONY: all build image run acme-demo test test-short fuzz vet fmt bench bench-quick bench-deps deploy-deps redis-deps redis-image fleet-test clean
+.PHONY: all build image run acme-demo test test-deps test-short fuzz vet fmt bench bench-quick bench-deps deploy-deps redis-deps redis-image fleet-test clean
 
 all: build
 
-## build: the static helios binary in bin/
+## build: the static helios binary in bin/, and the demo's self-signed certificate in
+## .cache/demo-tls (configs/helios.yaml's TLS listener serves it; remade when 60 days old)
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/helios
+	@scripts/demo-tls.sh $(BIN) .cache/demo-tls
 
 ## image: the container image helios:latest (FROM scratch, from bin/helios: no registry needed)
 image: build
@@ -30,8 +32,11 @@ acme-demo: build
 	@./scripts/acme-demo.sh $(BIN)
 
 ## test: vet (on Linux, and on two systems without epoll, tests included), every test with
-## the race detector, then the allocation tests, which the race detector's own allocations skip
+## the race detector, then the allocation tests, which the race detector's own allocations skip.
+## The race detector needs cgo, so a C compiler: make test-deps installs one.
 test:
+	@cc="$$($(GO) env CC)"; if [ "$$($(GO) env CGO_ENABLED)" != 1 ] || ! command -v "$${cc%% *}" >/dev/null 2>&1; then \
+		echo "make test runs the race detector, which needs cgo and a C compiler ($$cc not found, or CGO_ENABLED=0): run make test-deps (Debian packages gcc, libc6-dev), or make test-short without it" >&2; exit 1; fi
 	$(GO) vet $(PKGS)
 	GOOS=darwin $(GO) vet $(PKGS)
 	GOOS=freebsd $(GO) vet $(PKGS)
@@ -39,6 +44,11 @@ test:
 	$(GO) test -race -timeout 10m $(PKGS)
 	HELIOS_TEST_ENGINE=portable $(GO) test -race -timeout 10m ./internal/server/
 	$(GO) test -count=1 -run 'Allocs$$' $(PKGS)
+
+## test-deps: the C compiler the race detector (cgo) needs for make test (Debian packages)
+test-deps:
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gcc libc6-dev >/dev/null
 
 ## test-short: the tests without the race detector
 test-short:
@@ -56,7 +66,9 @@ vet:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-## bench: the full `helios bench` suite against every installed peer (about 42 minutes on 2 CPUs, `bin/helios bench --plan` says; report in bench/results/DATE-HOST/)
+## bench: the full `helios bench` suite against every installed peer (about an hour on 2 CPUs with
+## all three; `bin/helios bench --plan` prints the runs and the estimate for this machine; report
+## in bench/results/DATE-HOST/)
 bench: build
 	$(BIN) bench $(BENCHFLAGS)
 
@@ -71,11 +83,12 @@ bench-deps:
 	{ $$SUDO systemctl disable --now nginx haproxy caddy >/dev/null 2>&1 || { $$SUDO service nginx stop; $$SUDO service haproxy stop; $$SUDO service caddy stop; } >/dev/null 2>&1 || true; }
 
 ## deploy-deps: what the deployment tests use (Debian packages): systemd-analyze and
-## systemd-socket-activate (systemd), promtool (prometheus), docker-compose, logrotate
+## systemd-socket-activate (systemd), promtool (prometheus), docker-compose, logrotate; and
+## debootstrap, which scripts/systemd-sandbox.sh uses to build its Debian container
 deploy-deps:
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-		systemd prometheus docker-compose logrotate >/dev/null && \
+		systemd prometheus docker-compose logrotate debootstrap >/dev/null && \
 	{ $$SUDO systemctl disable --now prometheus >/dev/null 2>&1 || $$SUDO service prometheus stop >/dev/null 2>&1 || true; }
 
 ## redis-deps: redis-server (Debian package), which the shared rate limit and ACME storage

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -116,7 +117,7 @@ func TestDockerComposeExample(t *testing.T) {
 	// request fails.
 	c.run("kill", "backend-1")
 	waitFor(t, 20*time.Second, "the health check marking backend-1 down", func() bool {
-		return strings.Contains(c.run("logs", "--no-color", "helios"), `"msg":"backend down: health checks failing","upstream":"app","backend":"backend-1:9000"`)
+		return strings.Contains(c.run("logs", "--no-color", "helios"), `"msg":"backend down: health checks failing","upstream":"app","backend":"backend-1:8080"`)
 	})
 	for i := 0; i < 50; i++ {
 		if code, _, b := get(base + "/"); code != 200 || b != "backend-2" {
@@ -222,4 +223,33 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestComposeBackendPorts guards issue 18 item 11: docker-compose ps
+// showed the backends as 8080/tcp, the port the image EXPOSEs, while they
+// listened on :9000. The backends listen on the exposed port, and Helios's
+// config sends to it.
+func TestComposeBackendPorts(t *testing.T) {
+	read := func(f string) string {
+		b, err := os.ReadFile(filepath.Join(repoRoot(t), f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	m := regexp.MustCompile(`(?m)^EXPOSE (\d+)$`).FindStringSubmatch(read("deploy/docker/Dockerfile"))
+	if m == nil {
+		t.Fatal("the Dockerfile EXPOSEs no port")
+	}
+	exposed := m[1]
+	listens := regexp.MustCompile(`"backend", "--listen", ":(\d+)"`).FindAllStringSubmatch(read("deploy/compose/compose.yaml"), -1)
+	sends := regexp.MustCompile(`address: "backend-\d:(\d+)"`).FindAllStringSubmatch(read("deploy/compose/helios.yaml"), -1)
+	if len(listens) != 2 || len(sends) != 2 {
+		t.Fatalf("found %d backend services and %d backend addresses, want 2 and 2", len(listens), len(sends))
+	}
+	for _, p := range append(listens, sends...) {
+		if p[1] != exposed {
+			t.Errorf("%s: port %s, want the port the image EXPOSEs, %s", p[0], p[1], exposed)
+		}
+	}
 }

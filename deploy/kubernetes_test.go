@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -215,9 +216,16 @@ func TestKubernetesManifests(t *testing.T) {
 	bin := buildHelios(t, dir)
 	os.WriteFile(filepath.Join(dir, "helios.yaml"), []byte(cfg), 0o644)
 	cmd := exec.Command(bin, "validate", "--config", filepath.Join(dir, "helios.yaml"))
-	cmd.Env = append(os.Environ(), "HELIOS_ADMIN_TOKEN="+secret.StringData["token"])
+	cmd.Env = append(os.Environ(), "HELIOS_ADMIN_TOKEN=0123456789abcdef0123456789abcdef")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("helios validate on the ConfigMap's config: %v\n%s", err, out)
+	}
+	// The Secret's token is a placeholder, which Helios refuses, saying
+	// how to make one (issue 18 item 5).
+	cmd = exec.Command(bin, "validate", "--config", filepath.Join(dir, "helios.yaml"))
+	cmd.Env = append(os.Environ(), "HELIOS_ADMIN_TOKEN="+secret.StringData["token"])
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "openssl rand -hex 32") {
+		t.Errorf("helios validate with the Secret's placeholder token: got %v\n%s\nwant a refusal saying how to make a token", err, out)
 	}
 
 	// The token comes from the Secret.
@@ -291,5 +299,27 @@ func TestKubernetesManifests(t *testing.T) {
 	if !match(pdb.Spec.Selector.MatchLabels) || (pdb.Spec.MaxUnavailable == nil && pdb.Spec.MinAvailable == nil) {
 		t.Errorf("PodDisruptionBudget: selector %v, maxUnavailable %v, minAvailable %v; want the pod's labels and a bound",
 			pdb.Spec.Selector.MatchLabels, pdb.Spec.MaxUnavailable, pdb.Spec.MinAvailable)
+	}
+}
+
+// TestKubernetesVersionAgrees guards issue 18 item 11: the README said
+// Kubernetes 1.29+ while the manifests need 1.30 (the app's preStop sleep
+// action). Every place that names the minimum names the same one.
+func TestKubernetesVersionAgrees(t *testing.T) {
+	re := regexp.MustCompile(`Kubernetes (1\.\d+)(\+| or later)`)
+	for _, f := range []string{"README.md", "deploy/kubernetes/README.md", "deploy/kubernetes/deployment.yaml"} {
+		b, err := os.ReadFile(filepath.Join(repoRoot(t), f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms := re.FindAllStringSubmatch(string(b), -1)
+		if len(ms) == 0 {
+			t.Errorf("%s names no minimum Kubernetes version", f)
+		}
+		for _, m := range ms {
+			if m[1] != "1.30" {
+				t.Errorf("%s: %q, want 1.30 (preStop.sleep)", f, m[0])
+			}
+		}
 	}
 }

@@ -1,6 +1,8 @@
 package deploy
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -74,7 +76,7 @@ func TestDashboardQueriesParse(t *testing.T) {
 	run(t, "", nil, promtool, "check", "rules", f)
 }
 
-var metricName = regexp.MustCompile(`\bhelios_[a-z_]+`)
+var metricName = regexp.MustCompile(`\bhelios_[a-z0-9_]+`)
 
 // TestKitUsesMetricsHeliosExports scrapes a running helios and checks
 // that every metric the dashboard and the alerts name is one it exports
@@ -117,6 +119,9 @@ func TestKitUsesMetricsHeliosExports(t *testing.T) {
 		"helios_requests_total", "helios_request_duration_seconds_bucket", "helios_backend_up",
 		"helios_backend_ejected", "helios_circuit_breaker_state", "helios_open_connections",
 		"helios_config_reloads_total", "helios_config_last_reload_success_timestamp_seconds", "helios_build_info",
+		// TLS and HTTP/2 (issue 18 item 11: the dashboard had no panel for either).
+		"helios_tls_handshakes_total", "helios_tls_certificate_expiry_seconds", "helios_requests_by_protocol_total",
+		"helios_http2_streams_total", "helios_http2_stream_resets_total", "helios_http2_limit_closes_total",
 	} {
 		if !dashboard[want] {
 			t.Errorf("the dashboard does not show %s", want)
@@ -166,11 +171,19 @@ admin: {address: "127.0.0.1:`+admin+`"}
 		t.Fatal(err)
 	}
 	defer func() { s.Process.Kill(); s.Wait() }()
+	// An HTTP/2 request over TLS, so that the TLS and HTTP/2 series
+	// have values.
+	pool := x509.NewCertPool()
+	pool.AddCert(cert.Leaf)
+	h2 := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}, ForceAttemptHTTP2: true}}
 	var body string
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if resp, err := http.Get("http://127.0.0.1:" + web + "/"); err == nil && resp.StatusCode == 200 {
 			resp.Body.Close()
+			if resp, err := h2.Get("https://127.0.0.1:" + tlsPort + "/"); err == nil {
+				resp.Body.Close()
+			}
 			if m, err := http.Get("http://127.0.0.1:" + admin + "/metrics"); err == nil {
 				bb, _ := io.ReadAll(m.Body)
 				m.Body.Close()

@@ -8,10 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/helios-lb/helios/internal/systemd/systemdtest"
 )
 
 // unitWithBinary copies a unit from deploy/systemd to dir with
@@ -128,10 +132,20 @@ func TestSystemdConfigValidates(t *testing.T) {
 			vars = append(vars, line)
 		}
 	}
+	// systemd sets LOGS_DIRECTORY for LogsDirectory=, and creates it.
+	vars = append(vars, "LOGS_DIRECTORY="+t.TempDir())
+	// The env file's token is a placeholder, which Helios refuses, saying
+	// how to make one (issue 18 item 5); the recipe replaces it.
+	cmd := exec.Command(bin, "validate", "--config", filepath.Join(etc, "helios.yaml"))
+	cmd.Dir, cmd.Env = "/", append(os.Environ(), vars...)
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "openssl rand -hex 32") {
+		t.Errorf("validate with the shipped placeholder token: got %v\n%s\nwant a refusal saying how to make a token", err, out)
+	}
+	vars = append(vars, "HELIOS_ADMIN_TOKEN=0123456789abcdef0123456789abcdef")
 	run(t, "/", vars, bin, "validate", "--config", filepath.Join(etc, "helios.yaml"))
 	// Without the certificate the error names the file.
 	os.RemoveAll(filepath.Join(etc, "tls"))
-	cmd := exec.Command(bin, "validate", "--config", filepath.Join(etc, "helios.yaml"))
+	cmd = exec.Command(bin, "validate", "--config", filepath.Join(etc, "helios.yaml"))
 	cmd.Dir, cmd.Env = "/", append(os.Environ(), vars...)
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "tls/helios.pem") {
 		t.Errorf("validate without the certificate: got %v\n%s\nwant an error naming tls/helios.pem", err, out)
@@ -189,5 +203,160 @@ func TestLogrotateSnippet(t *testing.T) {
 	out, err := exec.Command(lr, "--debug", "--state", state, filepath.Join(repoRoot(t), "deploy/logrotate/helios")).CombinedOutput()
 	if err != nil || strings.Contains(strings.ToLower(string(out)), "error") {
 		t.Errorf("logrotate --debug: %v\n%s", err, out)
+	}
+}
+
+// TestSystemdReloadValidatesFirst guards issue 18 item 10: systemctl
+// reload with a broken config said only "Job for helios.service failed";
+// the FILE:LINE was in the journal. The unit's first ExecReload= runs
+// helios validate on the config ExecStart= serves (so a broken file never
+// reaches the running process), and validate, run by systemd with
+// NotifyAccess=all, sets STATUS= to the first problem, which systemctl
+// status shows.
+func TestSystemdReloadValidatesFirst(t *testing.T) {
+	unit, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy/systemd/helios.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var start, reloads []string
+	notifyAll := false
+	for _, line := range strings.Split(string(unit), "\n") {
+		key, value, _ := strings.Cut(line, "=")
+		switch key {
+		case "ExecStart":
+			start = strings.Fields(value)
+		case "ExecReload":
+			reloads = append(reloads, value)
+		case "NotifyAccess":
+			notifyAll = value == "all"
+		}
+	}
+	configOf := func(args []string) string {
+		if i := slices.Index(args, "--config"); i >= 0 && i+1 < len(args) {
+			return args[i+1]
+		}
+		return ""
+	}
+	if len(reloads) < 2 || len(start) == 0 {
+		t.Fatalf("got ExecStart=%q and ExecReload=%q, want ExecStart= and two ExecReload= lines", start, reloads)
+	}
+	first := strings.Fields(reloads[0])
+	if len(first) < 2 || first[0] != start[0] || first[1] != "validate" || configOf(first) == "" || configOf(first) != configOf(start) {
+		t.Errorf("the first ExecReload= is %q; want helios validate on ExecStart='s config %q", reloads[0], configOf(start))
+	}
+	if !notifyAll {
+		t.Errorf("NotifyAccess=all is missing: systemd would ignore the STATUS= helios validate sends from ExecReload=")
+	}
+
+	dir := t.TempDir()
+	bin := buildHelios(t, dir)
+	cfg := filepath.Join(dir, "helios.yaml")
+	os.WriteFile(cfg, []byte("listeners: [{name: web, address: \":80\"}]\nroutes: [{name: r, respond: {status: 999}}]\n"), 0o644)
+	m := systemdtest.NewManager(t)
+	args := slices.Clone(first[1:])
+	args[slices.Index(args, "--config")+1] = cfg
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+m.Path)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("ExecReload='s validate on a broken config: exit 0\n%s", out)
+	}
+	want := "STATUS=configuration refused by helios validate; a running Helios keeps its configuration: " + cfg + ":2: routes[0].respond.status: 999 is out of range (100-599)"
+	if got, _ := m.Read(5 * time.Second); got != want {
+		t.Errorf("sd_notify: got %q, want %q", got, want)
+	}
+	// A good config sends nothing: the running process reports the reload.
+	os.WriteFile(cfg, []byte("listeners: [{name: web, address: \":80\"}]\nroutes: [{name: r, respond: {}}]\n"), 0o644)
+	cmd = exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+m.Path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("validate on a good config: %v\n%s", err, out)
+	}
+	if got, ok := m.Read(300 * time.Millisecond); ok {
+		t.Errorf("validate on a good config sent %q, want nothing", got)
+	}
+}
+
+// TestLogrotatePostrotateWithoutSystemd guards issue 18 item 11: the
+// snippet's postrotate only worked under systemd and failed silently
+// elsewhere (systemctl ... >/dev/null 2>&1 || true), so Helios went on
+// writing to the rotated file. Here its script runs as on a machine
+// without systemd, against a helios serve with --pid-file: the log is
+// reopened, and without a PID file the script says what to do.
+func TestLogrotatePostrotateWithoutSystemd(t *testing.T) {
+	snippet, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy/logrotate/helios"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)\n\s*postrotate\n(.*?)\n\s*endscript`).FindSubmatch(snippet)
+	if m == nil {
+		t.Fatal("no postrotate script in deploy/logrotate/helios")
+	}
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "helios.pid")
+	script := strings.NewReplacer("/run/systemd/system", filepath.Join(dir, "no-systemd"), "/run/helios/helios.pid", pidFile).Replace(string(m[1]))
+	postrotate := func() (string, error) {
+		out, err := exec.Command("sh", "-c", script).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := postrotate(); err != nil || !strings.Contains(out, "--pid-file") {
+		t.Errorf("without Helios: got %v %q, want exit 0 and a note on how to make the script find it", err, out)
+	}
+
+	bin := buildHelios(t, dir)
+	web := freePort(t)
+	cfg := filepath.Join(dir, "helios.yaml")
+	os.WriteFile(cfg, []byte(`listeners: [{name: web, address: "127.0.0.1:`+web+`"}]
+routes: [{name: ping, respond: {status: 200, body: ok}}]
+admin: {address: "off"}
+logging: {access_log: access.log}
+`), 0o644)
+	srv := exec.Command(bin, "serve", "--config", cfg, "--pid-file", pidFile)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	get := func(path string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			resp, err := http.Get("http://127.0.0.1:" + web + path)
+			if err == nil {
+				resp.Body.Close()
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("GET %s: %v", path, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	get("/before")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(pidFile); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no PID file")
+		}
+	}
+	log := filepath.Join(dir, "access.log")
+	time.Sleep(1500 * time.Millisecond) // the log writer flushes every second
+	if err := os.Rename(log, log+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := postrotate(); err != nil {
+		t.Fatalf("postrotate: %v\n%s", err, out)
+	}
+	get("/after")
+	var reopened []byte
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if reopened, _ = os.ReadFile(log); strings.Contains(string(reopened), `"/after"`) {
+			break
+		}
+	}
+	if !strings.Contains(string(reopened), `"/after"`) {
+		rotated, _ := os.ReadFile(log + ".1")
+		t.Errorf("after postrotate: access.log holds %q (rotated file %q); want the request after the rotation in a new access.log", reopened, rotated)
 	}
 }

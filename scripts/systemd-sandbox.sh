@@ -2,7 +2,9 @@
 # Runs the README's systemd recipe in a throwaway systemd container and
 # checks the unit there: start (READY=1), ports 80 and 443 (TLS) as the
 # dynamic user, the admin token, reload with a renewed certificate,
-# watchdog pings, a SIGUSR2 upgrade under requests, socket activation. Needs root, debootstrap and Docker; the Debian root file
+# a broken config refused by systemctl reload (its first problem in
+# systemctl status), watchdog pings, a SIGUSR2 upgrade under requests,
+# socket activation. Needs root, debootstrap and Docker; the Debian root file
 # system (about 270 MB, from deb.debian.org) is kept in $ROOTFS between runs.
 #
 #   make build && sudo scripts/systemd-sandbox.sh
@@ -15,7 +17,7 @@ NAME=helios-systemd-$$
 [ -x bin/helios ] || { echo "bin/helios missing: run make build first" >&2; exit 1; }
 if ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
 	if [ ! -x "$ROOTFS/lib/systemd/systemd" ]; then
-		debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,curl,ca-certificates,procps,iproute2,logrotate \
+		debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,curl,ca-certificates,openssl,procps,iproute2,logrotate \
 			bookworm "$ROOTFS" http://deb.debian.org/debian
 	fi
 	tar -C "$ROOTFS" -c . | docker import -c 'CMD ["/lib/systemd/systemd"]' - "$IMAGE" >/dev/null
@@ -34,7 +36,8 @@ docker exec -w /src "$NAME" bash -euo pipefail -c '
 # The README recipe (after make build on the host).
 install -m 0755 bin/helios /usr/local/bin/helios
 install -d /etc/helios && install -m 0644 deploy/systemd/helios.yaml /etc/helios/
-install -m 0600 deploy/systemd/helios.env /etc/helios/helios.env   # set the admin token
+install -m 0600 deploy/systemd/helios.env /etc/helios/helios.env
+sed -i "s/^HELIOS_ADMIN_TOKEN=.*/HELIOS_ADMIN_TOKEN=$(openssl rand -hex 32)/" /etc/helios/helios.env   # the admin token
 groupadd --system helios-tls && install -d -m 0750 -g helios-tls /etc/helios/tls
 helios cert selfsigned --out /etc/helios/tls --host "$(hostname)"   # or copy your own pair
 chgrp helios-tls /etc/helios/tls/* && chmod 0640 /etc/helios/tls/helios.key
@@ -77,6 +80,21 @@ check "main pid moved" "$([ "$new" != "$old" ] && echo yes)" yes
 check "still active" "$(systemctl show helios -p ActiveState --value)" active
 systemctl reload helios
 check "new process reloads" "$(systemctl show helios -p StatusText --value | cut -d" " -f1-2)" "serving on"
+
+# A broken config: the validate in ExecReload= refuses it, systemctl status
+# shows its first problem, and the running configuration keeps serving.
+cp /etc/helios/helios.yaml /tmp/good.yaml
+sed -i "s/interval: 2s/interval: 2x/" /etc/helios/helios.yaml
+check "broken config reload" "$(systemctl reload helios 2>/dev/null && echo reloaded || echo refused)" refused
+check "status names the problem" "$(systemctl show helios -p StatusText --value | grep -c "/etc/helios/helios.yaml:[0-9]*: upstreams\[0\].health_check.interval")" 1
+check "still serving" "$(curl -s localhost:80/ping)" "{\"ok\":true}"
+cp /tmp/good.yaml /etc/helios/helios.yaml
+systemctl reload helios
+check "fixed config reloads" "$(systemctl show helios -p StatusText --value | cut -d" " -f1-2)" "serving on"
+# The start line says what is served where; the access log is the
+# service user alone (UMask=0077), as the README says.
+check "start line" "$(journalctl -u helios --no-pager | grep -c "Helios serving http://\[::\]:80, https://\[::\]:443")" 2
+check "access log mode" "$(stat -c %a /var/log/helios/access.log)" 600
 
 # Socket activation.
 systemctl stop helios || true

@@ -1,7 +1,9 @@
 // Package accesslog writes one line per request: time, client, method,
 // host, path, query, protocol, status, bytes, duration, route, upstream,
-// backend, attempts, user agent, referer, request id, and the error when
-// there was one. Every request is logged (no sampling).
+// backend, attempts, the last attempt's queue, connect and first-byte
+// times, user agent, referer, request id, the trace and span ids when
+// tracing is on, and the error when there was one. Every request is
+// logged (no sampling).
 //
 // Three formats: JSON (one object per line), console (zap's console
 // shape, tab-separated time, level, message and the JSON fields), and

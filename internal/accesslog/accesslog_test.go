@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
@@ -13,14 +12,12 @@ import (
 	"time"
 
 	"github.com/helios-lb/helios/internal/config"
-	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/logging"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
+	"github.com/helios-lb/helios/internal/wire/wiretest"
 )
-
-type exchange struct{}
 
 var (
 	method = []byte("GET")
@@ -29,56 +26,19 @@ var (
 	client = netip.MustParseAddr("192.0.2.10")
 )
 
-func (exchange) Method() []byte                             { return method }
-func (exchange) Host() []byte                               { return host }
-func (exchange) Path() []byte                               { return path }
-func (exchange) ClientAddr() netip.Addr                     { return client }
-func (exchange) HasBody() bool                              { return false }
-func (exchange) BodyStarted() bool                          { return false }
-func (exchange) Upgrade() []byte                            { return nil }
-func (exchange) RefuseUpgrade()                             {}
-func (exchange) BodyLength() int64                          { return 0 }
-func (exchange) BodyRead() int64                            { return 0 }
-func (exchange) LimitBody(int64)                            {}
-func (exchange) BufferBody(wire.BufferLimits) error         { return nil }
-func (exchange) Respond(int, *httpmsg.Header, []byte) error { return nil }
-func (exchange) ServeHTTP(http.Handler) (int, int64)        { return 0, 0 }
-func (exchange) Query() []byte                              { return nil }
-func (exchange) Proto() []byte                              { return nil }
-func (exchange) TLSVersion() []byte                         { return nil }
-func (exchange) Header(string) []byte                       { return nil }
-func (exchange) Request() *httpmsg.Request                  { return &httpmsg.Request{} }
-func (exchange) Response() *httpmsg.Response                { return nil }
-func (exchange) Alloc(n int) []byte                         { return make([]byte, n) }
-func (exchange) Listener() *wire.Listener                   { return nil }
-func (exchange) Waker() func()                              { return func() {} }
+// exchange is a plain finished request.
+func exchange() *wiretest.Exchange {
+	return &wiretest.Exchange{MethodV: method, HostV: host, PathV: path, Client: client}
+}
 
-// detailed is an exchange with a query, a protocol, a TLS version and
+// browser is an exchange with a query, a protocol, a TLS version and
 // headers.
-type detailed struct {
-	exchange
-	query, proto, tls, ua, referer []byte
-}
-
-func (d detailed) Query() []byte      { return d.query }
-func (d detailed) Proto() []byte      { return d.proto }
-func (d detailed) TLSVersion() []byte { return d.tls }
-func (d detailed) Header(name string) []byte {
-	switch {
-	case strings.EqualFold(name, "User-Agent"):
-		return d.ua
-	case strings.EqualFold(name, "Referer"):
-		return d.referer
-	}
-	return nil
-}
-
-var browser = detailed{
-	query:   []byte("q=1&lang=en"),
-	proto:   []byte("HTTP/1.1"),
-	tls:     []byte("1.3"),
-	ua:      []byte("Mozilla/5.0 (X11)"),
-	referer: []byte("https://example.test/start"),
+var browser = &wiretest.Exchange{
+	MethodV: method, HostV: host, PathV: path, Client: client,
+	QueryV:  []byte("q=1&lang=en"),
+	ProtoV:  []byte("HTTP/1.1"),
+	TLSV:    []byte("1.3"),
+	Headers: map[string][]byte{"User-Agent": []byte("Mozilla/5.0 (X11)"), "Referer": []byte("https://example.test/start")},
 }
 
 // syncBuffer is a bytes.Buffer a zap core may write to.
@@ -118,7 +78,7 @@ func TestRecordWritesEveryField(t *testing.T) {
 	l.Record(browser, r)
 	r.Err = errors.New("backend timed out")
 	r.Status = 504
-	l.Record(exchange{}, r)
+	l.Record(exchange(), r)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +124,7 @@ func BenchmarkRecord(b *testing.B) {
 	r := record()
 	b.ReportAllocs()
 	for b.Loop() {
-		l.Record(exchange{}, r)
+		l.Record(exchange(), r)
 	}
 }
 
@@ -172,7 +132,9 @@ func TestEscapingAndConsole(t *testing.T) {
 	var buf syncBuffer
 	l := New(&buf, Console)
 	r := record()
-	l.Record(hostile{}, r)
+	hostile := exchange()
+	hostile.PathV = hostilePath
+	l.Record(hostile, r)
 	l.Close()
 	line := buf.b.String()
 	fields := strings.SplitN(strings.TrimSpace(line), "\t", 4)
@@ -191,11 +153,7 @@ func TestEscapingAndConsole(t *testing.T) {
 	}
 }
 
-type hostile struct{ exchange }
-
 var hostilePath = []byte("/a\"b\\c\n\x01\xff")
-
-func (hostile) Path() []byte { return hostilePath }
 
 func TestRecordAllocatesNothing(t *testing.T) {
 	for _, f := range []Format{JSON, Console, Combined} {
@@ -225,7 +183,7 @@ func TestConcurrentRecordsKeepEveryLineWhole(t *testing.T) {
 			r := record()
 			for i := 0; i < each; i++ {
 				r.Bytes = int64(w*each + i)
-				l.Record(exchange{}, r)
+				l.Record(exchange(), r)
 			}
 		}(w)
 	}
@@ -260,7 +218,7 @@ func TestLinesReachTheFileWithinSeconds(t *testing.T) {
 	var out syncBuffer
 	l := New(&out, JSON)
 	defer l.Close()
-	l.Record(exchange{}, record())
+	l.Record(exchange(), record())
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		out.mu.Lock()
@@ -281,10 +239,10 @@ func TestCombinedFormat(t *testing.T) {
 	r.Start = time.Date(2026, 11, 21, 5, 31, 59, 0, time.Local)
 	r.Duration = 0
 	l.Record(browser, r)
-	l.Record(exchange{}, r)
-	hostileUA := browser
-	hostileUA.ua = []byte("evil\" \\ \n\x7f")
-	l.Record(hostileUA, r)
+	l.Record(exchange(), r)
+	hostileUA := *browser
+	hostileUA.Headers = map[string][]byte{"User-Agent": []byte("evil\" \\ \n\x7f"), "Referer": browser.Headers["Referer"]}
+	l.Record(&hostileUA, r)
 	l.Close()
 	ts := r.Start.Format("02/Jan/2006:15:04:05 -0700")
 	want := []string{
@@ -380,7 +338,7 @@ func TestRecordAfterCloseIsCounted(t *testing.T) {
 	var buf syncBuffer
 	l := New(&buf, JSON)
 	l.Close()
-	l.Record(exchange{}, record())
+	l.Record(exchange(), record())
 	if got := l.Dropped(); got != 1 {
 		t.Errorf("got %v dropped, want 1", got)
 	}
@@ -392,12 +350,12 @@ func TestRecordAfterCloseIsCounted(t *testing.T) {
 func TestSwitchSwapsWithoutLosingALine(t *testing.T) {
 	var a, b syncBuffer
 	var s Switch
-	s.Record(exchange{}, record()) // no logger: nothing, no panic
+	s.Record(exchange(), record()) // no logger: nothing, no panic
 	s.Swap(New(&a, JSON), 0, nil)
-	s.Record(exchange{}, record())
+	s.Record(exchange(), record())
 	closed := make(chan error, 1)
 	s.Swap(New(&b, Combined), 10*time.Millisecond, func(err error) { closed <- err })
-	s.Record(exchange{}, record())
+	s.Record(exchange(), record())
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}

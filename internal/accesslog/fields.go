@@ -48,6 +48,12 @@ func appendFields(b []byte, ex wire.Exchange, r *proxy.Record) []byte {
 	}
 	b = append(b, `","attempts":`...)
 	b = strconv.AppendInt(b, int64(r.Attempts), 10)
+	b = append(b, `,"queue_time":`...)
+	b = strconv.AppendFloat(b, r.Timing.Queue.Seconds(), 'f', -1, 64)
+	b = append(b, `,"connect_time":`...)
+	b = strconv.AppendFloat(b, r.Timing.Connect.Seconds(), 'f', -1, 64)
+	b = append(b, `,"first_byte_time":`...)
+	b = strconv.AppendFloat(b, r.Timing.FirstByte.Seconds(), 'f', -1, 64)
 	b = append(b, `,"user_agent":"`...)
 	b = appendEscaped(b, ua)
 	b = append(b, `","referer":"`...)
@@ -55,6 +61,14 @@ func appendFields(b []byte, ex wire.Exchange, r *proxy.Record) []byte {
 	b = append(b, `","request_id":"`...)
 	b = appendEscaped(b, r.RequestID.Bytes())
 	b = append(b, '"')
+	if r.Trace.On() {
+		b = append(b, `,"trace_id":"`...)
+		b = r.Trace.TraceID.AppendHex(b)
+		b = append(b, `","span_id":"`...)
+		b = r.Trace.SpanID.AppendHex(b)
+		b = append(b, `","sampled":`...)
+		b = strconv.AppendBool(b, r.Trace.Sampled)
+	}
 	if r.Err != nil {
 		b = append(b, `,"error":"`...)
 		b = appendEscapedString(b, r.Err.Error())

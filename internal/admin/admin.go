@@ -7,6 +7,7 @@
 //	GET  /readyz            200 when ready to take traffic, 503 with the reason otherwise
 //	GET  /metrics           Prometheus metrics
 //	GET  /api/v1/upstreams  every backend's state, as JSON
+//	GET  /api/v1/listeners  every listener: address, connections, memory, as JSON
 //	POST /api/v1/reload     re-read the config file; 200, or 422 with the problems
 //	     /debug/pprof/...   when pprof is enabled
 //
@@ -50,6 +51,8 @@ type Source interface {
 	Ready() (bool, string)
 	// Upstreams describes every upstream and backend.
 	Upstreams() []Upstream
+	// Listeners describes every listener.
+	Listeners() []Listener
 	// Reload re-reads and applies the config file. On a config problem it
 	// returns the problems as lines.
 	Reload() (problems []string, err error)
@@ -139,6 +142,36 @@ type Backend struct {
 	Failures       uint64     `json:"failures"`
 }
 
+// Listener is one listener in the /api/v1/listeners answer.
+type Listener struct {
+	Name    string `json:"name"`
+	Address string `json:"address"` // as bound: the real port when the config said 0
+	TLS     bool   `json:"tls"`
+	HTTP2   bool   `json:"http2"` // HTTP/2 offered through ALPN (TLS listeners)
+	H2C     bool   `json:"h2c"`
+	Sockets int    `json:"sockets"`
+	// MaxConnections is the configured cap, ConnectionCap the one in
+	// force: lower when the descriptor limit cannot hold MaxConnections.
+	MaxConnections  int   `json:"max_connections"`
+	ConnectionCap   int   `json:"connection_cap"`
+	OpenConnections int64 `json:"open_connections"`
+	// Memory is what the listener's connections may hold, at
+	// ConnectionCap of them.
+	Memory Memory `json:"memory"`
+}
+
+// Memory is what a listener's client connections may hold in memory
+// (README, "Memory per connection"): per connection in the worst case and
+// while streaming to a slow reader, and that times a number of
+// connections. The kernel's socket buffers come on top.
+type Memory struct {
+	WorstKiB            int `json:"worst_kib"`
+	SlowReaderKiB       int `json:"slow_reader_kib"`
+	Connections         int `json:"connections"`
+	WorstTotalMiB       int `json:"worst_total_mib"`
+	SlowReadersTotalMiB int `json:"slow_readers_total_mib"`
+}
+
 // Options configure the admin server.
 type Options struct {
 	// Token, when not empty, is required as a bearer token.
@@ -182,9 +215,15 @@ func Listen(addr string, src Source, o Options) (*Server, error) {
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	if o.Gatherer != nil {
-		mux.Handle("GET /metrics", s.auth(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{})))
+		mux.Handle("GET /metrics", s.auth(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{
+			// Exemplars (a sampled request's trace id on its duration
+			// bucket) exist only in OpenMetrics, served to a scraper whose
+			// Accept asks for it; others get the text format.
+			EnableOpenMetrics: true,
+		})))
 	}
 	mux.Handle("GET /api/v1/upstreams", s.auth(http.HandlerFunc(s.upstreams)))
+	mux.Handle("GET /api/v1/listeners", s.auth(http.HandlerFunc(s.listeners)))
 	mux.Handle("/api/v1/reload", s.auth(http.HandlerFunc(s.reload)))
 	const backend = "/api/v1/upstreams/{upstream}/backends/{backend}"
 	for pattern, c := range map[string]BackendChange{
@@ -269,6 +308,10 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) upstreams(w http.ResponseWriter, _ *http.Request) {
 	s.json(w, http.StatusOK, map[string]any{"upstreams": s.src.Upstreams()})
+}
+
+func (s *Server) listeners(w http.ResponseWriter, _ *http.Request) {
+	s.json(w, http.StatusOK, map[string]any{"listeners": s.src.Listeners()})
 }
 
 func (s *Server) reload(w http.ResponseWriter, r *http.Request) {

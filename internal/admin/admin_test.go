@@ -10,6 +10,7 @@ type fakeSource struct{}
 
 func (fakeSource) Ready() (bool, string)     { return true, "" }
 func (fakeSource) Upstreams() []Upstream     { return nil }
+func (fakeSource) Listeners() []Listener     { return nil }
 func (fakeSource) Reload() ([]string, error) { return nil, nil }
 func (fakeSource) ChangeBackend(string, string, BackendChange) (Backend, error) {
 	return Backend{}, ErrNotFound

@@ -29,19 +29,22 @@ func TestCheck(t *testing.T) {
 	closedAddr := closed.Addr().String()
 	closed.Close()
 	tests := []struct {
-		name, address, path, wantErr string
+		name, address, path, want, wantErr string
 	}{
-		{"live", ln.Addr().String(), "/healthz", ""},
-		{"all interfaces asks loopback", ":" + port, "healthz", ""},
-		{"not ready", ln.Addr().String(), "/readyz", "503 Service Unavailable: not ready: draining"},
-		{"nobody listening", closedAddr, "/readyz", "connection refused"},
-		{"bad address", "9901", "/readyz", `admin address "9901"`},
+		{"live", ln.Addr().String(), "/healthz", "ok", ""},
+		{"all interfaces asks loopback", ":" + port, "healthz", "ok", ""},
+		{"not ready", ln.Addr().String(), "/readyz", "", "503 Service Unavailable: not ready: draining"},
+		{"nobody listening", closedAddr, "/readyz", "", "connection refused"},
+		{"bad address", "9901", "/readyz", "", `admin address "9901"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			err := Check(ctx, tt.address, tt.path)
+			got, err := Check(ctx, tt.address, tt.path)
+			if got != tt.want {
+				t.Errorf("answer: got %q, want %q", got, tt.want)
+			}
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Errorf("got %v, want nil", err)

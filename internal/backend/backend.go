@@ -1,6 +1,6 @@
 // Package backend is the built-in origin server behind `helios backend`:
 // a small, fast HTTP server for demos, tests and benchmarks. It runs on
-// Helios's own engine (internal/h1), so benchmarks spend little CPU on it:
+// Helios's own engine (internal/engine), so benchmarks spend little CPU on it:
 // fixed answers come from the event loops, and the endpoints that stream
 // or wait (echo, bytes, ws, delay) are net/http handlers the engine runs
 // as an in-process backend.
@@ -34,7 +34,7 @@ import (
 
 	"golang.org/x/net/websocket"
 
-	"github.com/helios-lb/helios/internal/h1"
+	"github.com/helios-lb/helios/internal/engine"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
@@ -66,8 +66,8 @@ type Backend struct {
 	streams  *wire.Local
 
 	mu   sync.Mutex
-	eng  *h1.Engine
-	ll   *h1.LoopListener
+	eng  *engine.Engine
+	ll   *engine.LoopListener
 	done chan struct{} // closed by Shutdown: Serve returns
 	// stopped: Shutdown was called (a Serve that starts late stops at
 	// once).
@@ -129,12 +129,12 @@ func (b *Backend) Serve(ln net.Listener) error {
 	if err := syscall.SetNonblock(fd, true); err != nil {
 		return fmt.Errorf("backend %s: %w", b.name, err)
 	}
-	eng, err := h1.NewEngine(stepper{b}, h1.EngineOptions{Loops: b.opts.Loops})
+	eng, err := engine.NewEngine(stepper{b}, engine.EngineOptions{Loops: b.opts.Loops})
 	if err != nil {
 		return fmt.Errorf("backend %s: %w", b.name, err)
 	}
 	eng.SetErrorLog(func(msg string, err error) { fmt.Fprintf(os.Stderr, "backend %s: %s: %v\n", b.name, msg, err) })
-	o := h1.Options{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, OutputBufferBytes: 256 << 10}
+	o := engine.Options{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, OutputBufferBytes: 256 << 10}
 	ll, err := eng.Attach(b.name, []int{fd}, o, func() bool { b.conns.Add(1); return true }, func() {})
 	if err != nil {
 		eng.Close()
@@ -279,6 +279,7 @@ func (f *flow) Handler() *wire.Local                         { return f.local }
 func (f *flow) Files() wire.Files                            { return nil }
 func (f *flow) Target() (*wire.Transport, *upstream.Backend) { return nil, nil }
 func (f *flow) BufferLimits() wire.BufferLimits              { return wire.BufferLimits{Discard: true} }
+func (f *flow) ResponseBuffer() *wire.ResponseBuffer         { return nil }
 
 // Buffered answers /sink once its body has been read and dropped: with
 // its length.

@@ -93,6 +93,8 @@ func (r *runner) loadCommand(s *Selection, c Case, d time.Duration, rate float64
 		}
 	case c.Pipeline > 1:
 		script, scriptArgs = filepath.Join(r.tmp, "pipeline.lua"), []string{strconv.Itoa(c.Pipeline)}
+	case c.HashUsers > 0:
+		script, scriptArgs = filepath.Join(r.tmp, "zipf.lua"), zipfArgs(c)
 	}
 	return toolRun{
 		argv:  append([]string{r.tools["wrk"]}, wrkArgs(threads, c.Connections, d, r.opt.ClientTimeout, c.Headers, script, scriptArgs, url)...),
@@ -222,4 +224,10 @@ func sortedKeys(m map[string]string) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// zipfArgs are zipf.lua's arguments for case c: the users, the Zipf
+// exponent and the header.
+func zipfArgs(c Case) []string {
+	return []string{strconv.Itoa(c.HashUsers), strconv.FormatFloat(c.ZipfS, 'f', -1, 64), HashHeader}
 }

@@ -52,6 +52,13 @@ type PeerData struct {
 	CPUs int
 	// Strategy is the balancing strategy as Helios names it.
 	Strategy string
+	// HashHeader is the request header consistent_hash hashes (nginx
+	// hash $http_..., HAProxy balance hdr(...), Caddy lb_policy header);
+	// "" for the other strategies. HashBalance bounds each backend's load
+	// in percent of the mean (Helios bounded_load, HAProxy
+	// hash-balance-factor; nginx and Caddy have no bound).
+	HashHeader  string
+	HashBalance int
 	// StaticRoot is the directory /static/ is served from.
 	StaticRoot string
 	// RespondBody is the fixed answer of /respond.
@@ -68,6 +75,10 @@ type PeerData struct {
 	AdminListen string
 	// AccessLog is the access log file when Features is on.
 	AccessLog string
+	// TraceEndpoint, when set, turns Helios's tracing on, its spans
+	// going over OTLP/gRPC to this URL at TraceRatio.
+	TraceEndpoint string
+	TraceRatio    float64
 	// User and Group are set when running as root, for nginx's user
 	// directive (its workers would otherwise switch to nobody).
 	User, Group string
@@ -175,16 +186,19 @@ func peerByName(name string) (Peer, bool) {
 var templateFuncs = template.FuncMap{
 	"quote": strconv.Quote,
 	"add":   func(a, b int) int { return a + b },
-	"nginxBalance": func(s string) string {
+	"nginxBalance": func(s, header string) string {
 		switch s {
 		case "least_conn":
 			return "least_conn"
 		case "p2c":
 			return "random two least_conn"
+		case "consistent_hash":
+			// Ketama points, without a bound on load.
+			return "hash $http_" + strings.ReplaceAll(strings.ToLower(header), "-", "_") + " consistent"
 		}
 		return ""
 	},
-	"caddyBalance": func(s string) string {
+	"caddyBalance": func(s, header string) string {
 		switch s {
 		case "least_conn":
 			return "least_conn"
@@ -192,17 +206,26 @@ var templateFuncs = template.FuncMap{
 			// Caddy's random_choose 2 picks the less loaded of two at
 			// random: power of two choices.
 			return "random_choose 2"
+		case "consistent_hash":
+			// Rendezvous hashing of the header, without a bound on load.
+			return "header " + header
 		}
 		return "round_robin"
 	},
-	"host": func(hostport string) string { h, _, _ := net.SplitHostPort(hostport); return h },
-	"port": func(hostport string) string { _, p, _ := net.SplitHostPort(hostport); return p },
-	"haproxyBalance": func(s string) string {
+	// boundedLoad writes a percentage as Helios's bounded_load factor.
+	"boundedLoad": func(percent int) string { return strconv.FormatFloat(float64(percent)/100, 'f', -1, 64) },
+	"host":        func(hostport string) string { h, _, _ := net.SplitHostPort(hostport); return h },
+	"port":        func(hostport string) string { _, p, _ := net.SplitHostPort(hostport); return p },
+	"haproxyBalance": func(s, header string) string {
 		switch s {
 		case "least_conn":
 			return "leastconn"
 		case "p2c":
 			return "random(2)"
+		case "consistent_hash":
+			// With hash-type consistent and hash-balance-factor (the
+			// template adds them).
+			return "hdr(" + header + ")"
 		}
 		return "roundrobin"
 	},
@@ -265,6 +288,9 @@ func variant(peer string, d PeerData) string {
 	}
 	if d.Features {
 		parts = append(parts, "features")
+	}
+	if d.TraceEndpoint != "" {
+		parts = append(parts, "tracing")
 	}
 	if d.Policy {
 		parts = append(parts, "policy")

@@ -8,12 +8,18 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/helios-lb/helios/internal/config"
 )
 
 func testPeerData(t *testing.T, p string) PeerData {
 	dir := t.TempDir()
+	// The peer's directory, where its access log goes: a run makes it
+	// before it writes the config there, and validation checks it exists.
+	if err := os.MkdirAll(filepath.Join(dir, p), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	return PeerData{
 		Dir:               filepath.Join(dir, p),
 		Listen:            "127.0.0.1:28080",
@@ -370,13 +376,16 @@ func TestPeerConfigsAcceptedByTools(t *testing.T) {
 			strategy                    string
 			features, tls, grpc, policy bool
 		}{{"round_robin", false, false, false, false}, {"least_conn", true, false, false, false}, {"p2c", false, true, false, false},
-			{"round_robin", false, true, true, false}, {"round_robin", false, false, false, true}} {
+			{"round_robin", false, true, true, false}, {"consistent_hash", false, false, false, false}, {"round_robin", false, false, false, true}} {
 			t.Run(fmt.Sprintf("%s-%s-features=%v-tls=%v-grpc=%v-policy=%v", name, v.strategy, v.features, v.tls, v.grpc, v.policy), func(t *testing.T) {
 				d := testPeerData(t, name)
 				if err := os.MkdirAll(d.Dir, 0o755); err != nil {
 					t.Fatal(err)
 				}
 				d.Strategy, d.Features, d.Policy = v.strategy, v.features, v.policy
+				if v.strategy == "consistent_hash" {
+					d.HashHeader, d.HashBalance = "X-User", 125
+				}
 				d.PairedConnections = 1000
 				if os.Geteuid() == 0 && name == "nginx" {
 					d.User, d.Group = "root", "root"
@@ -425,4 +434,61 @@ func TestNginxHTTP2Directive(t *testing.T) {
 	mustContain(t, "nginx 1.22", render(t, "nginx", d), "listen 127.0.0.1:28084 ssl http2 reuseport backlog=4096;", "ssl_session_cache shared:SSL:10m;")
 	d.NginxHTTP2On = true
 	mustContain(t, "nginx 1.25", render(t, "nginx", d), "listen 127.0.0.1:28084 ssl reuseport backlog=4096;", "http2 on;")
+}
+
+// The hash scenario's configs: every proxy hashes X-User consistently,
+// Helios and HAProxy with the same bound (1.25 of the mean), nginx
+// (ketama) and Caddy (rendezvous) without one, as they have none.
+func TestHashConfigs(t *testing.T) {
+	d := testPeerData(t, "x")
+	d.Strategy, d.HashHeader, d.HashBalance = "consistent_hash", "X-User", 125
+	mustContain(t, "nginx", render(t, "nginx", d), "hash $http_x_user consistent;")
+	if text := render(t, "nginx", d); strings.Index(text, "hash $http_x_user") > strings.Index(text, "keepalive 1024;") {
+		t.Errorf("nginx: hash must precede keepalive:\n%s", text)
+	}
+	mustContain(t, "haproxy", render(t, "haproxy", d), "balance hdr(X-User)", "hash-type consistent", "hash-balance-factor 125")
+	mustContain(t, "caddy", render(t, "caddy", d), "lb_policy header X-User")
+	text := render(t, "helios", d)
+	cfg, err := config.Parse([]byte(text), "helios.yaml", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatalf("config.Parse: %v\n%s", err, text)
+	}
+	if u := cfg.Upstreams[0]; u.Strategy != "consistent_hash" || u.HashKey != "header:X-User" || u.BoundedLoad != 1.25 {
+		t.Errorf("helios upstream: got strategy %s, hash_key %s, bounded_load %v; want consistent_hash, header:X-User, 1.25", u.Strategy, u.HashKey, u.BoundedLoad)
+	}
+	if got := variant("helios", d); got != "helios-consistent_hash" {
+		t.Errorf("variant: got %q, want helios-consistent_hash", got)
+	}
+	// Other strategies name no header and no bound.
+	d.Strategy, d.HashHeader = "round_robin", ""
+	for _, p := range []string{"helios", "haproxy"} {
+		if text := render(t, p, d); strings.Contains(text, "hash") || strings.Contains(text, "bounded_load") {
+			t.Errorf("%s round_robin config hashes:\n%s", p, text)
+		}
+	}
+}
+
+// A hash case drives wrk with zipf.lua (users, exponent, header), and the
+// latency probe sends a user of its own; the peers get the header.
+func TestHashCaseCommands(t *testing.T) {
+	r := &runner{opt: Options{BasePort: 28000, ClientTimeout: 5 * time.Second}, res: &Results{Profile: Profile{LoadThreads: 2}, Versions: map[string]string{}},
+		tmp: "/tmp/bench", tools: map[string]string{"wrk": "/usr/bin/wrk"}, selfBin: "/bin/helios", noFile: 65536}
+	sel := &Selection{Scenario: Scenario{Name: "hash", Tool: ToolWrk}}
+	c := Case{Name: "c100", Connections: 100, Path: "/", Strategy: "consistent_hash", HashUsers: 10000, ZipfS: 1.1}
+	argv := strings.Join(r.loadCommand(sel, c, 5*time.Second, 0).argv, " ")
+	if want := "-s /tmp/bench/zipf.lua http://127.0.0.1:28000/ -- 10000 1.1 X-User"; !strings.Contains(argv, want) {
+		t.Errorf("wrk: got %q, want %q in it", argv, want)
+	}
+	probe := strings.Join(r.probeCommand(sel, c, 5*time.Second, 100).argv, " ")
+	if !strings.Contains(probe, "-H X-User: probe") {
+		t.Errorf("probe: got %q, want -H X-User: probe", probe)
+	}
+	p, _ := peerByName("haproxy")
+	if d := r.peerData(p, sel.Scenario, c, false, false); d.HashHeader != "X-User" || d.HashBalance != 125 {
+		t.Errorf("peer data: got header %q, balance %d; want X-User, 125", d.HashHeader, d.HashBalance)
+	}
+	c.Strategy, c.HashUsers = "round_robin", 0
+	if d := r.peerData(p, sel.Scenario, c, false, false); d.HashHeader != "" {
+		t.Errorf("peer data of round_robin: got header %q, want none", d.HashHeader)
+	}
 }

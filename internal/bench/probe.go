@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -51,10 +52,19 @@ func probeRate(warmRPS float64) float64 {
 
 // probeCommand returns the probe's run for case c of s: the case's path and
 // headers (a probe in a Connection: close case opens a connection per
-// request, as the load does), HTTP/1.1, at rate for d.
+// request, as the load does; in a hash case, a user of its own, so that
+// it is hashed as the load is), HTTP/1.1, at rate for d.
 func (r *runner) probeCommand(s *Selection, c Case, d time.Duration, rate float64) toolRun {
+	headers := c.Headers
+	if c.HashUsers > 0 {
+		headers = maps.Clone(headers)
+		if headers == nil {
+			headers = map[string]string{}
+		}
+		headers[HashHeader] = "probe"
+	}
 	return toolRun{
-		argv:  r.loadgenArgs(r.target(s)+c.Path, rate, d, probeConnections, probeMaxConnections, c.Headers),
+		argv:  r.loadgenArgs(r.target(s)+c.Path, rate, d, probeConnections, probeMaxConnections, headers),
 		env:   []string{"GOMAXPROCS=1"},
 		parse: parseProbeMetrics,
 	}

@@ -535,6 +535,9 @@ func caseParams(tool string, c *CaseResult) string {
 	if c.Pipeline > 1 {
 		parts = append(parts, fmt.Sprintf("pipelining depth %d", c.Pipeline))
 	}
+	if c.HashUsers > 0 {
+		parts = append(parts, fmt.Sprintf("%s from %s users (Zipf, s=%g)", HashHeader, formatNumber(float64(c.HashUsers), 0), c.ZipfS))
+	}
 	if c.Streams > 0 {
 		parts = append(parts, fmt.Sprintf("%d streams per connection", c.Streams))
 	}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	benchfiles "github.com/helios-lb/helios/bench"
+	"github.com/helios-lb/helios/internal/tracing/collector"
 )
 
 // Options configure a benchmark. Zero fields take the defaults noted.
@@ -159,6 +160,9 @@ type runner struct {
 
 	peak          float64 // latency-at-rate's reference req/s
 	featuresFound bool    // Helios's features have been probed once
+	// sink receives traced Helios's spans (started when a selected case
+	// traces; nil otherwise).
+	sink *collector.Collector
 }
 
 // Run runs the benchmark and writes report.md, results.json and the charts
@@ -229,6 +233,11 @@ func Run(ctx context.Context, opt Options) (*Results, error) {
 	}
 	defer os.RemoveAll(r.tmp)
 	defer r.ps.stopAll()
+	defer func() {
+		if r.sink != nil {
+			r.sink.Close()
+		}
+	}()
 	if err := r.prepare(ctx); err != nil {
 		return nil, err
 	}
@@ -329,7 +338,37 @@ func (r *runner) prepare(ctx context.Context) error {
 	if err := r.checkPorts(); err != nil {
 		return err
 	}
+	if err := r.startSink(); err != nil {
+		return err
+	}
 	return r.ensureBackends(ctx, 0)
+}
+
+// startSink starts the collector traced cases send spans to, when a
+// selected case traces: an OTLP/gRPC receiver in this process that counts
+// the spans and keeps none.
+func (r *runner) startSink() error {
+	for _, s := range r.sels {
+		for _, c := range s.Run {
+			if c.TraceRatio > 0 && r.sink == nil {
+				sink, err := collector.Start(false)
+				if err != nil {
+					return fmt.Errorf("starting the tracing sink: %w", err)
+				}
+				r.sink = sink
+			}
+		}
+	}
+	return nil
+}
+
+// sinkEndpoint is the URL traced Helios sends spans to: the sink's, or,
+// before it runs (validation, a plan), where it would be.
+func (r *runner) sinkEndpoint() string {
+	if r.sink != nil {
+		return r.sink.Endpoint()
+	}
+	return "http://127.0.0.1:4317"
 }
 
 // writeFiles writes the static file, the pipelining script and (when a
@@ -343,7 +382,7 @@ func (r *runner) writeFiles() error {
 	if err := os.WriteFile(filepath.Join(static, "index.html"), append(page, '\n'), 0o644); err != nil {
 		return err
 	}
-	for _, script := range []string{"pipeline.lua", "upload.lua"} {
+	for _, script := range []string{"pipeline.lua", "upload.lua", "zipf.lua"} {
 		lua, err := fs.ReadFile(benchfiles.Files, "scripts/"+script)
 		if err != nil {
 			return err
@@ -375,8 +414,8 @@ func (r *runner) validateHelios(ctx context.Context) {
 		s := &r.sels[i]
 		sr := r.scenarioResult(s)
 		for _, c := range s.Run {
-			for _, features := range []bool{c.Features, false} {
-				d := r.peerData(helios, s.Scenario, c, features)
+			for _, v := range []struct{ features, traced bool }{{c.Features, c.TraceRatio > 0}, {c.Features, false}, {false, false}} {
+				d := r.peerData(helios, s.Scenario, c, v.features, v.traced)
 				text, err := helios.Render(d)
 				if err != nil {
 					sr.Skipped = err.Error()
@@ -619,8 +658,9 @@ func waitPortFree(addr string, timeout time.Duration) error {
 	}
 }
 
-// peerData is what p's template is rendered with for case c.
-func (r *runner) peerData(p Peer, s Scenario, c Case, features bool) PeerData {
+// peerData is what p's template is rendered with for case c; traced
+// turns Helios's tracing on at c.TraceRatio.
+func (r *runner) peerData(p Peer, s Scenario, c Case, features, traced bool) PeerData {
 	dir := filepath.Join(r.tmp, p.Name)
 	d := PeerData{
 		Dir:               dir,
@@ -628,6 +668,7 @@ func (r *runner) peerData(p Peer, s Scenario, c Case, features bool) PeerData {
 		Backends:          []string{r.addr(portBackend1), r.addr(portBackend1 + 1), r.addr(portBackend1 + 2)},
 		CPUs:              r.res.Profile.CPUs,
 		Strategy:          c.Strategy,
+		HashBalance:       hashBalance,
 		StaticRoot:        filepath.Join(r.tmp, "static"),
 		RespondBody:       `{"ok":true}`,
 		Features:          features,
@@ -641,6 +682,9 @@ func (r *runner) peerData(p Peer, s Scenario, c Case, features bool) PeerData {
 		RetryAttempts:     2,
 		T:                 DefaultTimeouts,
 	}
+	if c.Strategy == "consistent_hash" {
+		d.HashHeader = HashHeader
+	}
 	if slices.Contains(s.Requires, RequireTLS) {
 		d.TLSListen = r.addr(portTLS)
 		d.CertFile, d.KeyFile, d.CertKeyFile = r.cert.Cert, r.cert.Key, r.cert.Both
@@ -648,6 +692,9 @@ func (r *runner) peerData(p Peer, s Scenario, c Case, features bool) PeerData {
 	if slices.Contains(s.Requires, RequireGRPC) {
 		d.GRPCBackends = []string{r.addr(portGRPC1), r.addr(portGRPC1 + 1), r.addr(portGRPC1 + 2)}
 		d.GRPCPrefix = path.Dir(grpcPath) + "/"
+	}
+	if traced && p.Name == "helios" && c.TraceRatio > 0 {
+		d.TraceEndpoint, d.TraceRatio = r.sinkEndpoint(), c.TraceRatio
 	}
 	d.NginxHTTP2On = nginxHasHTTP2Directive(r.res.Versions["nginx"])
 	if p.Name == "nginx" && os.Geteuid() == 0 {
@@ -668,6 +715,8 @@ func (r *runner) peerData(p Peer, s Scenario, c Case, features bool) PeerData {
 type contender struct {
 	peer     Peer
 	features bool
+	// traced: Helios traces at the case's TraceRatio.
+	traced bool
 	// noPolicy runs the case with the edge policy off (Helios's
 	// baseline of the policy scenario).
 	noPolicy bool
@@ -684,16 +733,19 @@ func (r *runner) contenders(c Case) []*contender {
 	helios, _ := peerByName("helios")
 	if r.opt.Against != "" {
 		return []*contender{
-			{peer: helios, features: c.Features, res: &ContenderResult{Name: abNew, Label: "new", Peer: helios.Name}},
-			{peer: helios, features: c.Features, bin: r.opt.Against, res: &ContenderResult{Name: abOld, Label: "old", Peer: helios.Name}},
+			{peer: helios, features: c.Features, traced: c.TraceRatio > 0, res: &ContenderResult{Name: abNew, Label: "new", Peer: helios.Name}},
+			{peer: helios, features: c.Features, traced: c.TraceRatio > 0, bin: r.opt.Against, res: &ContenderResult{Name: abOld, Label: "old", Peer: helios.Name}},
 		}
 	}
-	cs := []*contender{{peer: helios, features: c.Features}}
+	cs := []*contender{{peer: helios, features: c.Features, traced: c.TraceRatio > 0}}
+	if c.TracingOffBaseline {
+		cs = append(cs, &contender{peer: helios, features: c.Features, res: &ContenderResult{Name: "helios-tracing-off", Label: "Helios, tracing off"}})
+	}
 	if c.FeaturesOffBaseline {
 		cs = append(cs, &contender{peer: helios, res: &ContenderResult{Name: "helios-features-off", Label: "Helios, features off"}})
 	}
 	if c.PolicyOffBaseline {
-		cs = append(cs, &contender{peer: helios, features: c.Features, noPolicy: true,
+		cs = append(cs, &contender{peer: helios, features: c.Features, traced: c.TraceRatio > 0, noPolicy: true,
 			res: &ContenderResult{Name: "helios-policy-off", Label: "Helios, policy off"}})
 	}
 	for _, name := range r.opt.Peers {
@@ -955,7 +1007,7 @@ func (r *runner) runOne(ctx context.Context, s *Selection, cr *CaseResult, ct *c
 		return run, nil
 	}
 	d := r.opt.scenarioDuration(s.Scenario)
-	data := r.peerData(ct.peer, s.Scenario, c, ct.features)
+	data := r.peerData(ct.peer, s.Scenario, c, ct.features, ct.traced)
 	data.Policy = data.Policy && !ct.noPolicy
 	if err := os.MkdirAll(data.Dir, 0o755); err != nil {
 		return nil, err

@@ -83,6 +83,13 @@ type Case struct {
 	Features bool `yaml:"features" json:"features,omitempty"`
 	// FeaturesOffBaseline adds Helios with features off as a contender.
 	FeaturesOffBaseline bool `yaml:"features_off_baseline" json:"features_off_baseline,omitempty"`
+	// TraceRatio turns Helios's tracing on at this sample_ratio, its
+	// spans going to a collector the bench runs (a sink that counts
+	// them); 0 leaves tracing off. Other proxies are not traced.
+	TraceRatio float64 `yaml:"trace_ratio" json:"trace_ratio,omitempty"`
+	// TracingOffBaseline adds Helios with the same features and tracing
+	// off as a contender: what tracing costs, in interleaved rounds.
+	TracingOffBaseline bool `yaml:"tracing_off_baseline" json:"tracing_off_baseline,omitempty"`
 	// Policy turns on the edge policy on the proxied route in every proxy
 	// (what each has of it: bench/scenarios.yaml lists it).
 	Policy bool `yaml:"policy" json:"policy,omitempty"`
@@ -105,7 +112,27 @@ type Case struct {
 	// Protocol, for idle, is the connections' protocol: http/1.1 (the
 	// default) or h2.
 	Protocol string `yaml:"protocol" json:"protocol,omitempty"`
+	// HashUsers, for wrk, gives every request an X-User header (HashHeader)
+	// naming one of this many users, drawn from a Zipf distribution
+	// (ZipfS), as consistent_hash on a header needs: a few hot keys and a
+	// long tail. 0 sends none.
+	HashUsers int `yaml:"hash_users" json:"hash_users,omitempty"`
+	// ZipfS is the Zipf exponent of HashUsers: user k is drawn with
+	// weight 1/k^ZipfS. Default 1.1 when HashUsers is set.
+	ZipfS float64 `yaml:"zipf_s" json:"zipf_s,omitempty"`
 }
+
+// HashHeader is the header a hash case's requests carry their user in,
+// and what consistent_hash hashes in every proxy.
+const HashHeader = "X-User"
+
+// hashBalance is the load bound of consistent_hash in every proxy that
+// has one, in percent of the mean: Helios bounded_load 1.25, HAProxy
+// hash-balance-factor 125.
+const hashBalance = 125
+
+// defaultZipfS is the default Case.ZipfS.
+const defaultZipfS = 1.1
 
 // Duration is a time.Duration written as a Go duration string in YAML and
 // JSON ("30s"); zero means unset.
@@ -152,6 +179,10 @@ func (c Case) merged(def Case) Case {
 	}
 	c.Features = c.Features || def.Features
 	c.FeaturesOffBaseline = c.FeaturesOffBaseline || def.FeaturesOffBaseline
+	if c.TraceRatio == 0 {
+		c.TraceRatio = def.TraceRatio
+	}
+	c.TracingOffBaseline = c.TracingOffBaseline || def.TracingOffBaseline
 	c.Policy = c.Policy || def.Policy
 	c.PolicyOffBaseline = c.PolicyOffBaseline || def.PolicyOffBaseline
 	if c.RateOfPeak == 0 {
@@ -168,6 +199,15 @@ func (c Case) merged(def Case) Case {
 	if c.Protocol == "" {
 		c.Protocol = def.Protocol
 	}
+	if c.HashUsers == 0 {
+		c.HashUsers = def.HashUsers
+	}
+	if c.ZipfS == 0 {
+		c.ZipfS = def.ZipfS
+	}
+	if c.ZipfS == 0 && c.HashUsers > 0 {
+		c.ZipfS = defaultZipfS
+	}
 	if c.Connections == 0 {
 		c.Connections = 100
 	}
@@ -181,7 +221,7 @@ func (c Case) merged(def Case) Case {
 }
 
 // strategies are the balancing strategies a case may name.
-var strategies = []string{"round_robin", "least_conn", "p2c"}
+var strategies = []string{"round_robin", "least_conn", "p2c", "consistent_hash"}
 
 // LoadScenarios reads and checks the embedded bench/scenarios.yaml.
 func LoadScenarios() ([]Scenario, error) {
@@ -263,6 +303,15 @@ func ParseScenarios(b []byte) ([]Scenario, error) {
 			}
 			if !slices.Contains([]string{"", "http/1.1", "h2"}, c.Protocol) || c.Protocol != "" && s.Tool != ToolIdle {
 				bad("case %s: protocol is http/1.1 or h2, for idle", c.Name)
+			}
+			if c.HashUsers < 0 || c.HashUsers > 0 && (s.Tool != ToolWrk || c.BodyBytes > 0 || c.Pipeline > 1) {
+				bad("case %s: hash_users is for wrk cases without body_bytes or pipeline, at least 0", c.Name)
+			}
+			if (c.Strategy == "consistent_hash") != (c.HashUsers > 0) {
+				bad("case %s: strategy consistent_hash and hash_users go together (the requests need keys to hash)", c.Name)
+			}
+			if c.ZipfS < 0 || c.ZipfS > 0 && c.HashUsers == 0 {
+				bad("case %s: zipf_s is for hash_users, above 0", c.Name)
 			}
 		}
 		for _, q := range s.Quick {

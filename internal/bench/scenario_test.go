@@ -14,7 +14,7 @@ func TestEmbeddedScenarioNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"proxy-ka", "proxy-close", "respond", "static", "https-ka", "tls-handshake", "h2", "h2-bulk", "grpc",
-		"idle-conns", "pipeline", "upload", "websocket", "c10k", "slow-backend", "backend-down", "features-on", "policy", "latency-at-rate"}
+		"idle-conns", "pipeline", "upload", "websocket", "c10k", "slow-backend", "hash", "backend-down", "features-on", "features-on-tracing", "policy", "latency-at-rate"}
 	if got := scenarioNames(ss); !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
@@ -165,6 +165,11 @@ func TestParseScenariosRejects(t *testing.T) {
 		{"open-loop without rate", "- {name: a, what: x, tool: open-loop, cases: [{name: c}]}", "rate_of_peak"},
 		{"unknown quick case", "- {name: a, what: x, quick: [z], cases: [{name: c}]}", "quick"},
 		{"bad duration", "- {name: a, what: x, duration: soon, cases: [{name: c}]}", "soon"},
+		{"consistent_hash without users", "- {name: a, what: x, cases: [{name: c, strategy: consistent_hash}]}", "hash_users"},
+		{"users without consistent_hash", "- {name: a, what: x, cases: [{name: c, hash_users: 10}]}", "hash_users"},
+		{"users with h2load", "- {name: a, what: x, tool: h2load, cases: [{name: c, strategy: consistent_hash, hash_users: 10}]}", "hash_users is for wrk"},
+		{"users with a body", "- {name: a, what: x, cases: [{name: c, strategy: consistent_hash, hash_users: 10, body_bytes: 5}]}", "hash_users is for wrk"},
+		{"zipf_s without users", "- {name: a, what: x, cases: [{name: c, zipf_s: 1.2}]}", "zipf_s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -220,5 +225,29 @@ func TestScenarioDuration(t *testing.T) {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// The hash scenario hashes X-User from 10,000 Zipf-distributed users, on
+// a fair pool and with a slow third backend.
+func TestHashScenario(t *testing.T) {
+	ss, err := LoadScenarios()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(ss, func(s Scenario) bool { return s.Name == "hash" })
+	if i < 0 {
+		t.Fatal("no hash scenario")
+	}
+	var names []string
+	for _, c := range ss[i].Cases {
+		names = append(names, c.Name)
+		if c.Strategy != "consistent_hash" || c.HashUsers != 10000 || c.ZipfS != 1.1 || c.Connections != 100 {
+			t.Errorf("hash %s: got strategy %s, %d users, s=%v, %d connections; want consistent_hash, 10000, 1.1, 100",
+				c.Name, c.Strategy, c.HashUsers, c.ZipfS, c.Connections)
+		}
+	}
+	if !slices.Equal(names, []string{"c100", "slow-c100"}) || time.Duration(ss[i].Cases[1].SlowBackend) != 50*time.Millisecond {
+		t.Errorf("hash cases: got %v (slow-c100's delay %v), want [c100 slow-c100] with 50ms", names, time.Duration(ss[i].Cases[1].SlowBackend))
 	}
 }

@@ -42,7 +42,7 @@ from and its file in storage. A name listed under acme without a
 certificate yet says so. It reads files only; Helios need not run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := commandConfig(cmd, file, cmd.ErrOrStderr())
+			cfg, err := commandConfig(cmd, file, nil, cmd.ErrOrStderr(), false)
 			if err != nil {
 				return err
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -14,8 +15,20 @@ import (
 // defaultConfigPaths are tried in order when --config is not given.
 var defaultConfigPaths = []string{"./helios.yaml", "/etc/helios/helios.yaml"}
 
-// configPath returns the explicit path, or the first default that exists.
-func configPath(flag string) (string, error) {
+// configArgs are the arguments of a command that takes the config file
+// as --config FILE or as its one argument (helios validate FILE, as
+// nginx -t and caddy users type it).
+var configArgs = cobra.MaximumNArgs(1)
+
+// configPath returns the config file named by --config (flag) or by the
+// command's argument, or else the first default that exists.
+func configPath(flag string, args []string) (string, error) {
+	if len(args) > 0 {
+		if flag != "" && flag != args[0] {
+			return "", fmt.Errorf("two config files: --config %s and %s (give one)", flag, args[0])
+		}
+		return args[0], nil
+	}
 	if flag != "" {
 		return flag, nil
 	}
@@ -27,8 +40,31 @@ func configPath(flag string) (string, error) {
 	return "", fmt.Errorf("no config file: pass --config FILE, or create %s or %s", defaultConfigPaths[0], defaultConfigPaths[1])
 }
 
+// commandConfig finds and loads the config file a command names, by
+// --config (file) or as its argument (args; nil for commands that take
+// none), with problems printed to w. On failure it says why on the
+// command's stderr and returns an error that is exitError{1} to Main and,
+// to errors.As, the reason (an invalidError for a config with problems).
+// absolute loads the file by its absolute path, so that the paths in the
+// config come out absolute.
+func commandConfig(cmd *cobra.Command, file string, args []string, w io.Writer, absolute bool) (*config.Config, error) {
+	path, err := configPath(file, args)
+	if err == nil && absolute {
+		path, err = filepath.Abs(path)
+	}
+	if err == nil {
+		var cfg *config.Config
+		if cfg, err = loadConfig(path, w); err == nil {
+			return cfg, nil
+		}
+	}
+	fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
+	return nil, errors.Join(exitError{1}, err)
+}
+
 // loadConfig loads and validates the config at path. When it is invalid,
-// every problem is printed to w, one per line, and the error says how many.
+// every problem and warning is printed to w, one per line, and the error
+// says how many problems there are.
 func loadConfig(path string, w io.Writer) (*config.Config, error) {
 	cfg, err := config.Load(path, nil)
 	if err == nil {
@@ -39,22 +75,18 @@ func loadConfig(path string, w io.Writer) (*config.Config, error) {
 		for _, p := range ps {
 			fmt.Fprintln(w, p.String())
 		}
-		return nil, fmt.Errorf("%s: %d problem(s)", path, len(ps))
+		return nil, invalidError{path, ps.Errors()}
 	}
 	return nil, err
 }
 
-// commandConfig finds and loads the config file a command's --config
-// names (problems printed to w). On failure it says why on the
-// command's stderr and returns exitError{1}.
-func commandConfig(cmd *cobra.Command, file string, w io.Writer) (*config.Config, error) {
-	path, err := configPath(file)
-	if err == nil {
-		var cfg *config.Config
-		if cfg, err = loadConfig(path, w); err == nil {
-			return cfg, nil
-		}
-	}
-	fmt.Fprintln(cmd.ErrOrStderr(), "helios:", err)
-	return nil, exitError{1}
+// invalidError is loadConfig's error for a config with problems, which it
+// has printed.
+type invalidError struct {
+	path     string
+	problems config.Problems // the errors, warnings left out
+}
+
+func (e invalidError) Error() string {
+	return fmt.Sprintf("%s: %d problem(s)", e.path, len(e.problems))
 }

@@ -20,7 +20,8 @@ func newHealthcheckCmd() *cobra.Command {
 		Use:   "healthcheck",
 		Short: "Ask a running Helios whether it is ready (for container health checks and exec probes)",
 		Long: `Healthcheck asks the admin listener's /readyz (or /healthz with --live) and
-exits 0 when the answer is 200, and 1 otherwise, printing the answer. It is for
+exits 0 when the answer is 200, printing it ("ready", "ok"), and 1
+otherwise, printing what it got on stderr. It is for
 images without curl: Docker's HEALTHCHECK and Kubernetes exec probes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -29,10 +30,12 @@ images without curl: Docker's HEALTHCHECK and Kubernetes exec probes.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			if err := admin.Check(ctx, address, path); err != nil {
+			answer, err := admin.Check(ctx, address, path)
+			if err != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), "helios healthcheck:", err)
 				return exitError{1}
 			}
+			fmt.Fprintln(cmd.OutOrStdout(), answer)
 			return nil
 		},
 	}

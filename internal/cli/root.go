@@ -43,7 +43,10 @@ func NewRoot() *cobra.Command {
 		Short:         "Helios is a reverse proxy and load balancer",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version, as nginx -v and caddy version users type it.
+		Version: versionLine(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(
 		newServeCmd(),
 		newProxyCmd(),
@@ -54,6 +57,7 @@ func NewRoot() *cobra.Command {
 		newVersionCmd(),
 		newBenchCmd(),
 		newCertCmd(),
+		newConfigCmd(),
 	)
 	return root
 }

@@ -15,7 +15,7 @@ func newServeCmd() *cobra.Command {
 		o    daemon.Options
 	)
 	cmd := &cobra.Command{
-		Use:   "serve",
+		Use:   "serve [FILE]",
 		Short: "Run the proxy",
 		Long: `Serve runs Helios with the given config file.
 
@@ -29,16 +29,17 @@ Signals:
   SIGTERM/SIGINT  drain: /readyz says 503 for --shutdown-delay while the
                   listeners still accept, then stop accepting and let requests
                   in flight finish within --shutdown-timeout; exit 0. A second
-                  SIGTERM or SIGINT exits at once.
+                  SIGTERM or SIGINT exits at once. WebSockets still open at
+                  the timeout get a close frame, 1001 going away, each side.
 
 Under systemd (Type=notify) it reports READY=1 once every listener is bound
 and the first round of health checks is done, RELOADING=1/READY=1 around a
 reload and STOPPING=1 on a drain, pings the watchdog (WatchdogSec=) while
 its event loops make progress, and takes sockets passed by socket activation
 (a .socket unit's FileDescriptorName= names the listener, or admin).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			path, err := configPath(file)
+		Args: configArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := configPath(file, args)
 			if err != nil {
 				return err
 			}

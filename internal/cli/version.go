@@ -22,14 +22,19 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print the version of helios",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rev := revision()
-			if rev != "" {
-				rev = " " + rev
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "helios %s%s %s %s/%s\n", Version, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintln(cmd.OutOrStdout(), versionLine())
 			return nil
 		},
 	}
+}
+
+// versionLine is what helios version and helios --version print.
+func versionLine() string {
+	rev := revision()
+	if rev != "" {
+		rev = " " + rev
+	}
+	return fmt.Sprintf("helios %s%s %s %s/%s", Version, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
 // revision returns the first 12 digits of the VCS revision the binary was

@@ -39,12 +39,12 @@ func TestAdminExposure(t *testing.T) {
 			yaml: head + "admin:\n  address: \"admin.example.com:9901\"\n",
 			want: `t.yaml:4: admin.address: "admin.example.com:9901" is reachable from other hosts and admin.token is not set: anyone could reload Helios (` + allowed + `)`,
 		},
-		{name: "0.0.0.0 with token", yaml: head + "admin: {address: \"0.0.0.0:9901\", token: s3cret}\n"},
-		{name: "0.0.0.0 with token from the environment", yaml: head + "admin: {address: \"0.0.0.0:9901\", token: \"${TOKEN}\"}\n", env: map[string]string{"TOKEN": "s3cret"}},
+		{name: "0.0.0.0 with token", yaml: head + "admin: {address: \"0.0.0.0:9901\", token: s3cret-s3cret-s3cret}\n"},
+		{name: "0.0.0.0 with token from the environment", yaml: head + "admin: {address: \"0.0.0.0:9901\", token: \"${TOKEN}\"}\n", env: map[string]string{"TOKEN": "s3cret-s3cret-s3cret"}},
 		{name: "0.0.0.0 opted out", yaml: head + "admin: {address: \"0.0.0.0:9901\", insecure_no_token: true}\n"},
 		{
 			name: "opted out with a token",
-			yaml: head + "admin:\n  token: s3cret\n  insecure_no_token: true\n",
+			yaml: head + "admin:\n  token: s3cret-s3cret-s3cret\n  insecure_no_token: true\n",
 			want: `t.yaml:5: admin.insecure_no_token: true but admin.token is set (one or the other)`,
 		},
 		{
@@ -77,6 +77,36 @@ func TestAdminExposure(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, ps := parseProblems(t, tt.yaml, tt.env)
+			got := ""
+			if ps != nil {
+				got = ps.Error()
+			}
+			if got != tt.want {
+				t.Errorf("got\n%v\nwant\n%v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestAdminTokenStrength guards issue 18 item 5: the deployment examples
+// ship a placeholder token, and Helios started with it (or with any short
+// token) on a reachable admin port without a word.
+func TestAdminTokenStrength(t *testing.T) {
+	const head = "listeners: [{name: web, address: \":8080\"}]\nroutes: [{name: r, respond: {}}]\n"
+	const how = "make one with: openssl rand -hex 32"
+	tests := []struct {
+		name  string
+		token string
+		want  string
+	}{
+		{name: "the shipped placeholder", token: "change-me-to-a-long-random-string", want: `t.yaml:3: admin.token: is the placeholder the examples ship, which anyone can read (` + how + `)`},
+		{name: "short", token: "s3cret", want: `t.yaml:3: admin.token: is 6 bytes, too short to guess safely (at least 16; ` + how + `)`},
+		{name: "15 bytes", token: "0123456789abcde", want: `t.yaml:3: admin.token: is 15 bytes, too short to guess safely (at least 16; ` + how + `)`},
+		{name: "16 bytes", token: "0123456789abcdef"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ps := parseProblems(t, head+"admin: {address: \"0.0.0.0:9901\", token: \"${TOKEN}\"}\n", map[string]string{"TOKEN": tt.token})
 			got := ""
 			if ps != nil {
 				got = ps.Error()

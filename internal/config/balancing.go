@@ -116,6 +116,7 @@ func (v *validator) balancing(u *Upstream, p string) {
 	if u.SlowStart < 0 || u.SlowStart.D() > maxSlowStart {
 		v.addf(p+".slow_start", "%s is out of range (0-1h, such as 30s; 0 turns slow start off)", u.SlowStart)
 	}
+	v.sticky(u, p)
 }
 
 // maxSlowStart bounds Upstream.SlowStart (which keeps the ramp's

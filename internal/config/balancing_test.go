@@ -73,6 +73,7 @@ upstreams:
 		},
 		Upgrades:         []string{"websocket"},
 		RequestBuffering: "auto", MaxBodyBytes: 100 << 20, RequestBufferMemoryBytes: 64 << 10, RequestBufferFileBytes: 16 << 20,
+		ResponseBuffering: "auto", ResponseBufferMemoryBytes: 64 << 10, ResponseBufferFileBytes: 64 << 20,
 	}
 	if !reflect.DeepEqual(r, want) {
 		t.Errorf("route: got %+v, want %+v", r, want)

@@ -24,7 +24,7 @@ listeners:
     backlog: 10
     adress: ":8081"
 `,
-			want: `t.yaml:7: listeners[0].adress: unknown key (allowed: name, address, sockets, backlog, max_connections, read_header_timeout, read_timeout, write_timeout, idle_timeout, max_header_bytes, max_header_count, max_method_bytes, underscores_in_headers, output_buffer_bytes, engine, tls, http2, h2c, trusted_proxies, client_ip_header, proxy_protocol, redirect_https, max_connections_per_ip)`,
+			want: `t.yaml:7: listeners[0].adress: unknown key (allowed: name, address, sockets, backlog, max_connections, read_header_timeout, read_timeout, write_timeout, idle_timeout, max_header_bytes, max_header_count, max_method_bytes, underscores_in_headers, output_buffer_bytes, poller, engine, tls, http2, h2c, trusted_proxies, client_ip_header, proxy_protocol, redirect_https, max_connections_per_ip)`,
 		},
 		{
 			name: "unknown top-level key",
@@ -32,7 +32,7 @@ listeners:
 routes: [{name: r, respond: {}}]
 file: x.yaml
 `,
-			want: `t.yaml:3: file: unknown key (allowed: listeners, routes, upstreams, admin, logging, discovery)`,
+			want: `t.yaml:3: file: unknown key (allowed: listeners, routes, upstreams, admin, logging, discovery, request_buffers, response_buffers, tracing)`,
 		},
 		{
 			name: "string for an integer",
@@ -131,7 +131,7 @@ routes: [{name: r, respond: {}}]
   - ":8080"
 routes: [{name: r, respond: {}}]
 `,
-			want: `t.yaml:2: listeners[0]: ":8080" is not a mapping (keys: name, address, sockets, backlog, max_connections, read_header_timeout, read_timeout, write_timeout, idle_timeout, max_header_bytes, max_header_count, max_method_bytes, underscores_in_headers, output_buffer_bytes, engine, tls, http2, h2c, trusted_proxies, client_ip_header, proxy_protocol, redirect_https, max_connections_per_ip)`,
+			want: `t.yaml:2: listeners[0]: ":8080" is not a mapping (keys: name, address, sockets, backlog, max_connections, read_header_timeout, read_timeout, write_timeout, idle_timeout, max_header_bytes, max_header_count, max_method_bytes, underscores_in_headers, output_buffer_bytes, poller, engine, tls, http2, h2c, trusted_proxies, client_ip_header, proxy_protocol, redirect_https, max_connections_per_ip)`,
 		},
 		{
 			name: "string for an optional block",
@@ -158,7 +158,7 @@ routes:
 			name: "string for the whole file",
 			yaml: `helios
 `,
-			want: `t.yaml:1: "helios" is not a mapping (keys: listeners, routes, upstreams, admin, logging, discovery)`,
+			want: `t.yaml:1: "helios" is not a mapping (keys: listeners, routes, upstreams, admin, logging, discovery, request_buffers, response_buffers, tracing)`,
 		},
 		{
 			name: "duplicate key",

@@ -43,7 +43,16 @@ func SetDefaults(c *Config) {
 		setDefault(m, p+".max_header_count", &l.MaxHeaderCount, 100)
 		setDefault(m, p+".max_method_bytes", &l.MaxMethodBytes, 32)
 		setDefault(m, p+".output_buffer_bytes", &l.OutputBufferBytes, 65536)
-		setString(&l.Engine, EngineLoop)
+		if l.Poller == "" {
+			// The deprecated key's value, where it has one this key
+			// can take (validate says what is wrong with another).
+			switch l.Engine {
+			case EngineLoop, "":
+				l.Poller = PollerNative
+			case EnginePortable:
+				l.Poller = PollerPortable
+			}
+		}
 		if len(l.TrustedProxies) > 0 {
 			setString(&l.ClientIPHeader, ClientIPXForwardedFor)
 		}
@@ -69,6 +78,10 @@ func SetDefaults(c *Config) {
 			setDefault(m, p+".max_body_bytes", &r.MaxBodyBytes, 100<<20)
 			setDefault(m, p+".request_buffer_memory_bytes", &r.RequestBufferMemoryBytes, 64<<10)
 			setDefault(m, p+".request_buffer_file_bytes", &r.RequestBufferFileBytes, 16<<20)
+			setMirrorDefaults(m, r, p)
+			setString(&r.ResponseBuffering, BufferingAuto)
+			setDefault(m, p+".response_buffer_memory_bytes", &r.ResponseBufferMemoryBytes, 64<<10)
+			setDefault(m, p+".response_buffer_file_bytes", &r.ResponseBufferFileBytes, 64<<20)
 		}
 	}
 	for i := range c.Upstreams {
@@ -78,10 +91,17 @@ func SetDefaults(c *Config) {
 	setDefault(m, "discovery.timeout", &d.Timeout, seconds(5))
 	setDefault(m, "discovery.min_refresh", &d.MinRefresh, seconds(1))
 	setDefault(m, "discovery.file_refresh", &d.FileRefresh, seconds(1))
+	rb := &c.RequestBuffers
+	setDefault(m, "request_buffers.connection_bytes", &rb.ConnectionBytes, 32<<20)
+	setDefault(m, "request_buffers.memory_bytes", &rb.MemoryBytes, 256<<20)
+	setDefault(m, "request_buffers.file_bytes", &rb.FileBytes, 1<<30)
+	setDefault(m, "response_buffers.memory_bytes", &c.ResponseBuffers.MemoryBytes, 64<<20)
+	setDefault(m, "response_buffers.file_bytes", &c.ResponseBuffers.FileBytes, 1<<30)
 	setString(&c.Admin.Address, defaultAdminAddress)
 	setString(&c.Logging.Level, "info")
 	setString(&c.Logging.Format, "json")
 	setString(&c.Logging.AccessLog, AccessLogOff)
+	setTracingDefaults(m, c.Tracing)
 }
 
 // setUpstreamDefaults fills the absent keys of the upstream u at path p.
@@ -92,6 +112,7 @@ func setUpstreamDefaults(m *meta, u *Upstream, p string) {
 		setString(&u.HashFallback, "round_robin")
 	}
 	// BoundedLoad and SlowStart default to 0, off.
+	setStickyDefaults(u)
 	for j := range u.Backends {
 		b, bp := &u.Backends[j], indexPath(p+".backends", j)
 		if b.SRV == "" {

@@ -63,11 +63,12 @@ func TestSetDefaultsInCode(t *testing.T) {
 // would have filled, rather than accept it.
 func TestValidateWithoutDefaults(t *testing.T) {
 	c := &Config{
-		Listeners: []Listener{{Name: "web", Address: ":80", Sockets: 1, Backlog: 1, MaxConnections: 1, MaxHeaderBytes: 1024, MaxHeaderCount: 1, MaxMethodBytes: 1, OutputBufferBytes: 4096, Engine: EngineLoop}},
-		Routes:    []Route{{Name: "r", Respond: &Respond{Status: 200}}},
-		Admin:     Admin{Address: "off"},
-		Logging:   Logging{Level: "info", Format: "json", AccessLog: "stderr"},
-		Discovery: Discovery{Timeout: Duration(time.Second), MinRefresh: Duration(time.Second), FileRefresh: Duration(time.Second)},
+		Listeners:      []Listener{{Name: "web", Address: ":80", Sockets: 1, Backlog: 1, MaxConnections: 1, MaxHeaderBytes: 1024, MaxHeaderCount: 1, MaxMethodBytes: 1, OutputBufferBytes: 4096, Poller: PollerNative}},
+		Routes:         []Route{{Name: "r", Respond: &Respond{Status: 200}}},
+		Admin:          Admin{Address: "off"},
+		Logging:        Logging{Level: "info", Format: "json", AccessLog: "stderr"},
+		Discovery:      Discovery{Timeout: Duration(time.Second), MinRefresh: Duration(time.Second), FileRefresh: Duration(time.Second)},
+		RequestBuffers: RequestBuffers{ConnectionBytes: 65536},
 	}
 	if err := c.Validate(); err != nil {
 		t.Fatalf("got %v, want nil", err)

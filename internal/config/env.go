@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 )
 
@@ -13,11 +14,11 @@ const envAllowed = "${NAME}, ${NAME:-default}, or $$ for a literal $; NAME is le
 // the lines after it: a value holding a line break is a problem. An unset NAME
 // without a default expands to "", and ${NAME:-default} uses default when
 // NAME is unset or empty, as in the shell. Malformed references are problems
-// and are left in the text as written. empty maps the line of each reference
-// that expanded to nothing to the reference's variable name (the first on
-// its line), so that validation can tell a key set to "" from one whose
-// variable was unset.
-func expandEnv(data []byte, file string, lookup func(string) (string, bool)) (expanded []byte, empty map[int]string, problems Problems) {
+// and are left in the text as written. refs maps each line that held
+// references to them, in order, so that validation can tell a key set to ""
+// from one whose variable was unset, and name the variable in a problem
+// about a value that came from it.
+func expandEnv(data []byte, file string, lookup func(string) (string, bool)) (expanded []byte, refs map[int][]envRef, problems Problems) {
 	if bytes.IndexByte(data, '$') < 0 {
 		return data, nil, nil
 	}
@@ -58,17 +59,15 @@ func expandEnv(data []byte, file string, lookup func(string) (string, bool)) (ex
 				continue
 			}
 			v, ok := lookup(name)
+			r := envRef{text: ref, name: name, set: ok, empty: v == ""}
 			if hasDef && (!ok || v == "") {
-				v = def
+				v, r.usedDefault = def, true
 			}
-			if v == "" {
-				if empty == nil {
-					empty = make(map[int]string)
-				}
-				if _, seen := empty[lineNo]; !seen {
-					empty[lineNo] = name
-				}
+			r.value = v
+			if refs == nil {
+				refs = make(map[int][]envRef)
 			}
+			refs[lineNo] = append(refs[lineNo], r)
 			if strings.ContainsAny(v, "\r\n") {
 				problems = append(problems, problemf(file, lineNo, "", "the value of %s has a line break (a value on one line)", name))
 				continue
@@ -76,7 +75,45 @@ func expandEnv(data []byte, file string, lookup func(string) (string, bool)) (ex
 			out.WriteString(v)
 		}
 	}
-	return out.Bytes(), empty, problems
+	return out.Bytes(), refs, problems
+}
+
+// envRef is one ${NAME} or ${NAME:-default} reference in a config file.
+type envRef struct {
+	text        string // as written, ${...} included
+	name        string // the variable
+	set         bool   // the variable is set, possibly to ""
+	empty       bool   // the variable is unset or set to ""
+	usedDefault bool   // the value is the reference's default
+	value       string // what the reference expanded to
+}
+
+// unsetNote says, for a problem about a value that came from refs, which
+// of them had an unset or empty variable: "(from ${BACKEND}, which is not
+// set)". It is "" when every variable was set to something.
+func unsetNote(refs []envRef) string {
+	var parts []string
+	for _, r := range refs {
+		var what string
+		switch {
+		case !r.empty:
+			continue
+		case r.set:
+			what = "which is empty"
+		default:
+			what = "which is not set"
+		}
+		if r.usedDefault {
+			what = r.name + " " + strings.TrimPrefix(what, "which ") + ", so its default"
+		}
+		if part := "from " + r.text + ", " + what; !slices.Contains(parts, part) {
+			parts = append(parts, part)
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "(" + strings.Join(parts, "; ") + ")"
 }
 
 // isEnvName reports whether s is a shell variable name: a letter or _, then

@@ -78,7 +78,7 @@ routes: [{name: r, respond: {}}]
 admin: {token: "${TOKEN}"}
 `
 	t.Run("values", func(t *testing.T) {
-		cfg := mustParse(t, src, map[string]string{"PORT": "8080", "TOKEN": "s3cret"})
+		cfg := mustParse(t, src, map[string]string{"PORT": "8080", "TOKEN": "s3cret-s3cret-s3cret"})
 		l := cfg.Listeners[0]
 		tests := []struct {
 			name string
@@ -88,7 +88,7 @@ admin: {token: "${TOKEN}"}
 			{"default", l.Name, "web"},
 			{"unset in a string", l.Address, ":8080"},
 			{"unset value gets the key's default", l.IdleTimeout, Duration(60e9)},
-			{"quoted", cfg.Admin.Token, "s3cret"},
+			{"quoted", cfg.Admin.Token, "s3cret-s3cret-s3cret"},
 		}
 		for _, tt := range tests {
 			if tt.got != tt.want {
@@ -97,11 +97,67 @@ admin: {token: "${TOKEN}"}
 		}
 	})
 	t.Run("problems", func(t *testing.T) {
-		_, ps := parseProblems(t, src, map[string]string{"NAME": "web", "PORT": "${", "IDLE": "forever", "TOKEN": "s3cret"})
+		_, ps := parseProblems(t, src, map[string]string{"NAME": "web", "PORT": "${", "IDLE": "forever", "TOKEN": "s3cret-s3cret-s3cret"})
 		want := `t.yaml:3: listeners[0].address: ":${" has port "${", not a number (` + testHostPort + `)
 t.yaml:4: listeners[0].idle_timeout: "forever" is not a duration (a Go duration such as 500ms, 2s or 1m)`
 		if got := ps.Error(); got != want {
 			t.Errorf("got\n%v\nwant\n%v", got, want)
 		}
 	})
+}
+
+// TestUnsetVariableIsNamed guards issue 18 item 2: a value that came from
+// a ${VAR} whose variable was unset or empty was reported as "missing" or
+// as "/helios.pem does not exist", leaving the reader to guess why. Every
+// such message names the variable now.
+func TestUnsetVariableIsNamed(t *testing.T) {
+	const head = "listeners: [{name: web, address: \":8080\"}]\nroutes: [{name: r, upstream: app}]\n"
+	tests := []struct {
+		name string
+		yaml string
+		env  map[string]string
+		want string
+	}{
+		{
+			name: "quoted and unset",
+			yaml: head + "upstreams:\n  - name: app\n    backends:\n      - address: \"${BACKEND}\"\n",
+			want: `t.yaml:6: upstreams[0].backends[0].address: missing (` + testHostPort + `) (from ${BACKEND}, which is not set)`,
+		},
+		{
+			name: "unquoted and unset: the key is null, and the item has no address",
+			yaml: head + "upstreams:\n  - name: app\n    backends:\n      - weight: 2\n        address: ${BACKEND}\n",
+			want: `t.yaml:6: upstreams[0].backends[0]: no address, dns or srv (exactly one: address host:port, dns NAME with a port, or srv NAME) (from ${BACKEND}, which is not set)`,
+		},
+		{
+			name: "set but empty",
+			yaml: head + "upstreams:\n  - name: app\n    backends: [{address: \"${BACKEND}\"}]\n",
+			env:  map[string]string{"BACKEND": ""},
+			want: `t.yaml:5: upstreams[0].backends[0].address: missing (` + testHostPort + `) (from ${BACKEND}, which is empty)`,
+		},
+		{
+			name: "part of a path",
+			yaml: "listeners:\n  - name: web\n    address: \":8443\"\n    tls: {cert_file: \"${TLS_DIR}/helios.pem\", key_file: \"${TLS_DIR}/helios.key\"}\nroutes: [{name: r, respond: {}}]\n",
+			want: `t.yaml:4: listeners[0].tls.cert_file: "/helios.pem" does not exist (a PEM file: the certificate, then the intermediates of its chain) (from ${TLS_DIR}, which is not set)
+t.yaml:4: listeners[0].tls.key_file: "/helios.key" does not exist (a PEM file with the certificate's unencrypted private key) (from ${TLS_DIR}, which is not set)`,
+		},
+		{
+			name: "a default used",
+			yaml: head + "upstreams:\n  - name: app\n    backends: [{address: \"${BACKEND:-nowhere}\"}]\n",
+			want: `t.yaml:5: upstreams[0].backends[0].address: "nowhere" is not host:port (` + testHostPort + `) (from ${BACKEND:-nowhere}, BACKEND is not set, so its default)`,
+		},
+		{
+			name: "set: no note",
+			yaml: head + "upstreams:\n  - name: app\n    backends: [{address: \"${BACKEND}\"}]\n",
+			env:  map[string]string{"BACKEND": "nowhere"},
+			want: `t.yaml:5: upstreams[0].backends[0].address: "nowhere" is not host:port (` + testHostPort + `)`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ps := parseProblems(t, tt.yaml, tt.env)
+			if got := ps.Error(); got != tt.want {
+				t.Errorf("got\n%v\nwant\n%v", got, tt.want)
+			}
+		})
+	}
 }

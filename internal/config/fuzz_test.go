@@ -1,17 +1,13 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
-
-	"gopkg.in/yaml.v3"
 )
 
 // fuzzEnv is the environment of fuzzed configs: fixed, so that a failure
@@ -19,7 +15,7 @@ import (
 var fuzzEnv = map[string]string{
 	"ADDR":        "127.0.0.1:8080",
 	"EMPTY":       "",
-	"TOKEN":       "s3cret",
+	"TOKEN":       "s3cret-s3cret-s3cret",
 	"STATIC_ROOT": "testdata",
 	"NL":          "a\nb",
 	"DOLLAR":      "$x ${ADDR}",
@@ -172,74 +168,12 @@ func wellFormedPath(path string) bool {
 	return true
 }
 
-// encodeConfig writes cfg back as YAML: every value that is not zero, and
-// the zero ones the file held (so an explicit 0 stays one), with $ written
-// as $$ so that environment expansion gives it back.
+// encodeConfig writes cfg back as YAML, with the admin token as it is.
 func encodeConfig(t *testing.T, cfg *Config) []byte {
 	t.Helper()
-	root, _ := encodeValue(cfg.meta, reflect.ValueOf(cfg).Elem(), "")
-	if root == nil {
-		root = &yaml.Node{Kind: yaml.MappingNode}
-	}
-	out, err := yaml.Marshal(root)
+	out, err := cfg.encode(false)
 	if err != nil {
 		t.Fatalf("writing back %s: %v", toJSON(cfg), err)
 	}
-	return bytes.ReplaceAll(out, []byte("$"), []byte("$$"))
-}
-
-// encodeValue returns the YAML node of v, at key path path, or nil when v
-// is zero and the file did not hold it.
-func encodeValue(m *meta, v reflect.Value, path string) (*yaml.Node, bool) {
-	scalar := func(tag, value string) (*yaml.Node, bool) {
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: value}, true
-	}
-	if v.IsZero() && !m.present(path) && v.Kind() != reflect.Struct {
-		return nil, false
-	}
-	switch {
-	case v.Type() == durationType:
-		return scalar("!!str", Duration(v.Int()).String())
-	case v.Kind() == reflect.Pointer:
-		return encodeValue(m, v.Elem(), path)
-	case v.Kind() == reflect.Struct:
-		n := &yaml.Node{Kind: yaml.MappingNode}
-		for _, f := range yamlFields(v.Type()) {
-			if child, ok := encodeValue(m, v.Field(f.index), childPath(path, f.name)); ok {
-				n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: f.name}, child)
-			}
-		}
-		return n, len(n.Content) > 0 || m.present(path)
-	case v.Kind() == reflect.Slice:
-		n := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
-		for i := range v.Len() {
-			child, ok := encodeValue(m, v.Index(i), indexPath(path, i))
-			if !ok {
-				child = &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
-			}
-			n.Content = append(n.Content, child)
-		}
-		return n, true
-	case v.Kind() == reflect.Map:
-		n := &yaml.Node{Kind: yaml.MappingNode}
-		keys := v.MapKeys()
-		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
-		for _, k := range keys {
-			child, _ := encodeValue(m, v.MapIndex(k), childPath(path, k.String()))
-			if child == nil {
-				child, _ = scalar("!!str", "")
-			}
-			n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k.String()}, child)
-		}
-		return n, true
-	case v.Kind() == reflect.String:
-		return scalar("!!str", v.String())
-	case v.Kind() == reflect.Int || v.Kind() == reflect.Int64:
-		return scalar("!!int", strconv.FormatInt(v.Int(), 10))
-	case v.Kind() == reflect.Float64:
-		return scalar("!!float", strconv.FormatFloat(v.Float(), 'g', -1, 64))
-	case v.Kind() == reflect.Bool:
-		return scalar("!!bool", strconv.FormatBool(v.Bool()))
-	}
-	panic("encodeValue: a config field of kind " + v.Kind().String())
+	return out
 }

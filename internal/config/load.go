@@ -19,23 +19,29 @@ func Parse(data []byte, file string, lookupEnv func(string) (string, bool)) (*Co
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
 	}
-	expanded, emptyEnv, problems := expandEnv(data, file, lookupEnv)
+	expanded, refs, problems := expandEnv(data, file, lookupEnv)
 	cfg, decodeProblems := decode(expanded, file)
 	problems = append(problems, decodeProblems...)
+	var warnings Problems
 	if cfg != nil {
-		cfg.meta.emptyEnv = emptyEnv
+		cfg.meta.env = refs
 		cfg.meta.lookupEnv = lookupEnv
 		SetDefaults(cfg)
 		if file != "" {
 			cfg.resolvePaths(filepath.Dir(file))
 		}
-		invalid, warnings := cfg.validate()
+		var invalid Problems
+		invalid, warnings = cfg.validate()
 		problems = append(problems, invalid...)
+		cfg.meta.noteEnv(problems)
+		cfg.meta.noteEnv(warnings)
 		warnings.sort()
 		cfg.Warnings = warnings
 	}
-	if err := problems.err(); err != nil {
-		return nil, err
+	if len(problems) > 0 {
+		// Warnings go with the errors: a certificate about to expire is
+		// worth knowing about while fixing the rest (issue 18 item 4).
+		return nil, append(problems, warnings...).err()
 	}
 	return cfg, nil
 }

@@ -19,7 +19,8 @@ func ptr[T any](v T) *T { return &v }
 func TestLoadFull(t *testing.T) {
 	root := t.TempDir()
 	tlsDir := writeTestTLS(t)
-	cfg, err := Load("testdata/full.yaml", envFrom(map[string]string{"STATIC_ROOT": root, "TLS_DIR": tlsDir}))
+	logDir := t.TempDir()
+	cfg, err := Load("testdata/full.yaml", envFrom(map[string]string{"STATIC_ROOT": root, "TLS_DIR": tlsDir, "LOG_DIR": logDir}))
 	if err != nil {
 		t.Fatalf("Load: got %v, want no error", err)
 	}
@@ -29,7 +30,7 @@ func TestLoadFull(t *testing.T) {
 			{
 				Name: "web", Address: ":8080", Sockets: 4, Backlog: 1024, MaxConnections: 5000,
 				ReadHeaderTimeout: dur(5 * time.Second), ReadTimeout: dur(30 * time.Second),
-				WriteTimeout: dur(time.Minute), IdleTimeout: dur(2 * time.Minute), MaxHeaderBytes: 32768, Engine: EngineLoop,
+				WriteTimeout: dur(time.Minute), IdleTimeout: dur(2 * time.Minute), MaxHeaderBytes: 32768, Poller: PollerNative,
 				MaxHeaderCount: 50, MaxMethodBytes: 16, UnderscoresInHeaders: true, OutputBufferBytes: 32768,
 				TLS: &ListenerTLS{
 					Certificates: []CertKey{
@@ -43,7 +44,7 @@ func TestLoadFull(t *testing.T) {
 			},
 			{
 				Name: "internal", Address: "[::1]:8081", Sockets: testNumCPU(), Backlog: 4096, MaxConnections: 20000,
-				ReadHeaderTimeout: dur(10 * time.Second), IdleTimeout: dur(60 * time.Second), MaxHeaderBytes: 65536, Engine: EngineLoop,
+				ReadHeaderTimeout: dur(10 * time.Second), IdleTimeout: dur(60 * time.Second), MaxHeaderBytes: 65536, Poller: PollerNative,
 				WriteTimeout: dur(60 * time.Second), MaxHeaderCount: 100, MaxMethodBytes: 32, OutputBufferBytes: 65536,
 				H2C: true,
 			},
@@ -53,6 +54,7 @@ func TestLoadFull(t *testing.T) {
 				Name: "api", Match: Match{Host: "api.example.com", PathPrefix: "/v1/"}, Upstream: "api",
 				Upgrades: []string{"websocket", "example-protocol"}, AllowMethods: []string{"TRACE", "CONNECT"},
 				RequestBuffering: "on", MaxBodyBytes: 1 << 20, RequestBufferMemoryBytes: 8192, RequestBufferFileBytes: 1000000,
+				ResponseBuffering: "off", ResponseBufferMemoryBytes: 4096, ResponseBufferFileBytes: 100000,
 			},
 			{
 				Name:  "ping",
@@ -75,6 +77,7 @@ func TestLoadFull(t *testing.T) {
 				SplitKey: "cookie:session",
 				Upgrades: []string{"websocket"}, RequestBuffering: "auto",
 				MaxBodyBytes: 100 << 20, RequestBufferMemoryBytes: 64 << 10, RequestBufferFileBytes: 16 << 20,
+				ResponseBuffering: "auto", ResponseBufferMemoryBytes: 64 << 10, ResponseBufferFileBytes: 64 << 20,
 			},
 		},
 		Upstreams: []Upstream{{
@@ -126,11 +129,13 @@ func TestLoadFull(t *testing.T) {
 			},
 			Retries: &Retries{Attempts: 2, On: []string{"connect_error", "reset", "502", "503", "504"}, IdempotentOnly: ptr(true), BudgetRatio: 0.2},
 		}},
-		Admin:   Admin{Address: "127.0.0.1:9999", Token: "changeme", Pprof: true},
-		Logging: Logging{Level: "debug", Format: "console", AccessLog: "/var/log/helios/access.log"},
+		Admin:   Admin{Address: "127.0.0.1:9999", Token: "changeme-changeme-changeme", Pprof: true},
+		Logging: Logging{Level: "debug", Format: "console", AccessLog: logDir + "/access.log"},
 		Discovery: Discovery{
 			Resolver: "10.0.0.53:5353", Timeout: dur(2 * time.Second), MinRefresh: dur(2 * time.Second), FileRefresh: dur(3 * time.Second),
 		},
+		RequestBuffers:  RequestBuffers{ConnectionBytes: 8 << 20, MemoryBytes: 64 << 20, FileBytes: 0},
+		ResponseBuffers: ResponseBuffers{MemoryBytes: 1 << 20, FileBytes: 10 << 20},
 	}
 	cfg.meta = nil // compared through the values it produced
 	if !reflect.DeepEqual(cfg, want) {
@@ -172,13 +177,14 @@ upstreams:
 		File: "t.yaml",
 		Listeners: []Listener{{
 			Name: "web", Address: ":80", Sockets: testNumCPU(), Backlog: 4096, MaxConnections: 20000,
-			ReadHeaderTimeout: dur(10 * time.Second), IdleTimeout: dur(60 * time.Second), MaxHeaderBytes: 65536, Engine: EngineLoop,
+			ReadHeaderTimeout: dur(10 * time.Second), IdleTimeout: dur(60 * time.Second), MaxHeaderBytes: 65536, Poller: PollerNative,
 			WriteTimeout: dur(60 * time.Second), MaxHeaderCount: 100, MaxMethodBytes: 32, OutputBufferBytes: 65536,
 		}},
 		Routes: []Route{
 			{
 				Name: "a", Upstream: "app", Upgrades: []string{"websocket"},
 				RequestBuffering: "auto", MaxBodyBytes: 100 << 20, RequestBufferMemoryBytes: 64 << 10, RequestBufferFileBytes: 16 << 20,
+				ResponseBuffering: "auto", ResponseBufferMemoryBytes: 64 << 10, ResponseBufferFileBytes: 64 << 20,
 			},
 			{Name: "b", Respond: &Respond{Status: 200}},
 			{Name: "c", Static: &Static{Root: dir, Index: "index.html"}},
@@ -208,9 +214,11 @@ upstreams:
 				Retries: retries,
 			},
 		},
-		Admin:     Admin{Address: "127.0.0.1:9901"},
-		Logging:   Logging{Level: "info", Format: "json", AccessLog: "off"},
-		Discovery: Discovery{Timeout: dur(5 * time.Second), MinRefresh: dur(time.Second), FileRefresh: dur(time.Second)},
+		Admin:           Admin{Address: "127.0.0.1:9901"},
+		Logging:         Logging{Level: "info", Format: "json", AccessLog: "off"},
+		Discovery:       Discovery{Timeout: dur(5 * time.Second), MinRefresh: dur(time.Second), FileRefresh: dur(time.Second)},
+		RequestBuffers:  RequestBuffers{ConnectionBytes: 32 << 20, MemoryBytes: 256 << 20, FileBytes: 1 << 30},
+		ResponseBuffers: ResponseBuffers{MemoryBytes: 64 << 20, FileBytes: 1 << 30},
 	}
 	cfg.meta = nil
 	if !reflect.DeepEqual(cfg, want) {
@@ -314,6 +322,21 @@ routes: [{name: a, respond: {}}]`,
 			want: Duration(0),
 		},
 		{
+			name: "response buffer caps of 0 are kept",
+			yaml: head + `upstreams: [{name: app, backends: [{address: "10.0.0.1:80"}]}]
+response_buffers: {memory_bytes: 0, file_bytes: 0}`,
+			get:  func(c *Config) any { return c.ResponseBuffers },
+			want: ResponseBuffers{},
+		},
+		{
+			name: "response_buffer_file_bytes 0 is kept",
+			yaml: `listeners: [{name: web, address: ":80"}]
+routes: [{name: a, upstream: app, response_buffer_file_bytes: 0}]
+upstreams: [{name: app, backends: [{address: "10.0.0.1:80"}]}]`,
+			get:  func(c *Config) any { return c.Routes[0].ResponseBufferFileBytes },
+			want: int64(0),
+		},
+		{
 			name: "admin off",
 			yaml: `listeners: [{name: web, address: ":80"}]
 routes: [{name: a, respond: {}}]
@@ -376,7 +399,7 @@ logging: {level: loud, format: ${FORMAT}
 		`t.yaml:5: listeners[0].backlog: 0 is out of range (1-65535)`,
 		`t.yaml:6: listeners[1].address: missing (` + testHostPort + `)`,
 		`t.yaml:6: listeners[1].name: "web" is already used by listeners[0] (names must be unique)`,
-		`t.yaml:7: listeners[1].adress: unknown key (allowed: name, address, sockets, backlog, max_connections, read_header_timeout, read_timeout, write_timeout, idle_timeout, max_header_bytes, max_header_count, max_method_bytes, underscores_in_headers, output_buffer_bytes, engine, tls, http2, h2c, trusted_proxies, client_ip_header, proxy_protocol, redirect_https, max_connections_per_ip)`,
+		`t.yaml:7: listeners[1].adress: unknown key (allowed: name, address, sockets, backlog, max_connections, read_header_timeout, read_timeout, write_timeout, idle_timeout, max_header_bytes, max_header_count, max_method_bytes, underscores_in_headers, output_buffer_bytes, poller, engine, tls, http2, h2c, trusted_proxies, client_ip_header, proxy_protocol, redirect_https, max_connections_per_ip)`,
 		`t.yaml:9: routes[0]: upstream and respond are both set (exactly one of upstream, split, respond, static, redirect)`,
 		`t.yaml:10: routes[0].upstream: upstream "ap" is not defined (defined: app)`,
 		`t.yaml:11: routes[0].respond.status: 99 is out of range (100-599)`,

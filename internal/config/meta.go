@@ -2,6 +2,7 @@ package config
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -24,8 +25,8 @@ type meta struct {
 	// nulls maps the path of every null value (key: with nothing after it,
 	// as when its ${VAR} expanded to nothing) to the line of its key.
 	nulls map[string]int
-	// emptyEnv maps lines to the ${VAR} on them that expanded to nothing.
-	emptyEnv map[int]string
+	// env maps lines to the ${VAR} references on them.
+	env map[int][]envRef
 }
 
 func newMeta() *meta {
@@ -35,21 +36,75 @@ func newMeta() *meta {
 // emptyRef returns the variable whose ${VAR} reference made the value at
 // path empty or null, and the line of its key; "" when there was none.
 func (m *meta) emptyRef(path string) (name string, line int) {
-	if m == nil {
+	line, ok := m.keyLine(path)
+	if !ok {
 		return "", 0
 	}
-	line, ok := m.lines[path]
-	if !ok {
-		if line, ok = m.nulls[path]; !ok {
-			return "", 0
+	for _, r := range m.env[line] {
+		if r.value == "" {
+			return r.name, line
 		}
 	}
-	return m.emptyEnv[line], line
+	return "", line
 }
 
-// env returns the environment Parse read ${VAR} from, for the
+// keyLine returns the line of the key at path when the file held it, with
+// a value or null.
+func (m *meta) keyLine(path string) (int, bool) {
+	if m == nil {
+		return 0, false
+	}
+	if line, ok := m.lines[path]; ok {
+		return line, true
+	}
+	line, ok := m.nulls[path]
+	return line, ok
+}
+
+// noteEnv adds to each problem about a value that came from a ${VAR}
+// whose variable was unset or empty which variable that was (issue 18
+// item 2: "missing" and "/helios.pem does not exist" left the reader to
+// guess). A problem about a key that is null because its reference
+// expanded to nothing moves to the key's line. Problems that name the
+// variable already, or are about the file as a whole, are left alone.
+func (m *meta) noteEnv(ps Problems) {
+	if m == nil || len(m.env) == 0 {
+		return
+	}
+	for i := range ps {
+		p := &ps[i]
+		if p.Path == "" {
+			continue
+		}
+		line := p.Line
+		if l, ok := m.keyLine(p.Path); ok {
+			line = l
+		}
+		// And the keys under it left null by a reference ("no address"
+		// about a list item whose address: ${BACKEND} was unset).
+		refs := m.env[line]
+		var lines []int
+		for path, l := range m.nulls {
+			if parent, _ := parentPath(path); parent == p.Path && l != line {
+				lines = append(lines, l)
+			}
+		}
+		slices.Sort(lines)
+		for _, l := range lines {
+			refs = append(refs, m.env[l]...)
+		}
+		note := unsetNote(refs)
+		if note == "" || strings.Contains(p.Msg, "${") {
+			continue
+		}
+		p.Line = line
+		p.Msg += " " + note
+	}
+}
+
+// lookup returns the environment Parse read ${VAR} from, for the
 // *_password_env keys: os.LookupEnv when m is nil or Parse had none.
-func (m *meta) env() func(string) (string, bool) {
+func (m *meta) lookup() func(string) (string, bool) {
 	if m == nil || m.lookupEnv == nil {
 		return os.LookupEnv
 	}

@@ -52,9 +52,23 @@ func (p Problem) String() string {
 
 // Problems is every problem found in a config, sorted by line and then key
 // path. It is the error type Parse, Load and Config.Validate return for an
-// invalid config; use errors.As to get at the individual problems. A nil or
-// empty Problems is never returned as an error.
+// invalid config; use errors.As to get at the individual problems. Parse and
+// Load put the config's warnings in it too, beside the errors (Errors leaves
+// them out). A nil or empty Problems is never returned as an error, nor one
+// of warnings only.
 type Problems []Problem
+
+// Errors returns the problems that make the config invalid, without the
+// warnings, in order.
+func (ps Problems) Errors() Problems {
+	var out Problems
+	for _, p := range ps {
+		if !p.Warning {
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
 // Error joins the problems' String forms with newlines.
 func (ps Problems) Error() string {

@@ -60,6 +60,18 @@ type Config struct {
 	// checks of backends files; the zero Discovery gets the defaults
 	// documented on its fields.
 	Discovery Discovery `yaml:"discovery"`
+	// RequestBuffers bounds what request buffering (routes[].
+	// request_buffering) holds across routes: per client connection and
+	// for the whole process. The zero RequestBuffers gets the defaults
+	// documented on its fields.
+	RequestBuffers RequestBuffers `yaml:"request_buffers"`
+	// ResponseBuffers caps what response buffering holds across the
+	// process; the zero ResponseBuffers gets the defaults documented on
+	// its fields.
+	ResponseBuffers ResponseBuffers `yaml:"response_buffers"`
+	// Tracing exports OpenTelemetry traces of the requests; nil (the
+	// default) traces nothing.
+	Tracing *Tracing `yaml:"tracing"`
 
 	// File is the path the configuration was read from ("" when parsed
 	// from memory). Not a YAML key.
@@ -74,6 +86,11 @@ type Config struct {
 	// for a Config built in code.
 	meta *meta
 }
+
+// IsSet reports whether the file gave the key at path (a key path as
+// problems name them, such as listeners[0].max_connections) a value, rather
+// than leaving it to its default. It is false for a Config built in code.
+func (c *Config) IsSet(path string) bool { return c.meta.present(path) }
 
 // Listener is one listening address served by a pool of SO_REUSEPORT sockets.
 type Listener struct {
@@ -125,10 +142,14 @@ type Listener struct {
 	// reads slowly, 4096-67108864; past it Helios stops reading from the
 	// backend until the client catches up. Default 65536.
 	OutputBufferBytes int `yaml:"output_buffer_bytes"`
-	// Engine is how the event loops serving the listener learn which
-	// sockets are ready: "loop" (the system's own poller: epoll on Linux)
-	// or "portable" (Go's netpoller, which every system has; slower, and
-	// what non-Linux systems get with either value). Default "loop".
+	// Poller is how the event loops serving the listener learn which
+	// sockets are ready: "native" (the system's own poller: epoll on
+	// Linux) or "portable" (Go's netpoller, which every system has;
+	// slower, and what non-Linux systems get with either value). Default
+	// "native".
+	Poller string `yaml:"poller"`
+	// Engine is Poller's old name, read when Poller is not set ("loop"
+	// for "native"; "portable"); validate warns that it is deprecated.
 	Engine string `yaml:"engine"`
 	// TLS makes the listener speak TLS; nil means cleartext.
 	TLS *ListenerTLS `yaml:"tls"`
@@ -187,7 +208,13 @@ const (
 	ProxyProtocolOptional = "optional"
 )
 
-// The Listener.Engine values.
+// The Listener.Poller values.
+const (
+	PollerNative   = "native"
+	PollerPortable = "portable"
+)
+
+// The Listener.Engine values, the old names of the pollers.
 const (
 	EngineLoop     = "loop"
 	EnginePortable = "portable"
@@ -209,6 +236,10 @@ type Route struct {
 	// canary release), with variants a header or cookie can pin; nil (or
 	// empty) means the route has another action.
 	Split []SplitTarget `yaml:"split"`
+	// Mirror sends a copy of a share of the route's requests to a shadow
+	// upstream and drops its answers; nil means no mirroring. Only for
+	// routes that forward.
+	Mirror *Mirror `yaml:"mirror"`
 	// SplitKey makes a split's choice a function of the request's key, in
 	// the syntax of Upstream.HashKey, so that a client stays on its
 	// variant; requests without the key, and every request when SplitKey
@@ -283,6 +314,39 @@ type Route struct {
 	ForwardAuth *ForwardAuth `yaml:"forward_auth"`
 	// RateLimit limits the route's requests; nil means no limit.
 	RateLimit *RateLimit `yaml:"rate_limit"`
+	// ResponseBuffering says what happens to an answer whose client reads
+	// it more slowly than the backend sends it: auto (it is read into a
+	// buffer, up to ResponseBufferMemoryBytes in memory, then up to
+	// ResponseBufferFileBytes in a temporary file, within the process's
+	// ResponseBuffers, so that the backend connection is let go as soon
+	// as the whole answer is in; answers that say they are streams are
+	// never buffered) or off (the backend waits for the client). Default
+	// auto. Only for routes with an upstream (the defaults are filled in
+	// only there).
+	ResponseBuffering string `yaml:"response_buffering"`
+	// ResponseBufferMemoryBytes is how much of one answer response
+	// buffering keeps in memory, 0-67108864. Default 65536.
+	ResponseBufferMemoryBytes int `yaml:"response_buffer_memory_bytes"`
+	// ResponseBufferFileBytes is how much more of one answer it keeps in
+	// a temporary file (in $TMPDIR, unlinked at once), 0 or more. An
+	// answer of known length that does not fit is not buffered. Default
+	// 67108864.
+	ResponseBufferFileBytes int64 `yaml:"response_buffer_file_bytes"`
+}
+
+// The Route.ResponseBuffering values are BufferingAuto and BufferingOff.
+
+// ResponseBuffers caps what response buffering holds across the process,
+// all routes' answers together; an answer that would pass a cap is not
+// buffered further (it waits for its client, as with response_buffering
+// off).
+type ResponseBuffers struct {
+	// MemoryBytes caps the bytes held in memory, 0 or more (0: none).
+	// Default 67108864.
+	MemoryBytes int64 `yaml:"memory_bytes"`
+	// FileBytes caps the bytes held in temporary files, 0 or more (0:
+	// none). Default 1073741824.
+	FileBytes int64 `yaml:"file_bytes"`
 }
 
 // SplitTarget is one upstream of a route's split.
@@ -472,6 +536,9 @@ type Upstream struct {
 	// to reach its full share, its effective weight growing linearly,
 	// 0-1h; 0 turns slow start off. Default 0.
 	SlowStart Duration `yaml:"slow_start"`
+	// Sticky keeps each client on one backend with a cookie; nil (the
+	// key absent) means no sticky sessions.
+	Sticky *Sticky `yaml:"sticky"`
 	// Backends are the origin servers: addresses, and DNS names that
 	// stand for several (dns, srv) and are looked up again while Helios
 	// runs. At least one backend, or a BackendsFile, is required.
@@ -792,6 +859,29 @@ func (r *Retries) Conditions() RetryConditions {
 // Idempotent reports IdempotentOnly, reading nil as the default, true.
 func (r *Retries) Idempotent() bool {
 	return r.IdempotentOnly == nil || *r.IdempotentOnly
+}
+
+// RequestBuffers bounds request buffering beyond each route's caps
+// (request_buffer_memory_bytes, request_buffer_file_bytes), so that many
+// bodies at once, the streams of one HTTP/2 connection or the
+// connections of many clients, cannot make Helios hold more than this. A
+// body that finds no room left is treated as one past its route's caps:
+// with request_buffering auto what was buffered is forwarded and the rest
+// streams; with on the request gets 503 (the buffers are full for now).
+type RequestBuffers struct {
+	// ConnectionBytes bounds what request buffering holds for one client
+	// connection, in memory and in temporary files together; the streams
+	// of an HTTP/2 connection share it. At least 65536. Default 33554432
+	// (32 MiB).
+	ConnectionBytes int64 `yaml:"connection_bytes"`
+	// MemoryBytes bounds the request bodies held in memory across the
+	// process; past it, bodies go to their temporary files. 0 or more
+	// (0 keeps none in memory). Default 268435456 (256 MiB).
+	MemoryBytes int64 `yaml:"memory_bytes"`
+	// FileBytes bounds the request bodies held in temporary files
+	// across the process. 0 or more (0 writes none). Default 1073741824
+	// (1 GiB).
+	FileBytes int64 `yaml:"file_bytes"`
 }
 
 // Admin configures the admin listener.

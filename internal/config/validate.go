@@ -9,9 +9,11 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -40,7 +42,7 @@ func (c *Config) Validate() error {
 
 // validate returns c's problems and warnings, unsorted.
 func (c *Config) validate() (problems, warnings Problems) {
-	v := validator{file: c.File, meta: c.meta, stat: os.Stat, now: time.Now, lookupEnv: c.meta.env()}
+	v := validator{file: c.File, meta: c.meta, stat: os.Stat, writable: writable, now: time.Now, lookupEnv: c.meta.lookup()}
 	v.listeners(c.Listeners)
 	upstreams := v.upstreams(c.Upstreams, &c.Discovery)
 	v.discovery(&c.Discovery)
@@ -48,15 +50,32 @@ func (c *Config) validate() (problems, warnings Problems) {
 	v.acme(c)
 	v.admin(&c.Admin)
 	v.logging(&c.Logging)
+	v.requestBuffers(&c.RequestBuffers)
+	v.responseBuffers(&c.ResponseBuffers)
+	v.tracing(c.Tracing)
 	return v.problems, v.warnings
+}
+
+// requestBuffers checks the request-buffering budgets.
+func (v *validator) requestBuffers(rb *RequestBuffers) {
+	if rb.ConnectionBytes < 65536 {
+		v.addf("request_buffers.connection_bytes", "%d is out of range (at least 65536)", rb.ConnectionBytes)
+	}
+	if rb.MemoryBytes < 0 {
+		v.addf("request_buffers.memory_bytes", "%d is out of range (0 keeps no body in memory, or more)", rb.MemoryBytes)
+	}
+	if rb.FileBytes < 0 {
+		v.addf("request_buffers.file_bytes", "%d is out of range (0 writes no body to a file, or more)", rb.FileBytes)
+	}
 }
 
 // validator collects the problems of one Config.
 type validator struct {
-	file string
-	meta *meta
-	stat func(string) (fs.FileInfo, error)
-	now  func() time.Time
+	file     string
+	meta     *meta
+	stat     func(string) (fs.FileInfo, error)
+	writable func(string) error // nil when this process may write the file or directory
+	now      func() time.Time
 	// lookupEnv reads the variables *_password_env keys name.
 	lookupEnv func(string) (string, bool)
 	problems  Problems
@@ -162,13 +181,7 @@ func (v *validator) listeners(ls []Listener) {
 		v.intRange(p+".max_header_count", l.MaxHeaderCount, 1, 10000)
 		v.intRange(p+".max_method_bytes", l.MaxMethodBytes, 1, 1024)
 		v.intRange(p+".output_buffer_bytes", l.OutputBufferBytes, 4096, 64<<20)
-		switch l.Engine {
-		case EngineLoop, EnginePortable:
-		case "goroutine":
-			v.addf(p+".engine", "goroutine was removed: every connection runs on the event loops (%s, or %s for Go's netpoller)", EngineLoop, EnginePortable)
-		default:
-			v.addf(p+".engine", "%q is not an engine (%s, %s)", l.Engine, EngineLoop, EnginePortable)
-		}
+		v.poller(l, p)
 		v.listenerTLS(l, p)
 		v.listenerPolicy(ls, i, p)
 	}
@@ -470,6 +483,7 @@ func (v *validator) routes(rs []Route, upstreams []string) {
 			actions = append(actions, "split")
 		}
 		v.split(r, p, upstreams)
+		v.mirror(r, p, upstreams)
 		if r.Respond != nil {
 			actions = append(actions, "respond")
 			v.respond(r.Respond, p+".respond")
@@ -528,6 +542,11 @@ func (v *validator) buffering(r *Route, p string) {
 				v.addf(p+"."+k, "set on a route without an upstream (only forwarded requests carry bodies on)")
 			}
 		}
+		for _, k := range []string{"response_buffering", "response_buffer_memory_bytes", "response_buffer_file_bytes"} {
+			if v.meta.present(p + "." + k) {
+				v.addf(p+"."+k, "set on a route without an upstream (only answers from a backend are buffered)")
+			}
+		}
 		return
 	}
 	switch r.RequestBuffering {
@@ -541,6 +560,25 @@ func (v *validator) buffering(r *Route, p string) {
 	v.intRange(p+".request_buffer_memory_bytes", r.RequestBufferMemoryBytes, 0, 64<<20)
 	if r.RequestBufferFileBytes < 0 {
 		v.addf(p+".request_buffer_file_bytes", "%d is out of range (0 keeps bodies in memory only, or more)", r.RequestBufferFileBytes)
+	}
+	switch r.ResponseBuffering {
+	case BufferingAuto, BufferingOff:
+	default:
+		v.addf(p+".response_buffering", "%q is not a response buffering mode (%s, %s)", r.ResponseBuffering, BufferingAuto, BufferingOff)
+	}
+	v.intRange(p+".response_buffer_memory_bytes", r.ResponseBufferMemoryBytes, 0, 64<<20)
+	if r.ResponseBufferFileBytes < 0 {
+		v.addf(p+".response_buffer_file_bytes", "%d is out of range (0 keeps answers in memory only, or more)", r.ResponseBufferFileBytes)
+	}
+}
+
+// responseBuffers checks the process's caps on response buffering.
+func (v *validator) responseBuffers(b *ResponseBuffers) {
+	if b.MemoryBytes < 0 {
+		v.addf("response_buffers.memory_bytes", "%d is out of range (0 or more)", b.MemoryBytes)
+	}
+	if b.FileBytes < 0 {
+		v.addf("response_buffers.file_bytes", "%d is out of range (0 or more)", b.FileBytes)
 	}
 }
 
@@ -562,14 +600,20 @@ func (v *validator) match(m *Match, p string) {
 
 func (v *validator) respond(r *Respond, p string) {
 	v.intRange(p+".status", r.Status, minStatus, maxStatus)
+	v.headers(p+".headers", r.Headers)
+}
+
+// headers checks a map of header fields at p: names are tokens, set once
+// (case-insensitively), values on one line.
+func (v *validator) headers(p string, h map[string]string) {
 	// In file order, so that a repeated name is reported where it repeats.
-	names := slices.Collect(maps.Keys(r.Headers))
+	names := slices.Collect(maps.Keys(h))
 	slices.SortFunc(names, func(a, b string) int {
-		return cmp.Or(cmp.Compare(v.meta.line(childPath(p+".headers", a)), v.meta.line(childPath(p+".headers", b))), cmp.Compare(a, b))
+		return cmp.Or(cmp.Compare(v.meta.line(childPath(p, a)), v.meta.line(childPath(p, b))), cmp.Compare(a, b))
 	})
 	seen := make(map[string]string, len(names))
 	for _, name := range names {
-		hp := childPath(p+".headers", name)
+		hp := childPath(p, name)
 		if !isToken(name) {
 			v.addf(hp, "%q is not a header name (letters, digits and !#$%%&'*+-.^_`|~)", name)
 		}
@@ -577,7 +621,7 @@ func (v *validator) respond(r *Respond, p string) {
 			v.addf(hp, "%q repeats header %q (names are case-insensitive; set each once)", name, first)
 		}
 		seen[strings.ToLower(name)] = name
-		if value := r.Headers[name]; strings.ContainsAny(value, "\r\n\x00") {
+		if value := h[name]; strings.ContainsAny(value, "\r\n\x00") {
 			v.addf(hp, "%q has a line break or NUL (a value on one line)", value)
 		}
 	}
@@ -622,6 +666,7 @@ func (v *validator) admin(a *Admin) {
 		if a.InsecureNoToken {
 			v.addf("admin.insecure_no_token", "true but admin.token is set (one or the other)")
 		}
+		v.tokenStrength(a.Token)
 		return
 	}
 	if name, line := v.meta.emptyRef("admin.token"); name != "" {
@@ -639,6 +684,61 @@ func (v *validator) admin(a *Admin) {
 	}
 }
 
+// accessLogFile checks that the access log file can be opened for
+// appending, as serve will do at start: its directory exists and this
+// process may create or write the file (issue 18 item 4: validate said ok,
+// then serve failed without a line).
+func (v *validator) accessLogFile(file string) {
+	const path, allowed = "logging.access_log", "a file in an existing directory this user may write, or off, stdout, stderr"
+	fi, err := v.stat(file)
+	switch {
+	case err == nil && fi.IsDir():
+		v.addf(path, "%q is a directory (%s)", file, allowed)
+		return
+	case err == nil:
+		if err := v.writable(file); err != nil {
+			v.addf(path, "%q cannot be written: %v (%s)", file, err, allowed)
+		}
+		return
+	case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+		v.addf(path, "%q cannot be read: %v (%s)", file, unwrapPathError(err), allowed)
+		return
+	}
+	dir := filepath.Dir(file)
+	switch di, err := v.stat(dir); {
+	case errors.Is(err, fs.ErrNotExist):
+		v.addf(path, "%q: the directory %q does not exist (%s)", file, dir, allowed)
+	case err != nil:
+		v.addf(path, "%q: the directory %q cannot be read: %v (%s)", file, dir, unwrapPathError(err), allowed)
+	case !di.IsDir():
+		v.addf(path, "%q: %q is not a directory (%s)", file, dir, allowed)
+	default:
+		if err := v.writable(dir); err != nil {
+			v.addf(path, "%q cannot be created in %q: %v (%s)", file, dir, err, allowed)
+		}
+	}
+}
+
+// MinTokenBytes is the shortest admin.token accepted.
+const MinTokenBytes = 16
+
+// placeholderTokens are the admin tokens the deployment examples ship
+// (deploy/systemd/helios.env, deploy/kubernetes/secret.yaml): a service
+// started with one would answer anyone who read the repository.
+var placeholderTokens = []string{"change-me-to-a-long-random-string"}
+
+// tokenStrength refuses an admin token that guards nothing: a shipped
+// placeholder, or one short enough to guess (issue 18 item 5).
+func (v *validator) tokenStrength(token string) {
+	const how = "make one with: openssl rand -hex 32"
+	switch {
+	case slices.Contains(placeholderTokens, token):
+		v.addf("admin.token", "is the placeholder the examples ship, which anyone can read (%s)", how)
+	case len(token) < MinTokenBytes:
+		v.addf("admin.token", "is %d bytes, too short to guess safely (at least %d; %s)", len(token), MinTokenBytes, how)
+	}
+}
+
 func (v *validator) logging(l *Logging) {
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, l.Level) {
 		v.addf("logging.level", "%q is not a level (debug, info, warn, error)", l.Level)
@@ -646,10 +746,12 @@ func (v *validator) logging(l *Logging) {
 	if l.Format != "json" && l.Format != "console" {
 		v.addf("logging.format", "%q is not a format (json, console)", l.Format)
 	}
-	// Any access_log other than off, stdout and stderr is a file path;
-	// whether it can be opened is for the daemon to find out.
-	if l.AccessLog == "" {
+	switch l.AccessLog {
+	case "":
 		v.addf("logging.access_log", "missing (off, stdout, stderr, or a file path)")
+	case AccessLogOff, AccessLogStdout, AccessLogStderr:
+	default:
+		v.accessLogFile(l.AccessLog)
 	}
 	if !slices.Contains([]string{"", "json", "console", "combined"}, l.AccessFormat) {
 		v.addf("logging.access_format", "%q is not an access log format (json, console, combined)", l.AccessFormat)
@@ -679,7 +781,18 @@ func hostPortError(s string) string {
 	if _, err := netip.ParseAddr(host); err == nil {
 		return ""
 	}
+	if looksNumeric(host) {
+		// 192.168.1.300 once validated as a host name and failed every
+		// request with "no such host" (issue 18 item 4).
+		return fmt.Sprintf("has host %q, not an IP address (an IPv4 address is four numbers 0-255, such as 192.168.1.30)", host)
+	}
 	return fmt.Sprintf("has host %q, not an IP address or hostname", host)
+}
+
+// looksNumeric reports whether s is dot-separated digits, as an IPv4
+// address is.
+func looksNumeric(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789.") == ""
 }
 
 // canonicalHostPort returns a valid host:port in one spelling per address,
@@ -695,8 +808,17 @@ func canonicalHostPort(s string) string {
 
 // isHostname reports whether s is a DNS name: dot-separated labels of 1-63
 // letters, digits and hyphens, not starting or ending with a hyphen, at most
-// 253 bytes in all.
+// 253 bytes in all, the last not all digits (RFC 3696 section 2: no top-level
+// domain is, so 10.0.0.256 is a mistyped address, not a name).
 func isHostname(s string) bool {
+	last := s[strings.LastIndexByte(s, '.')+1:]
+	return isDNSName(s) && strings.Trim(last, "0123456789") != ""
+}
+
+// isDNSName reports whether s is dot-separated labels of 1-63 letters,
+// digits and hyphens, not starting or ending with a hyphen, at most 253
+// bytes in all.
+func isDNSName(s string) bool {
 	if s == "" || len(s) > 253 {
 		return false
 	}
@@ -740,7 +862,8 @@ func isHostPattern(s string) bool {
 	if s == "" || s == "*" {
 		return true
 	}
-	return isHostname(strings.TrimPrefix(s, "*."))
+	// A Host header may be an IP address, so a route may match one.
+	return isDNSName(strings.TrimPrefix(s, "*."))
 }
 
 // isToken reports whether s is an HTTP token (RFC 9110, section 5.6.2), the
@@ -766,4 +889,32 @@ func unwrapPathError(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// poller checks a listener's poller, and its deprecated spelling engine.
+func (v *validator) poller(l *Listener, p string) {
+	switch l.Engine {
+	case "":
+	case EngineLoop, EnginePortable:
+		want := PollerNative
+		if l.Engine == EnginePortable {
+			want = PollerPortable
+		}
+		if l.Poller != want {
+			v.addf(p+".engine", "%q says another poller than poller %q (engine is poller's old name: keep poller only)", l.Engine, l.Poller)
+		} else {
+			v.warnf(p+".engine", "engine is deprecated: write poller: %s", want)
+		}
+	case "goroutine":
+		v.addf(p+".engine", "goroutine was removed: every connection runs on the event loops (poller: %s, or %s for Go's netpoller)", PollerNative, PollerPortable)
+	default:
+		v.addf(p+".engine", "%q is not an engine (engine is deprecated: write poller: %s or %s)", l.Engine, PollerNative, PollerPortable)
+	}
+	switch l.Poller {
+	case PollerNative, PollerPortable:
+	case "":
+		// Left empty by an engine value that is wrong; said above.
+	default:
+		v.addf(p+".poller", "%q is not a poller (%s, %s)", l.Poller, PollerNative, PollerPortable)
+	}
 }

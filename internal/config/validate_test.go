@@ -15,6 +15,42 @@ func TestParseProblem(t *testing.T) {
 		yaml string
 		want string // $DIR and $FILE stand for the paths in testEnv
 	}{
+		// Request buffers.
+		{
+			name: "request_buffers connection_bytes too small",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, respond: {}}]
+request_buffers:
+  connection_bytes: 1000
+`,
+			want: `t.yaml:4: request_buffers.connection_bytes: 1000 is out of range (at least 65536)`,
+		},
+		{
+			name: "request_buffers memory_bytes negative",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, respond: {}}]
+request_buffers: {memory_bytes: -1}
+`,
+			want: `t.yaml:3: request_buffers.memory_bytes: -1 is out of range (0 keeps no body in memory, or more)`,
+		},
+		{
+			name: "request_buffers file_bytes negative",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, respond: {}}]
+request_buffers:
+  file_bytes: -5
+`,
+			want: `t.yaml:4: request_buffers.file_bytes: -5 is out of range (0 writes no body to a file, or more)`,
+		},
+		{
+			name: "request_buffers unknown key",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, respond: {}}]
+request_buffers:
+  streams: 3
+`,
+			want: `t.yaml:4: request_buffers.streams: unknown key (allowed: connection_bytes, memory_bytes, file_bytes)`,
+		},
 		// Listeners.
 		{
 			name: "no listeners key",
@@ -242,6 +278,43 @@ routes:
     allow_methods: [TRACE, GET]
 `,
 			want: `t.yaml:5: routes[0].allow_methods[1]: "GET" is not a method this key allows (TRACE, CONNECT; other methods need no allowing)`,
+		},
+
+		{
+			name: "response buffering mode",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    upstream: app
+    response_buffering: "on"
+    response_buffer_memory_bytes: 67108865
+    response_buffer_file_bytes: -1
+upstreams: [{name: app, backends: [{address: "127.0.0.1:9000"}]}]
+`,
+			want: `t.yaml:5: routes[0].response_buffering: "on" is not a response buffering mode (auto, off)
+t.yaml:6: routes[0].response_buffer_memory_bytes: 67108865 is out of range (0-67108864)
+t.yaml:7: routes[0].response_buffer_file_bytes: -1 is out of range (0 keeps answers in memory only, or more)`,
+		},
+		{
+			name: "response buffering on a respond route",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    respond: {}
+    response_buffering: "off"
+`,
+			want: `t.yaml:5: routes[0].response_buffering: set on a route without an upstream (only answers from a backend are buffered)`,
+		},
+		{
+			name: "response buffer caps",
+			yaml: `listeners: [{name: web, address: ":8080"}]
+routes: [{name: r, respond: {}}]
+response_buffers:
+  memory_bytes: -1
+  file_bytes: -2
+`,
+			want: `t.yaml:4: response_buffers.memory_bytes: -1 is out of range (0 or more)
+t.yaml:5: response_buffers.file_bytes: -2 is out of range (0 or more)`,
 		},
 
 		// Routes.

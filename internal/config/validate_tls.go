@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"math"
 	"net/netip"
+	"os"
 	"time"
 
 	"github.com/helios-lb/helios/internal/tlsconf"
@@ -145,6 +146,16 @@ func (v *validator) keyPair(p, certFile, keyFile string) {
 			v.addf(kp, "%q is not the private key of %q (%s)", keyFile, certFile, keyAllowed)
 		default:
 			v.fileProblem(path, file, kpe.Err, allowed)
+		}
+		if kpe.Part != tlsconf.PartKey {
+			// The certificate failed before the key was read: say what
+			// is wrong with the key too, so that one run of validate
+			// names both (issue 18 item 4).
+			if f, err := os.Open(keyFile); err != nil {
+				v.fileProblem(kp, keyFile, unwrapPathError(err), keyAllowed)
+			} else {
+				f.Close()
+			}
 		}
 	case err != nil:
 		v.addf(cp, "%q cannot be used: %v (%s)", certFile, err, certAllowed)

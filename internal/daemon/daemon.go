@@ -225,16 +225,19 @@ func (d *daemon) becomeReady(srv *server.Server) error {
 			d.log.Error("writing the PID file", zap.String("file", d.o.PIDFile), zap.Error(err))
 		}
 	}
-	status := serving(srv)
+	// One line that says what is served where opens the log, as Caddy's
+	// "Caddy proxying http://:8080 -> 127.0.0.1:9001" does (issue 18
+	// item 7).
+	line := "Helios " + srv.Summary()
+	fields := []zap.Field{zap.String("config", d.o.ConfigPath), zap.String("version", d.o.Build.Version), zap.Int("pid", os.Getpid())}
 	if replacing {
 		// The old process hands MAINPID over; systemd already counts
 		// the service as running.
-		d.log.Info("helios ready; the old process drains and exits", zap.String("version", d.o.Build.Version), zap.Int("pid", os.Getpid()))
+		d.log.Info(line+" (upgraded: the old process drains and exits)", fields...)
 		return nil
 	}
-	d.sd.Ready(status)
-	d.log.Info("helios ready", zap.String("config", d.o.ConfigPath), zap.String("version", d.o.Build.Version),
-		zap.Int("pid", os.Getpid()), zap.String("status", status))
+	d.sd.Ready(serving(srv))
+	d.log.Info(line, fields...)
 	return nil
 }
 

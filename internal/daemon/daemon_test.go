@@ -305,3 +305,33 @@ func TestWatchdogPingsWhileServing(t *testing.T) {
 		t.Errorf("got %d watchdog pings in 2s with WATCHDOG_USEC=200ms, want at least 3", pings)
 	}
 }
+
+// TestStartLine guards issue 18 item 7: the log opened with a descriptor
+// warning and one "memory per client connection" line per listener, and
+// said what was served where only in a field. Now the first line says it,
+// as Caddy's "Caddy proxying http://:8080 -> 127.0.0.1:9001" does.
+func TestStartLine(t *testing.T) {
+	// A file takes the daemon's writes safely while the test reads it.
+	logs, err := os.Create(filepath.Join(t.TempDir(), "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	in := start(t, "", Options{Stderr: logs})
+	<-in.ready
+	var first struct {
+		Level, Msg string
+		PID        int `json:"pid"`
+	}
+	b, _ := os.ReadFile(logs.Name())
+	line, _, _ := strings.Cut(string(b), "\n")
+	if err := json.Unmarshal([]byte(line), &first); err != nil {
+		t.Fatalf("first log line %q: %v", line, err)
+	}
+	backend := in.configFormat[strings.Index(in.configFormat, `backends: [{address: "`)+len(`backends: [{address: "`):]
+	backend = backend[:strings.IndexByte(backend, '"')]
+	want := "Helios proxying http://" + in.web + " -> " + backend + "; admin on http://" + in.admin
+	if first.Level != "info" || first.Msg != want || first.PID != os.Getpid() {
+		t.Errorf("first log line: got %s, want level info, msg %q and the pid", line, want)
+	}
+}

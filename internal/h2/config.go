@@ -44,8 +44,6 @@ const (
 	DefaultMaxPings = 1000
 	// DefaultMaxEmptyFrames is Limits.MaxEmptyFrames' default.
 	DefaultMaxEmptyFrames = 1000
-	// DefaultMaxRefusedStreams is Limits.MaxRefusedStreams' default.
-	DefaultMaxRefusedStreams = 100
 	// DefaultMaxStreamErrors is Limits.MaxStreamErrors' default.
 	DefaultMaxStreamErrors = 1000
 	// DefaultMaxContinuationFrames is Limits.MaxContinuationFrames'
@@ -59,6 +57,9 @@ const (
 	DefaultWriteTimeout = 60 * time.Second
 	// DefaultStallTimeout is Limits.StallTimeout's default.
 	DefaultStallTimeout = 60 * time.Second
+	// DefaultHeaderTimeout is Limits.HeaderTimeout's default (the
+	// listeners' read_header_timeout).
+	DefaultHeaderTimeout = 10 * time.Second
 )
 
 // minWindow is the smallest stream window a Config may ask for: the
@@ -73,8 +74,8 @@ const maxWindow = 1<<31 - 1
 // every zero field takes the default named in its comment.
 type Config struct {
 	// MaxConcurrentStreams is advertised to the peer (server role)
-	// and bounds the streams it may have open at once; streams beyond
-	// it are refused with REFUSED_STREAM. Zero means
+	// and bounds the streams it may have open at once: a stream beyond
+	// it is answered with GOAWAY ENHANCE_YOUR_CALM (see Limits). Zero means
 	// DefaultMaxConcurrentStreams (128, nginx's). The client role
 	// advertises 0 (no pushes) and follows the server's value instead.
 	MaxConcurrentStreams uint32
@@ -148,7 +149,10 @@ type Config struct {
 // is named), and the matching Stats counter goes up; other
 // connections are not affected. The flood limits count events within
 // a Window: zero means the default named in the comment, negative
-// means no limit.
+// means no limit. Config.MaxConcurrentStreams is one too: the first
+// stream over it gets GOAWAY ENHANCE_YOUR_CALM, not a reset of its own
+// (RefusedStreamCloses; a peer that has not yet acknowledged our
+// SETTINGS sees its streams under way finish first).
 type Limits struct {
 	// Window is the period over which the Max* counts below are
 	// taken. Zero means DefaultWindow (10s). Windows are measured with
@@ -172,16 +176,19 @@ type Limits struct {
 	// without bytes or END_HEADERS, PRIORITY, and WINDOW_UPDATE of
 	// zero (CVE-2019-9518). Zero means DefaultMaxEmptyFrames (1000).
 	MaxEmptyFrames int
-	// MaxRefusedStreams bounds streams refused for passing
-	// MaxConcurrentStreams. Zero means DefaultMaxRefusedStreams (100).
-	MaxRefusedStreams int
 	// MaxStreamErrors bounds RST_STREAM frames sent for the peer's
 	// stream errors (CVE-2019-9514, "reset flood"). Zero means
 	// DefaultMaxStreamErrors (1000).
 	MaxStreamErrors int
 	// MaxHeaderBlockBytes bounds the encoded size of one header block,
 	// HEADERS and CONTINUATION together (CONTINUATION floods,
-	// CVE-2024-27316). Zero means twice Config.MaxHeaderListSize.
+	// CVE-2024-27316), and so what a block that spans frames holds
+	// until it ends (Conn.HeaderBlockBytes). Zero means
+	// Config.MaxHeaderListSize for the server role (an encoded block is
+	// never much larger than the list it decodes to, so a larger one is
+	// a list too large all the same) and twice it for the client role
+	// (a backend's oversized head costs its stream, a 502, rather than
+	// the connection's other streams).
 	MaxHeaderBlockBytes int
 	// MaxContinuationFrames bounds the CONTINUATION frames of one
 	// header block. Zero means DefaultMaxContinuationFrames (32).
@@ -197,6 +204,13 @@ type Limits struct {
 	// reader that slow is gone. Zero means DefaultWriteTimeout (60s);
 	// negative, no limit.
 	WriteTimeout time.Duration
+	// HeaderTimeout bounds how long a header block may stay
+	// unfinished: from a HEADERS frame without END_HEADERS to the
+	// CONTINUATION frame that ends it (nothing else may come on the
+	// connection meanwhile). Past it the connection is closed, as a
+	// request head that does not end in time. Zero means
+	// DefaultHeaderTimeout (10s); negative, no limit.
+	HeaderTimeout time.Duration
 	// StallTimeout bounds how long a stream may wait for send window:
 	// a stream whose own window stays shut is reset (CANCEL), and a
 	// connection whose window stays shut is closed. Zero means
@@ -209,8 +223,8 @@ type Limits struct {
 type Stats struct {
 	// StreamsOpened counts streams opened, by either side.
 	StreamsOpened atomic.Uint64
-	// StreamsRefused counts streams refused with REFUSED_STREAM for
-	// passing MaxConcurrentStreams.
+	// StreamsRefused counts streams refused for passing
+	// MaxConcurrentStreams.
 	StreamsRefused atomic.Uint64
 	// PeerResets counts RST_STREAM frames received for open streams.
 	PeerResets atomic.Uint64
@@ -232,13 +246,16 @@ type Stats struct {
 	// HeaderFloodCloses counts connections closed by
 	// MaxHeaderBlockBytes or MaxContinuationFrames.
 	HeaderFloodCloses atomic.Uint64
+	// HeaderTimeoutCloses counts connections closed by HeaderTimeout.
+	HeaderTimeoutCloses atomic.Uint64
 	// SettingsFloodCloses counts connections closed by MaxSettings.
 	SettingsFloodCloses atomic.Uint64
 	// PingFloodCloses counts connections closed by MaxPings.
 	PingFloodCloses atomic.Uint64
 	// EmptyFrameFloodCloses counts connections closed by MaxEmptyFrames.
 	EmptyFrameFloodCloses atomic.Uint64
-	// RefusedStreamCloses counts connections closed by MaxRefusedStreams.
+	// RefusedStreamCloses counts connections closed (or drained) for
+	// opening a stream over MaxConcurrentStreams.
 	RefusedStreamCloses atomic.Uint64
 	// StreamErrorCloses counts connections closed by MaxStreamErrors.
 	StreamErrorCloses atomic.Uint64
@@ -279,13 +296,13 @@ type settings struct {
 	maxSettings        int
 	maxPings           int
 	maxEmpty           int
-	maxRefused         int
 	maxStreamErrors    int
 	maxBlockBytes      int
 	maxContinuations   int
 	maxQueuedControl   int
 	writeTimeout       int64
 	stallTimeout       int64
+	headerTimeout      int64
 	stats              *Stats
 	buffers            BufferPool
 	initialPeerStreams uint32
@@ -324,13 +341,17 @@ func (cfg *Config) resolve(client bool) settings {
 	s.maxSettings = limit(l.MaxSettings, DefaultMaxSettings)
 	s.maxPings = limit(l.MaxPings, DefaultMaxPings)
 	s.maxEmpty = limit(l.MaxEmptyFrames, DefaultMaxEmptyFrames)
-	s.maxRefused = limit(l.MaxRefusedStreams, DefaultMaxRefusedStreams)
 	s.maxStreamErrors = limit(l.MaxStreamErrors, DefaultMaxStreamErrors)
-	s.maxBlockBytes = limit(l.MaxHeaderBlockBytes, 2*int(s.maxHeaderList))
+	blockBytes := int(s.maxHeaderList)
+	if client {
+		blockBytes *= 2
+	}
+	s.maxBlockBytes = limit(l.MaxHeaderBlockBytes, blockBytes)
 	s.maxContinuations = limit(l.MaxContinuationFrames, DefaultMaxContinuationFrames)
 	s.maxQueuedControl = limit(l.MaxQueuedControlFrames, DefaultMaxQueuedControlFrames)
 	s.writeTimeout = dur(l.WriteTimeout, DefaultWriteTimeout)
 	s.stallTimeout = dur(l.StallTimeout, DefaultStallTimeout)
+	s.headerTimeout = dur(l.HeaderTimeout, DefaultHeaderTimeout)
 	if s.stats == nil {
 		s.stats = new(Stats)
 	}

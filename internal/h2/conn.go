@@ -107,11 +107,13 @@ type Conn struct {
 	resets        [recentResets]uint32
 	resetNext     int
 
-	// Header block being received.
-	hb     headerBlock
-	fields []Field
-	req    RequestHead
-	resp   ResponseHead
+	// Header block being received; blockBuf keeps the fragments of one
+	// that spans frames (fragment).
+	hb       headerBlock
+	blockBuf []byte
+	fields   []Field
+	req      RequestHead
+	resp     ResponseHead
 
 	// HPACK.
 	enc    *hpack.Encoder
@@ -154,7 +156,6 @@ type floodWindow struct {
 	settings     int
 	pings        int
 	empty        int
-	refused      int
 	streamErrors int
 }
 
@@ -484,6 +485,7 @@ func (c *Conn) end(err error) {
 	}
 	c.err = err
 	c.hb.active = false
+	c.blockBuf = nil
 	gone := make([]*Stream, 0, len(c.streams))
 	for _, s := range c.streams {
 		gone = append(gone, s)

@@ -21,7 +21,7 @@
 //     call, so the buffer may go back to a free list whenever nothing is
 //     left unconsumed.
 //   - Output.Write must not block: the driver writes what the socket
-//     takes and keeps the rest (as internal/h1's fdWriter does). Output
+//     takes and keeps the rest (as internal/engine's fdWriter does). Output
 //     is written only from within the Conn's and its Streams' methods,
 //     once per call (in pieces of about 64 KiB when there is more), so a
 //     batch of frames costs one write. When the kept backlog is high the
@@ -61,7 +61,8 @@
 //
 // Limits bounds what a peer can make a connection do (rapid reset,
 // CONTINUATION floods, HPACK bombs, SETTINGS, PING and empty-frame
-// floods, refused streams, reset floods, stalled windows, slow readers),
+// floods, streams over the concurrent limit, reset floods, stalled
+// windows, slow readers),
 // with defaults documented on each field; a peer that passes one loses
 // its connection (GOAWAY ENHANCE_YOUR_CALM) and a Stats counter goes up.
 //

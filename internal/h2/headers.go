@@ -67,7 +67,8 @@ const (
 // headerBlock is the state of the header block being received; fields
 // go to Conn.fields.
 type headerBlock struct {
-	active     bool // CONTINUATION expected
+	active     bool  // CONTINUATION expected
+	since      int64 // when the block began (its HEADERS frame), for HeaderTimeout
 	stream     uint32
 	s          *Stream
 	kind       hbKind
@@ -145,8 +146,14 @@ func (c *Conn) continuation(h frameHeader, p []byte) error {
 	return c.fragment(p, h.has(http2.FlagContinuationEndHeaders))
 }
 
-// fragment decodes one fragment of a header block as it arrives (the
-// decoder keeps a field cut between frames), so no block is buffered.
+// fragment takes one fragment of a header block. A block in one frame
+// (the usual case) is decoded in place. One that goes on in CONTINUATION
+// frames is kept, encoded, until its last fragment and decoded then:
+// what an unfinished block holds is its encoded bytes, bounded by
+// MaxHeaderBlockBytes and in time by HeaderTimeout, and never the decoded
+// fields, which can cost far more (an indexed field of one byte, a slot
+// of forty); the HPACK decoder then never holds a field cut between
+// frames either.
 func (c *Conn) fragment(frag []byte, endHeaders bool) error {
 	hb := &c.hb
 	hb.bytes += len(frag)
@@ -159,18 +166,45 @@ func (c *Conn) fragment(frag []byte, endHeaders bool) error {
 			return err
 		}
 	}
-	if _, err := c.dec.Write(frag); err != nil {
-		return connErr(http2.ErrCodeCompression, err.Error())
-	}
 	if !endHeaders {
-		hb.active = true
+		if !hb.active {
+			hb.active, hb.since = true, c.now
+		}
+		c.keepFragment(frag)
 		return nil
 	}
 	hb.active = false
-	if err := c.dec.Close(); err != nil {
+	block := frag
+	if len(c.blockBuf) > 0 {
+		c.keepFragment(frag)
+		block = c.blockBuf
+	}
+	_, err := c.dec.Write(block)
+	if err == nil {
+		err = c.dec.Close()
+	}
+	c.dropBlock()
+	if err != nil {
 		return connErr(http2.ErrCodeCompression, err.Error())
 	}
 	c.dec.SetEmitEnabled(true)
+	err = c.endBlock()
+	// The fields were handed on (handlers keep strings, not the
+	// slice): a connection keeps little between blocks.
+	clear(c.fields)
+	c.fields = c.fields[:0]
+	if cap(c.fields) > keepFields {
+		c.fields = nil
+	}
+	return err
+}
+
+// keepFields is the most field slots a connection keeps between blocks.
+const keepFields = 64
+
+// endBlock acts on a header block received whole and decoded.
+func (c *Conn) endBlock() error {
+	hb := &c.hb
 	switch hb.kind {
 	case hbIgnore:
 		return nil
@@ -187,6 +221,48 @@ func (c *Conn) fragment(frag []byte, endHeaders bool) error {
 		return c.response()
 	}
 	return c.trailers()
+}
+
+// keepFragment adds a fragment to the kept block, growing its buffer a
+// frame at a time (never past MaxHeaderBlockBytes) rather than doubling
+// it, so that what it holds stays close to what was received.
+func (c *Conn) keepFragment(frag []byte) {
+	need := len(c.blockBuf) + len(frag)
+	if need > cap(c.blockBuf) {
+		n := need + int(c.set.maxFrame)
+		if m := c.set.maxBlockBytes; m > 0 {
+			n = max(min(n, m), need)
+		}
+		b := make([]byte, len(c.blockBuf), n)
+		copy(b, c.blockBuf)
+		c.blockBuf = b
+	}
+	c.blockBuf = append(c.blockBuf, frag...)
+}
+
+// dropBlock lets go of a kept header block once it is decoded or the
+// connection is over: a connection keeps little between blocks.
+func (c *Conn) dropBlock() {
+	c.blockBuf = c.blockBuf[:0]
+	if cap(c.blockBuf) > keepBlockBuf {
+		c.blockBuf = nil
+	}
+}
+
+// keepBlockBuf is the largest kept-block buffer a connection holds on to
+// between blocks.
+const keepBlockBuf = 4 << 10
+
+// HeaderBlockBytes returns the memory the connection holds for a header
+// block that spans frames and has not ended yet (0 between blocks, and for
+// a block in one frame): what a peer that sends HEADERS without
+// END_HEADERS and then stalls costs, bounded by MaxHeaderBlockBytes and,
+// in time, by HeaderTimeout.
+func (c *Conn) HeaderBlockBytes() int {
+	if !c.hb.active {
+		return 0
+	}
+	return cap(c.blockBuf)
 }
 
 // onField receives each decoded field.
@@ -353,12 +429,7 @@ func (c *Conn) request() error {
 		return c.streamError(id, http2.ErrCodeProtocol, hb.malformed)
 	}
 	if uint32(len(c.streams)) >= c.set.maxStreams {
-		c.stats.StreamsRefused.Add(1)
-		c.writeRST(id, http2.ErrCodeRefusedStream)
-		if err := c.count(&c.win.refused, c.set.maxRefused, &c.stats.RefusedStreamCloses, "refused streams"); err != nil {
-			return err
-		}
-		return c.controlQueued()
+		return c.overStreamLimit(id)
 	}
 	s := c.newStream(id)
 	s.recvEnded = hb.end
@@ -371,6 +442,31 @@ func (c *Conn) request() error {
 	if hb.end {
 		c.maybeClose(s)
 	}
+	return nil
+}
+
+// overStreamLimit answers a request that would pass
+// SETTINGS_MAX_CONCURRENT_STREAMS with GOAWAY ENHANCE_YOUR_CALM, not with
+// a reset of the stream alone: a client that keeps its count cannot pass
+// the limit (it counts a stream open longer than we do), so one that
+// does is broken or an attacker (rapid reset opens streams faster than
+// it resets them), and refusing its streams one by one would only let
+// it go on. A peer that has acknowledged our SETTINGS knows the limit:
+// the connection ends at once. One that has not may have sent the
+// stream before our SETTINGS reached it (RFC 9113 §5.1.2): its streams
+// under way finish, and the GOAWAY names the last one taken, so what it
+// sent beyond is unprocessed and safe to send again elsewhere (§6.8).
+func (c *Conn) overStreamLimit(id uint32) error {
+	c.stats.StreamsRefused.Add(1)
+	c.stats.RefusedStreamCloses.Add(1)
+	const reason = "streams over SETTINGS_MAX_CONCURRENT_STREAMS"
+	if c.unackedSettings == 0 {
+		return connErr(http2.ErrCodeEnhanceYourCalm, reason)
+	}
+	c.shutdownPhase = 2
+	c.goAwayLast = id - 2
+	c.writeGoAway(c.goAwayLast, http2.ErrCodeEnhanceYourCalm, reason)
+	c.checkDone()
 	return nil
 }
 

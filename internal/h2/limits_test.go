@@ -76,14 +76,16 @@ func TestLimitFloods(t *testing.T) {
 			counter: func(s *Stats) *atomic.Uint64 { return &s.EmptyFrameFloodCloses },
 		},
 		{
-			name:   "refused streams",
-			limits: Limits{MaxRefusedStreams: 3},
-			cfg:    Config{MaxConcurrentStreams: 1},
+			// The first stream over the limit, from a peer that knows
+			// it: no stream of its own is reset first.
+			name: "streams over the limit",
+			cfg:  Config{MaxConcurrentStreams: 3},
 			prepare: func(p *rawPeer) {
 				p.headers(1, false, get("/")...)
+				p.headers(3, false, get("/")...)
 			},
-			flood:   func(p *rawPeer, i int) { p.headers(uint32(2*i+3), true, get("/")...) },
-			n:       3,
+			flood:   func(p *rawPeer, i int) { p.headers(uint32(2*i+5), true, get("/")...) },
+			n:       1,
 			counter: func(s *Stats) *atomic.Uint64 { return &s.RefusedStreamCloses },
 		},
 		{
@@ -229,7 +231,10 @@ func TestLimitHPACKBomb(t *testing.T) {
 func TestLimitHeaderListSizeWithBody(t *testing.T) {
 	r := newRecorder()
 	p := newServerPeer(t, r, Config{MaxHeaderListSize: 4096})
-	p.headers(1, false, post("/", "x-big", strings.Repeat("v", 5000))...)
+	// 3000 bytes of value, decoded twice (the second time from the
+	// dynamic table, in one byte): a list over 4096, a block under it.
+	block := append(p.block(post("/", "x-big", strings.Repeat("v", 3000))...), 0xbe)
+	p.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndHeaders: true})
 	p.data(1, true, []byte("body"))
 	if err := p.feed(); err != nil {
 		t.Fatal(err)
@@ -375,7 +380,9 @@ func TestLimitsDefaults(t *testing.T) {
 		{"MaxConcurrentStreams", int64(s.maxStreams), DefaultMaxConcurrentStreams},
 		{"StreamWindow", int64(s.streamWindow), DefaultStreamWindow},
 		{"ConnWindow", int64(s.connWindow), DefaultConnWindow},
-		{"MaxHeaderBlockBytes", int64(s.maxBlockBytes), 2 * DefaultMaxHeaderListSize},
+		{"MaxHeaderBlockBytes", int64(s.maxBlockBytes), DefaultMaxHeaderListSize},
+		{"client MaxHeaderBlockBytes", int64((&Config{}).resolve(true).maxBlockBytes), 2 * DefaultMaxHeaderListSize},
+		{"HeaderTimeout", s.headerTimeout, int64(DefaultHeaderTimeout)},
 		{"MaxRapidResets", int64(s.maxRapidResets), DefaultMaxRapidResets},
 		{"Window", s.window, int64(DefaultWindow)},
 		{"server PingInterval", s.pingInterval, 0},
@@ -413,4 +420,104 @@ func TestLimitWaitingStreamsPruned(t *testing.T) {
 	if got := len(p.c.waiting); got > 40 {
 		t.Errorf("got %d streams in the waiting list, want closed ones pruned (at most 40)", got)
 	}
+}
+
+// unfinishedBlock writes on stream 1 a header block of about n encoded
+// bytes (literal fields never indexed, which Huffman coding would not
+// shorten) in HEADERS and CONTINUATION frames of the default size,
+// without END_HEADERS.
+func unfinishedBlock(p *rawPeer, n int) {
+	var b bytes.Buffer
+	e := hpack.NewEncoder(&b)
+	for b.Len() < n {
+		e.WriteField(hpack.HeaderField{Name: "x-pad", Value: strings.Repeat("\xfe", 1000), Sensitive: true})
+	}
+	block := b.Bytes()
+	p.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block[:16384]})
+	for off := 16384; off < len(block); off += 16384 {
+		p.fr.WriteContinuation(1, false, block[off:min(off+16384, len(block))])
+	}
+}
+
+// TestLimitUnfinishedHeaderBlock: a header block that spans frames is
+// held encoded until it ends, bounded by the header list size (64 KiB by
+// default) and in time by HeaderTimeout (10 s by default), like an
+// HTTP/1.1 request head: a block left unfinished costs at most about
+// that much for at most that long, then the connection (GOAWAY
+// ENHANCE_YOUR_CALM). Once a block ends, the connection keeps neither it
+// nor its decoded fields.
+func TestLimitUnfinishedHeaderBlock(t *testing.T) {
+	t.Run("held encoded, bounded", func(t *testing.T) {
+		p := newServerPeer(t, newRecorder(), Config{})
+		unfinishedBlock(p, 60<<10)
+		if err := p.feed(); err != nil {
+			t.Fatalf("got %v for a block under the bound, want the connection open", err)
+		}
+		if got := p.c.HeaderBlockBytes(); got < 60<<10 || got > DefaultMaxHeaderListSize {
+			t.Errorf("got %d bytes held for a 60 KiB unfinished block, want about its size, at most %d", got, DefaultMaxHeaderListSize)
+		}
+	})
+	t.Run("past the header list size", func(t *testing.T) {
+		stats := new(Stats)
+		p := newServerPeer(t, newRecorder(), Config{Stats: stats})
+		unfinishedBlock(p, 120<<10)
+		p.feed()
+		p.wantConnError(http2.ErrCodeEnhanceYourCalm)
+		if got := stats.HeaderFloodCloses.Load(); got != 1 {
+			t.Errorf("got HeaderFloodCloses %d, want 1", got)
+		}
+		if got := p.c.HeaderBlockBytes(); got != 0 {
+			t.Errorf("got %d bytes held once the connection is over, want 0", got)
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		stats := new(Stats)
+		p := newServerPeer(t, newRecorder(), Config{Stats: stats})
+		p.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: p.block(get("/")...)})
+		if err := p.feed(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.tick(DefaultHeaderTimeout - time.Second); err != nil {
+			t.Fatalf("got %v before the header timeout, want the connection open", err)
+		}
+		p.tick(2 * time.Second)
+		p.wantConnError(http2.ErrCodeEnhanceYourCalm)
+		if got := stats.HeaderTimeoutCloses.Load(); got != 1 {
+			t.Errorf("got HeaderTimeoutCloses %d, want 1", got)
+		}
+	})
+	t.Run("finished in time", func(t *testing.T) {
+		r := newRecorder()
+		p := newServerPeer(t, r, Config{Limits: Limits{HeaderTimeout: 5 * time.Second}})
+		var b bytes.Buffer
+		e := hpack.NewEncoder(&b)
+		fields := get("/")
+		for i := 0; i+1 < len(fields); i += 2 {
+			e.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
+		}
+		// Many small fields: decoded, they would cost more than their
+		// encoding.
+		for i := 0; i < 1500; i++ {
+			e.WriteField(hpack.HeaderField{Name: "x-a", Value: "1"})
+		}
+		block := b.Bytes()
+		p.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block[:len(block)/2], EndStream: true})
+		p.feed()
+		p.tick(4 * time.Second)
+		p.fr.WriteContinuation(1, true, block[len(block)/2:])
+		if err := p.feed(); err != nil {
+			t.Fatal(err)
+		}
+		r.wantEvents(t, "request 1 GET / end=true")
+		if err := p.tick(4 * time.Second); err != nil {
+			t.Fatalf("got %v after the block ended, want the connection open", err)
+		}
+		if got := p.c.HeaderBlockBytes(); got != 0 {
+			t.Errorf("got %d bytes held between blocks, want 0", got)
+		}
+		if cap(p.c.blockBuf) > keepBlockBuf || cap(p.c.fields) > keepFields {
+			t.Errorf("got %d block bytes and %d field slots kept between blocks, want at most %d and %d",
+				cap(p.c.blockBuf), cap(p.c.fields), keepBlockBuf, keepFields)
+		}
+	})
 }

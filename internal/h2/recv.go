@@ -368,6 +368,11 @@ func (c *Conn) streamError(id uint32, code ErrCode, reason string) error {
 }
 
 func (c *Conn) recentlyReset(id uint32) bool {
+	if !c.client && c.shutdownPhase == 2 && id > c.goAwayLast {
+		// A stream our final GOAWAY left unprocessed: what the client
+		// sends on it is ignored (RFC 9113 §6.8).
+		return true
+	}
 	if c.client && id%2 == 1 && id < c.nextStream {
 		// A client may reset many of its streams (every call a proxy's
 		// client abandons): what the server sent before it saw each

@@ -651,24 +651,58 @@ func TestServerInformationalResponses(t *testing.T) {
 	p.wantFrames("HEADERS stream=1 :status=100", "HEADERS stream=1 :status=103 link=</a.css>; rel=preload", "HEADERS stream=1 END_STREAM :status=204")
 }
 
+// TestServerConcurrentStreamLimit: a stream over
+// SETTINGS_MAX_CONCURRENT_STREAMS is answered with GOAWAY
+// ENHANCE_YOUR_CALM, never a reset of the stream alone. A peer that has
+// acknowledged our SETTINGS loses the connection at once; one that has
+// not (it may have sent the stream before our SETTINGS arrived) has the
+// streams it opened finish, and what it sends after the GOAWAY's last
+// stream is not processed.
 func TestServerConcurrentStreamLimit(t *testing.T) {
-	r := newRecorder()
-	p := newServerPeer(t, r, Config{MaxConcurrentStreams: 2})
-	p.headers(1, false, get("/")...)
-	p.headers(3, false, get("/")...)
-	p.headers(5, false, get("/")...)
-	p.data(5, true, []byte("late body of a refused stream"))
-	if err := p.feed(); err != nil {
-		t.Fatal(err)
-	}
-	p.wantFrames("RST_STREAM stream=5 REFUSED_STREAM")
-	if got := p.c.Stats().StreamsRefused.Load(); got != 1 {
-		t.Errorf("got StreamsRefused %d, want 1", got)
-	}
-	r.streams[1].Reset(http2.ErrCodeCancel)
-	p.headers(7, true, get("/")...)
-	p.feed()
-	r.wantEvents(t, "request 1 GET / end=false", "request 3 GET / end=false", "request 7 GET / end=true")
+	t.Run("settings acknowledged", func(t *testing.T) {
+		r := newRecorder()
+		p := newServerPeer(t, r, Config{MaxConcurrentStreams: 2})
+		p.headers(1, false, get("/")...)
+		p.headers(3, false, get("/")...)
+		p.headers(5, false, get("/")...)
+		p.data(5, true, []byte("late body of a refused stream"))
+		p.feed()
+		p.wantConnError(http2.ErrCodeEnhanceYourCalm)
+		if got := p.c.Stats().StreamsRefused.Load(); got != 1 {
+			t.Errorf("got StreamsRefused %d, want 1", got)
+		}
+		if got := p.c.Stats().RefusedStreamCloses.Load(); got != 1 {
+			t.Errorf("got RefusedStreamCloses %d, want 1", got)
+		}
+	})
+	t.Run("settings not yet acknowledged", func(t *testing.T) {
+		r := newRecorder()
+		p := newRawPeer(t)
+		p.c = NewServerConn(countingOutput{p}, r, Config{MaxConcurrentStreams: 2})
+		p.wr.WriteString(http2.ClientPreface)
+		p.fr.WriteSettings()
+		p.headers(1, false, get("/")...)
+		p.headers(3, false, get("/")...)
+		p.headers(5, false, get("/")...)
+		p.headers(7, false, get("/")...)
+		p.data(5, true, []byte("body of a stream left unprocessed"))
+		p.data(7, true, []byte("and another"))
+		if err := p.feed(); err != nil {
+			t.Fatalf("got %v, want the connection draining", err)
+		}
+		// The bodies of the streams left unprocessed are ignored, not
+		// answered with resets.
+		p.wantFrames("SETTINGS", "WINDOW_UPDATE stream=0", "SETTINGS ACK", "GOAWAY last=3 ENHANCE_YOUR_CALM")
+		r.wantEvents(t, "request 1 GET / end=false", "request 3 GET / end=false")
+		for _, id := range []uint32{1, 3} {
+			p.data(id, true, nil)
+			p.feed()
+			r.streams[id].WriteHeaders(204, nil, true)
+		}
+		if !p.c.Done() || !errors.Is(p.c.Err(), ErrClosed) {
+			t.Errorf("after its streams: got (done %v, %v), want the connection closed", p.c.Done(), p.c.Err())
+		}
+	})
 }
 
 func TestServerHandlerResetsDuringData(t *testing.T) {

@@ -72,6 +72,12 @@ func (c *Conn) tick() error {
 		c.stats.SettingsTimeouts.Add(1)
 		return connErr(http2.ErrCodeSettingsTimeout, "SETTINGS not acknowledged")
 	}
+	if c.hb.active && set.headerTimeout > 0 && t-c.hb.since > set.headerTimeout {
+		// A header block left unfinished holds the connection (nothing
+		// else may come until it ends) and what it kept so far.
+		c.stats.HeaderTimeoutCloses.Add(1)
+		return connErr(http2.ErrCodeEnhanceYourCalm, "header block not finished in time")
+	}
 	if c.outBlocked && set.writeTimeout > 0 && t-c.blockedSince > set.writeTimeout {
 		c.stats.SlowReaderCloses.Add(1)
 		return connErr(http2.ErrCodeEnhanceYourCalm, "peer reads too slowly")

@@ -41,7 +41,41 @@ type Hop struct {
 // its own. It keeps scratch memory between calls, so one Forwarder serves
 // one goroutine (an event loop); the zero value is ready.
 type Forwarder struct {
-	xff []byte
+	xff, joined []byte
+}
+
+// firstOf returns the index of the first field of kind k that is not
+// dropped, -1 when there is none.
+func firstOf(fs []Field, k Kind) int {
+	for i := range fs {
+		if fs[i].Kind == k && !fs[i].Drop {
+			return i
+		}
+	}
+	return -1
+}
+
+// join returns the values of the fields of kind k that are not dropped,
+// joined with sep, in the Forwarder's scratch memory (valid until its
+// next use); a single value is returned as it is.
+func (fw *Forwarder) join(fs []Field, k Kind, sep string) []byte {
+	b, n := fw.joined[:0], 0
+	var one []byte
+	for i := range fs {
+		if f := &fs[i]; f.Kind == k && !f.Drop {
+			if n > 0 {
+				b = append(b, sep...)
+			}
+			b = append(b, f.Value...)
+			one = f.Value
+			n++
+		}
+	}
+	fw.joined = b
+	if n == 1 {
+		return one
+	}
+	return b
 }
 
 // Authority returns the authority to forward r with: the client's, or
@@ -94,6 +128,14 @@ func (fw *Forwarder) Fields(s FieldSink, r *Request, hop *Hop) {
 			if hop.Local || hop.Trusted {
 				s.Field(f.Name, f.Value)
 			}
+		case KindCookie:
+			// Several Cookie fields (HTTP/2 splits them, RFC 9113 §8.2.3;
+			// some HTTP/1.1 clients send more than one) go on as one,
+			// in their order, where the first was: every backend gets
+			// the same head whatever the client spoke.
+			if i == firstOf(r.Header.Fields, KindCookie) {
+				s.Field(f.Name, fw.join(r.Header.Fields[i:], KindCookie, "; "))
+			}
 		default:
 			s.Field(f.Name, f.Value)
 		}
@@ -144,7 +186,11 @@ func ResponseFields(s FieldSink, r *Response, withTrailers bool) {
 				continue
 			}
 		case KindContentLength:
-			if r.ContentLength < 0 || switching {
+			// RFC 9110 §8.6: never in a 1xx or 204 answer (some backends
+			// send one; a client may then wait for a body that never
+			// comes); in a 304 or an answer to HEAD it describes the
+			// representation, and stays.
+			if r.ContentLength < 0 || r.Status < 200 || r.Status == 204 {
 				continue
 			}
 		case KindTrailer:

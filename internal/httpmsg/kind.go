@@ -51,7 +51,11 @@ func (k Kind) HopByHop() bool {
 // response or says how to handle the content; a recipient drops such a
 // field rather than act on it or merge it into the head. The list is the
 // one net/http keeps (badTrailer), with Set-Cookie and the Proxy-* and
-// Upgrade fields besides.
+// Upgrade fields besides, and the response control data (Age, Date,
+// Expires, Location, Retry-After, Vary), the conditionals (If-*) and the
+// content's Language and Location that RFC 7231 §7.1 and RFC 9110 §13
+// and §8 name. Fields meant for trailers (Server-Timing, Content-Digest,
+// grpc-status...) pass.
 func AllowedInTrailer(name []byte, k Kind) bool {
 	if k != KindOther {
 		switch k {
@@ -61,17 +65,32 @@ func AllowedInTrailer(name []byte, k Kind) bool {
 		return false
 	}
 	switch len(name) {
+	case 3:
+		return !EqualFold(name, "age")
+	case 4:
+		return !EqualFold(name, "date") && !EqualFold(name, "vary")
 	case 5:
 		return !EqualFold(name, "range") && !EqualFold(name, "realm")
 	case 6:
 		return !EqualFold(name, "pragma")
+	case 7:
+		return !EqualFold(name, "expires")
+	case 8:
+		return !EqualFold(name, "location") && !EqualFold(name, "if-match") && !EqualFold(name, "if-range")
+	case 11:
+		return !EqualFold(name, "retry-after")
 	case 12:
 		return !EqualFold(name, "max-forwards")
 	case 13:
 		return !EqualFold(name, "authorization") && !EqualFold(name, "cache-control") &&
-			!EqualFold(name, "content-range")
+			!EqualFold(name, "content-range") && !EqualFold(name, "if-none-match")
 	case 16:
-		return !EqualFold(name, "www-authenticate")
+		return !EqualFold(name, "www-authenticate") && !EqualFold(name, "content-language") &&
+			!EqualFold(name, "content-location")
+	case 17:
+		return !EqualFold(name, "if-modified-since")
+	case 19:
+		return !EqualFold(name, "if-unmodified-since")
 	}
 	return true
 }

@@ -35,10 +35,14 @@ func SystemRlimit() Rlimit {
 
 // DescriptorNeed is what a configuration asks of the descriptor limit.
 type DescriptorNeed struct {
-	// Clients is max_connections summed over the listeners. Each client
-	// connection counts twice: its socket, and the backend connection or
-	// file that serves it.
+	// Clients is max_connections summed over the listeners.
 	Clients int
+	// Backends is what the backend pools can hold at most: the
+	// connection caps summed, when every upstream has one
+	// (BackendsCapped); otherwise each client may hold a backend
+	// connection (or a file) too.
+	Backends       int
+	BackendsCapped bool
 	// Fixed counts descriptors that do not grow with clients: listening
 	// sockets, the admin listener.
 	Fixed int
@@ -49,7 +53,22 @@ type DescriptorNeed struct {
 }
 
 // Total returns the descriptors the configuration may use at most.
-func (n DescriptorNeed) Total() uint64 { return uint64(2*n.Clients + n.Fixed + n.Reserve) }
+func (n DescriptorNeed) Total() uint64 {
+	return uint64(n.Clients + n.backends() + n.Fixed + n.Reserve)
+}
+
+// backends returns what backend connections may hold: their caps, or one
+// per client.
+func (n DescriptorNeed) backends() int {
+	if n.BackendsCapped {
+		return min(n.Backends, n.Clients)
+	}
+	return n.Clients
+}
+
+// maxBackendFloor bounds the descriptors kept for backend connections
+// that no cap bounds, when clients would take them (Budget).
+const maxBackendFloor = 4096
 
 // DescriptorPlan is what PlanDescriptors found and decided.
 type DescriptorPlan struct {
@@ -63,9 +82,13 @@ type DescriptorPlan struct {
 	// Need is DescriptorNeed.Total.
 	Need uint64
 	// Clients is the client connections the listeners allow in all, and
-	// ClientCap how many fit in Soft with the reserve kept (Clients when
-	// all do; at least 1).
+	// ClientCap how many fit in Soft with the reserve and the backend
+	// floor kept (Clients when all do; at least 1): the cap of the
+	// process's Descriptors budget, which every listener draws on.
 	Clients, ClientCap int
+	// Room is the budget clients and backend connections share (0: no
+	// limit), and Floor what of it clients leave to backend connections.
+	Room, Floor int64
 }
 
 // PlanDescriptors raises the soft descriptor limit to the hard one, when it
@@ -84,25 +107,37 @@ func PlanDescriptors(r Rlimit, need DescriptorNeed) (DescriptorPlan, error) {
 			p.RaisedFrom, p.Soft = soft, hard
 		}
 	}
-	if p.Short() {
-		room := int64(p.Soft) - int64(need.Fixed+need.Reserve)
-		p.ClientCap = int(max(room/2, 1))
+	room := max(int64(p.Soft)-int64(need.Fixed+need.Reserve), 1)
+	if p.Soft >= 1<<40 {
+		return p, nil // no limit worth the name
 	}
+	p.Room = room
+	if need.BackendsCapped {
+		p.Floor = min(int64(need.Backends), room/2)
+	} else {
+		p.Floor = min(room/4, maxBackendFloor)
+	}
+	p.ClientCap = int(min(int64(need.Clients), max(room-p.Floor, 1)))
 	return p, nil
 }
 
-// Short reports whether the soft limit is below what the configuration may
-// use, so that client connections are capped below max_connections.
-func (p DescriptorPlan) Short() bool { return p.Soft < p.Need }
+// Budget sets d to the plan: the room clients and backend connections
+// share, and the floor clients leave to backend connections.
+func (p DescriptorPlan) Budget(d *Descriptors) { d.Set(p.Room, p.Floor) }
 
-// Cap returns the connection cap for a listener configured with
-// maxConnections: maxConnections itself when the limit is enough, or else
-// its share of ClientCap (at least 1).
+// Short reports whether the listeners' max_connections together are more
+// than the budget admits, so that clients may be refused below them.
+func (p DescriptorPlan) Short() bool { return p.ClientCap < p.Clients }
+
+// Cap returns how many client connections a listener configured with
+// maxConnections can have at most: maxConnections, or the budget's cap
+// when that is lower. Listeners share the budget: one may take what
+// others leave, up to its own max_connections.
 func (p DescriptorPlan) Cap(maxConnections int) int {
-	if !p.Short() || p.Clients <= 0 {
+	if !p.Short() || maxConnections <= 0 {
 		return maxConnections
 	}
-	return max(int(int64(maxConnections)*int64(p.ClientCap)/int64(p.Clients)), 1)
+	return min(maxConnections, max(p.ClientCap, 1))
 }
 
 // setLimit stores v in an rlimit field, whose type differs by system

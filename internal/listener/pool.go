@@ -1,6 +1,6 @@
 // Package listener owns listening sockets: a pool of SO_REUSEPORT sockets
 // per address, the listen backlog, and the cap on open connections. The
-// engine (internal/h1) accepts on the sockets itself.
+// engine (internal/engine) accepts on the sockets itself.
 package listener
 
 import (
@@ -30,6 +30,9 @@ type Pool struct {
 
 	maxConns atomic.Int64
 	open     atomic.Int64
+	// fds is the process's descriptor budget the pool's clients draw
+	// on; nil: none.
+	fds      *Descriptors
 	refused  atomic.Uint64
 	accepted atomic.Uint64
 
@@ -133,11 +136,21 @@ func (p *Pool) FDs() ([]int, error) {
 	return fds, nil
 }
 
+// SetDescriptors makes the pool's clients draw on d, the process's
+// descriptor budget (nil: none). Set it before the pool serves.
+func (p *Pool) SetDescriptors(d *Descriptors) { p.fds = d }
+
 // Admit counts a connection accepted by an engine on the pool's sockets
 // and reports whether it may be served; false means the pool is at
-// max_connections and the connection must be closed at once.
+// max_connections, or the process's descriptor budget has no room, and
+// the connection must be closed at once.
 func (p *Pool) Admit() bool {
 	if p.open.Add(1) > p.maxConns.Load() {
+		p.open.Add(-1)
+		p.refused.Add(1)
+		return false
+	}
+	if p.fds != nil && !p.fds.AdmitClient() {
 		p.open.Add(-1)
 		p.refused.Add(1)
 		return false
@@ -147,7 +160,12 @@ func (p *Pool) Admit() bool {
 }
 
 // Release ends a connection admitted with Admit.
-func (p *Pool) Release() { p.open.Add(-1) }
+func (p *Pool) Release() {
+	p.open.Add(-1)
+	if p.fds != nil {
+		p.fds.ReleaseClient()
+	}
+}
 
 // OpenConnections returns the number of connections being served.
 func (p *Pool) OpenConnections() int64 { return p.open.Load() }

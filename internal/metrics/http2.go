@@ -19,7 +19,7 @@ func newHTTP2Descs() http2Descs {
 		streams: prometheus.NewDesc("helios_http2_streams_total",
 			"HTTP/2 streams clients opened, by listener.", []string{"listener"}, nil),
 		refused: prometheus.NewDesc("helios_http2_streams_refused_total",
-			"HTTP/2 streams refused (REFUSED_STREAM) for passing the concurrent stream limit, by listener.", []string{"listener"}, nil),
+			"HTTP/2 streams refused for passing the concurrent stream limit (each ends its connection: GOAWAY ENHANCE_YOUR_CALM), by listener.", []string{"listener"}, nil),
 		resets: prometheus.NewDesc("helios_http2_stream_resets_total",
 			"HTTP/2 streams reset, by listener and kind: client (RST_STREAM from the client), rapid (reset before it was answered, the rapid-reset signal), protocol (reset by Helios for the client's stream error), stalled (reset by Helios: its window stayed shut).",
 			[]string{"listener", "kind"}, nil),
@@ -28,7 +28,7 @@ func newHTTP2Descs() http2Descs {
 		protocolErrors: prometheus.NewDesc("helios_http2_protocol_errors_total",
 			"HTTP/2 connections closed for a client's protocol error, by listener.", []string{"listener"}, nil),
 		closes: prometheus.NewDesc("helios_http2_limit_closes_total",
-			"HTTP/2 connections closed by an abuse limit or a timeout, by listener and limit: rapid_reset, header_flood (CONTINUATION), settings_flood, ping_flood, empty_frames, refused_streams, stream_errors (reset flood), control_queue (a client that does not read), slow_reader, stalled_window, settings_timeout, ping_timeout, idle.",
+			"HTTP/2 connections closed by an abuse limit or a timeout, by listener and limit: rapid_reset, header_flood (CONTINUATION), header_timeout (a header block left unfinished), settings_flood, ping_flood, empty_frames, refused_streams, stream_errors (reset flood), control_queue (a client that does not read), slow_reader, stalled_window, settings_timeout, ping_timeout, idle.",
 			[]string{"listener", "limit"}, nil),
 	}
 }
@@ -54,6 +54,7 @@ func (m *Metrics) collectHTTP2(ch chan<- prometheus.Metric) {
 		}{
 			{"rapid_reset", &s.RapidResetCloses},
 			{"header_flood", &s.HeaderFloodCloses},
+			{"header_timeout", &s.HeaderTimeoutCloses},
 			{"settings_flood", &s.SettingsFloodCloses},
 			{"ping_flood", &s.PingFloodCloses},
 			{"empty_frames", &s.EmptyFrameFloodCloses},

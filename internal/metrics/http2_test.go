@@ -7,8 +7,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/helios-lb/helios/internal/acme"
-	"github.com/helios-lb/helios/internal/h1"
+	"github.com/helios-lb/helios/internal/bodybuf"
+	"github.com/helios-lb/helios/internal/engine"
 	"github.com/helios-lb/helios/internal/h2"
+	"github.com/helios-lb/helios/internal/listener"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/redisstore"
 	"github.com/helios-lb/helios/internal/tlsconf"
@@ -18,15 +20,20 @@ import (
 // fakeSource serves a graph without routes and the given HTTP/2 counters.
 type fakeSource struct{ h2 map[string]*h2.Stats }
 
-func (fakeSource) Graph() *proxy.Graph                { return &proxy.Graph{} }
-func (fakeSource) BreakerState(string, string) int    { return -1 }
-func (fakeSource) OpenConnections() map[string]int64  { return nil }
-func (fakeSource) AcceptErrors() map[string]uint64    { return nil }
-func (fakeSource) Panics() uint64                     { return 0 }
-func (fakeSource) TLSProviders() []*tlsconf.Provider  { return nil }
-func (fakeSource) ACMEManagers() []*acme.Manager      { return nil }
-func (s fakeSource) HTTP2Stats() map[string]*h2.Stats { return s.h2 }
-func (fakeSource) ListenerStats() map[string]*h1.ListenerStats {
+func (fakeSource) Graph() *proxy.Graph                   { return &proxy.Graph{} }
+func (fakeSource) BreakerState(string, string) int       { return -1 }
+func (fakeSource) OpenConnections() map[string]int64     { return nil }
+func (fakeSource) AcceptErrors() map[string]uint64       { return nil }
+func (fakeSource) Panics() uint64                        { return 0 }
+func (fakeSource) Descriptors() listener.DescriptorStats { return listener.DescriptorStats{} }
+func (fakeSource) TLSProviders() []*tlsconf.Provider     { return nil }
+func (fakeSource) ACMEManagers() []*acme.Manager         { return nil }
+func (s fakeSource) HTTP2Stats() map[string]*h2.Stats    { return s.h2 }
+func (fakeSource) ResponseBuffers() bodybuf.BudgetStats  { return bodybuf.BudgetStats{} }
+func (fakeSource) RequestBuffers() bodybuf.BudgetStats {
+	return bodybuf.BudgetStats{Memory: 3, File: 4}
+}
+func (fakeSource) ListenerStats() map[string]*engine.ListenerStats {
 	return nil
 }
 func (fakeSource) Stores() []*redisstore.Store { return nil }
@@ -60,7 +67,7 @@ func gather(t *testing.T, reg *prometheus.Registry, family string) map[string]fl
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			out[labels(m)] = m.GetCounter().GetValue()
+			out[labels(m)] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return out
@@ -117,6 +124,7 @@ func TestHTTP2Counters(t *testing.T) {
 	s.RapidResetCloses.Add(1)
 	s.HeaderFloodCloses.Add(2)
 	s.SlowReaderCloses.Add(5)
+	s.HeaderTimeoutCloses.Add(6)
 	reg := prometheus.NewRegistry()
 	if _, err := New(reg, fakeSource{h2: map[string]*h2.Stats{"web": &s}}); err != nil {
 		t.Fatal(err)
@@ -131,7 +139,10 @@ func TestHTTP2Counters(t *testing.T) {
 		{"helios_http2_limit_closes_total", "limit=rapid_reset,listener=web", 1},
 		{"helios_http2_limit_closes_total", "limit=header_flood,listener=web", 2},
 		{"helios_http2_limit_closes_total", "limit=slow_reader,listener=web", 5},
+		{"helios_http2_limit_closes_total", "limit=header_timeout,listener=web", 6},
 		{"helios_http2_limit_closes_total", "limit=ping_flood,listener=web", 0},
+		{"helios_request_buffer_bytes", "where=memory", 3},
+		{"helios_request_buffer_bytes", "where=file", 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.family+"/"+tt.labels, func(t *testing.T) {

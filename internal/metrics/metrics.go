@@ -15,8 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/helios-lb/helios/internal/acme"
-	"github.com/helios-lb/helios/internal/h1"
+	"github.com/helios-lb/helios/internal/bodybuf"
+	"github.com/helios-lb/helios/internal/engine"
 	"github.com/helios-lb/helios/internal/h2"
+	"github.com/helios-lb/helios/internal/listener"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/redisstore"
 	"github.com/helios-lb/helios/internal/tlsconf"
@@ -44,12 +46,21 @@ type Source interface {
 	TLSProviders() []*tlsconf.Provider
 	// HTTP2Stats returns the HTTP/2 counters of each listener, by name.
 	HTTP2Stats() map[string]*h2.Stats
+	// RequestBuffers returns what request buffering holds across the
+	// process, in memory and in temporary files.
+	RequestBuffers() bodybuf.BudgetStats
 	// ACMEManagers returns the ACME managers of the listeners that have
 	// one.
 	ACMEManagers() []*acme.Manager
+	// ResponseBuffers returns what response buffering holds and has
+	// done across the process.
+	ResponseBuffers() bodybuf.BudgetStats
+	// Descriptors returns the process's descriptor budget: what clients
+	// and backend connections hold of it, and what it refused.
+	Descriptors() listener.DescriptorStats
 	// ListenerStats returns what each listener's client policy refused,
 	// by listener name.
-	ListenerStats() map[string]*h1.ListenerStats
+	ListenerStats() map[string]*engine.ListenerStats
 	// Stores returns the Redis stores in use (shared rate limits, ACME
 	// storage).
 	Stores() []*redisstore.Store
@@ -67,10 +78,13 @@ type Metrics struct {
 	upDesc, ejectedDesc, inflightDesc, backendReqDesc, failDesc *prometheus.Desc
 	breakerDesc, openConnsDesc, acceptErrsDesc, panicsDesc      *prometheus.Desc
 	adminDesc, weightDesc                                       *prometheus.Desc
-	protocolDesc                                                *prometheus.Desc
+	protocolDesc, reqBufDesc                                    *prometheus.Desc
+	respBuffered, respFull, respSpilled, respHeld               *prometheus.Desc
+	fdRoom, fdHeld, fdRefused, fdWaits                          *prometheus.Desc
 	tls                                                         tlsDescs
 	http2                                                       http2Descs
 	acme                                                        acmeDescs
+	mirror                                                      mirrorDescs
 	policy                                                      policyDescs
 	protocols                                                   Protocols
 }
@@ -130,11 +144,31 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 		protocolDesc: prometheus.NewDesc("helios_requests_by_protocol_total",
 			"Requests by the protocol the client spoke (HTTP/1.0, HTTP/1.1, HTTP/2.0) and its connection's TLS version (none, 1.2, 1.3).",
 			[]string{"protocol", "tls"}, nil),
+		reqBufDesc: prometheus.NewDesc("helios_request_buffer_bytes",
+			"Request-body bytes request buffering holds across the process, by where: memory or file (request_buffers caps them).",
+			[]string{"where"}, nil),
+		fdRoom: prometheus.NewDesc("helios_descriptor_budget",
+			"Descriptors client connections and backend connections share (RLIMIT_NOFILE less the listening sockets, files and a reserve); 0 when there is no limit.", nil, nil),
+		fdHeld: prometheus.NewDesc("helios_descriptor_budget_used",
+			"Descriptors of the budget in use, by what holds them: clients or backends.", []string{"by"}, nil),
+		fdRefused: prometheus.NewDesc("helios_descriptor_budget_refused_total",
+			"Client connections closed at once because the descriptor budget had no room for them.", nil, nil),
+		fdWaits: prometheus.NewDesc("helios_descriptor_budget_waits_total",
+			"Backend connections put off because the descriptor budget had no room: their requests waited for one to close.", nil, nil),
+		respBuffered: prometheus.NewDesc("helios_response_buffered_total",
+			"Answers response buffering took over because their client read more slowly than the backend sent.", nil, nil),
+		respFull: prometheus.NewDesc("helios_response_buffer_full_total",
+			"Answers whose buffering stopped at a cap (the answer's or the process's) or a failed disk write; they went on with backpressure.", nil, nil),
+		respSpilled: prometheus.NewDesc("helios_response_buffer_spilled_bytes_total",
+			"Bytes of answers written to temporary files by response buffering.", nil, nil),
+		respHeld: prometheus.NewDesc("helios_response_buffer_bytes",
+			"Bytes response buffering holds now (reserved for answers under way), in memory or in temporary files.", []string{"where"}, nil),
 		tls:    newTLSDescs(),
 		http2:  newHTTP2Descs(),
 		acme:   newACMEDescs(),
 		policy: newPolicyDescs(),
 	}
+	m.mirror = newMirrorDescs()
 	m.noRoute.Duration = m.duration.WithLabelValues(noRouteLabel, "")
 	for _, c := range []prometheus.Collector{
 		m.duration, m.checks, m.discovery, m,
@@ -174,11 +208,11 @@ func (m *Metrics) Record(ex wire.Exchange, r proxy.Record) {
 	m.protocols.count(ex)
 	if r.Route != nil {
 		if s := r.Route.StatsOf(r.Upstream); s != nil {
-			s.Count(r.Status, r.Duration)
+			count(s, &r)
 		}
 		return
 	}
-	m.noRoute.Count(r.Status, r.Duration)
+	count(&m.noRoute, &r)
 }
 
 // Describe is empty: the collector is unchecked, because its label sets
@@ -222,10 +256,26 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.acceptErrsDesc, prometheus.CounterValue, float64(n), reason)
 	}
 	ch <- prometheus.MustNewConstMetric(m.panicsDesc, prometheus.CounterValue, float64(m.src.Panics()))
+	qb := m.src.RequestBuffers()
+	ch <- prometheus.MustNewConstMetric(m.reqBufDesc, prometheus.GaugeValue, float64(qb.Memory), "memory")
+	ch <- prometheus.MustNewConstMetric(m.reqBufDesc, prometheus.GaugeValue, float64(qb.File), "file")
+	rb := m.src.ResponseBuffers()
+	ch <- prometheus.MustNewConstMetric(m.respBuffered, prometheus.CounterValue, float64(rb.Buffered))
+	ch <- prometheus.MustNewConstMetric(m.respFull, prometheus.CounterValue, float64(rb.Full))
+	ch <- prometheus.MustNewConstMetric(m.respSpilled, prometheus.CounterValue, float64(rb.Spilled))
+	ch <- prometheus.MustNewConstMetric(m.respHeld, prometheus.GaugeValue, float64(rb.Memory), "memory")
+	ch <- prometheus.MustNewConstMetric(m.respHeld, prometheus.GaugeValue, float64(rb.File), "file")
+	fd := m.src.Descriptors()
+	ch <- prometheus.MustNewConstMetric(m.fdRoom, prometheus.GaugeValue, float64(fd.Room))
+	ch <- prometheus.MustNewConstMetric(m.fdHeld, prometheus.GaugeValue, float64(fd.Clients), "clients")
+	ch <- prometheus.MustNewConstMetric(m.fdHeld, prometheus.GaugeValue, float64(fd.Backends), "backends")
+	ch <- prometheus.MustNewConstMetric(m.fdRefused, prometheus.CounterValue, float64(fd.Refused))
+	ch <- prometheus.MustNewConstMetric(m.fdWaits, prometheus.CounterValue, float64(fd.Waited))
 	m.collectTLS(ch, time.Now())
 	m.protocols.collect(ch, m.protocolDesc)
 	m.collectHTTP2(ch)
 	m.collectACME(ch, time.Now())
+	m.collectMirrors(ch, g)
 	m.collectPolicy(ch)
 }
 

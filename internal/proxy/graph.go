@@ -16,6 +16,7 @@ import (
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/rules"
+	"github.com/helios-lb/helios/internal/tracing"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -35,6 +36,9 @@ type Graph struct {
 	// redirected to HTTPS; nil when no listener gets certificates
 	// through ACME.
 	ACME ACME
+	// Tracing says how requests join traces (formats, sampling); nil
+	// when tracing is off.
+	Tracing *tracing.Policy
 }
 
 // Route is a compiled route with exactly one action set.
@@ -46,6 +50,9 @@ type Route struct {
 	// Split forwards the request to one of several upstreams; nil when
 	// another action is set.
 	Split *Split
+	// Mirror copies a share of the requests the route forwards to a
+	// shadow upstream; nil copies none.
+	Mirror *Mirror
 	// Respond answers with a fixed response; nil when another action is set.
 	Respond *Fixed
 	// Files answers from files, sent by the engine itself
@@ -80,6 +87,10 @@ type Route struct {
 	// redirect_https (wire.Listener), or for hosts whose certificates
 	// come from ACME (Graph.ACME).
 	NoHTTPSRedirect bool
+	// ResponseBuffer, when set, lets the engine hold an answer for a
+	// client that reads it more slowly than the backend sends it
+	// (response buffering); nil streams answers with backpressure.
+	ResponseBuffer *wire.ResponseBuffer
 	// Policy is the route's edge policy; nil: none.
 	Policy *Policy
 }
@@ -159,11 +170,17 @@ type Observer interface {
 
 // Count records one answered request.
 func (s *RouteStats) Count(status int, d time.Duration) {
-	if status >= 0 && status < len(s.Codes) {
-		s.Codes[status].Add(1)
-	}
+	s.CountStatus(status)
 	if s.Duration != nil {
 		s.Duration.Observe(d.Seconds())
+	}
+}
+
+// CountStatus counts one answered request by its status, for a caller
+// that observes the duration itself (with an exemplar).
+func (s *RouteStats) CountStatus(status int) {
+	if status >= 0 && status < len(s.Codes) {
+		s.Codes[status].Add(1)
 	}
 }
 
@@ -217,6 +234,10 @@ type Upstream struct {
 	Index int
 	// Stats counts retries and unavailability; never nil in a built graph.
 	Stats *UpstreamStats
+	// Sticky keeps clients on their backends with a cookie; nil means no
+	// sticky sessions. Members built for the upstream carry its table
+	// (Sticky.Table).
+	Sticky *Sticky
 
 	// members are the members being served once Members or SetMembers
 	// has run; nil before.
@@ -237,6 +258,9 @@ type Members struct {
 	// Guard admits requests to Backends and learns outcomes; nil admits
 	// everything.
 	Guard Guard
+	// Sticky maps the upstream's sticky cookie values to Backends; nil
+	// when the upstream has no sticky sessions.
+	Sticky *StickyTable
 }
 
 // Members returns the members being served: those SetMembers installed
@@ -247,7 +271,7 @@ func (u *Upstream) Members() *Members {
 	if m := u.members.Load(); m != nil {
 		return m
 	}
-	u.members.CompareAndSwap(nil, &Members{Backends: u.Backends, Picker: u.Picker, Guard: u.Guard})
+	u.members.CompareAndSwap(nil, &Members{Backends: u.Backends, Picker: u.Picker, Guard: u.Guard, Sticky: u.Sticky.Table(u.Backends)})
 	return u.members.Load()
 }
 
@@ -298,6 +322,12 @@ type Record struct {
 	Duration time.Duration
 	// Attempts counts forwarding attempts (retries are Attempts-1).
 	Attempts int
+	// Timing is how the last attempt went, as the engine measured it;
+	// zero when there was none.
+	Timing wire.Timing
+	// Trace is the request's place in its trace; zero when tracing is
+	// off.
+	Trace tracing.Span
 	// Err is the error that decided the status, if any.
 	Err error
 	// RequestID is the request's id: the client's X-Request-Id, or one
@@ -306,7 +336,7 @@ type Record struct {
 }
 
 // Pipeline serves exchanges with the current graph. It implements the
-// engine's handler (h1.Handler).
+// engine's handler (engine.Handler).
 type Pipeline struct {
 	graph atomic.Pointer[Graph]
 	ids   requestIDs

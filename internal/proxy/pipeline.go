@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/helios-lb/helios/internal/httpmsg"
-	"github.com/helios-lb/helios/internal/rules"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -27,6 +26,7 @@ var (
 	bodyTimedOut = []byte("408 Request Timeout: the request body stopped arriving\n")
 	bodyTooLarge = []byte("413 Content Too Large: the request body is larger than this route accepts\n")
 	bodyBusy     = []byte("503 Service Unavailable: the backend is at its connection limit\n")
+	bodyBuffers  = []byte("503 Service Unavailable: the request buffers are full; try again later\n")
 	// RFC 9110 §15.5.6: a 405 lists the methods that are allowed.
 	notAllowedHeader = httpmsg.HeaderOf("Allow", "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH", "Content-Type", "text/plain; charset=utf-8")
 	bodyNotAllowed   = []byte("405 Method Not Allowed: this route does not accept the method\n")
@@ -63,6 +63,9 @@ type flow struct {
 	ticket func(error)
 	// next: a backend already picked (and checked to exist) for a retry.
 	next *upstream.Backend
+	// stuck is the backend the request's sticky cookie names (sticky.go);
+	// nil when none.
+	stuck *upstream.Backend
 	// waiting: a retry waits its backoff (ActWait) for delay.
 	waiting bool
 	delay   time.Duration
@@ -80,29 +83,25 @@ type flow struct {
 	// local is the in-process handler of an ActServeHTTP that is not a
 	// route's (the ACME challenge solver); nil otherwise.
 	local *wire.Local
-	// redirect holds the Location of an https redirect and redirectHdr
-	// its fields, reused by the connection's requests.
-	redirect    []byte
-	redirectHdr httpmsg.Header
-	// The edge policy (policy.go): the request's values for templates;
-	// the fields of an answer the route's response rules edited
-	// (answerCopy) and of a 429 (limitHdr), reused by the connection's
-	// requests; the rate limit's key; the check running off the loop.
-	vars       rules.Vars
-	answerCopy httpmsg.Header
-	limitHdr   httpmsg.Header
-	rateKey    [16]byte
-	job        *offLoop
+	// redirect holds an https redirect's head, made on the connection's
+	// first and reused by its next ones.
+	redirect *redirectHead
+	// pol is the edge policy's state (policy.go), made on the
+	// connection's first request that needs it and reused by its next
+	// ones.
+	pol *policyState
 }
 
 // Begin routes the request.
 func (f *flow) Begin(ex wire.Exchange) wire.Action {
 	p := f.p
-	*f = flow{p: p, g: p.graph.Load(), ex: ex, redirect: f.redirect, redirectHdr: f.redirectHdr,
-		answerCopy: f.answerCopy, limitHdr: f.limitHdr}
+	*f = flow{p: p, g: p.graph.Load(), ex: ex, redirect: f.redirect, pol: f.pol}
+	if f.pol != nil {
+		f.pol.job = nil
+	}
 	f.rec.Start = time.Now()
 	f.setRequestID(ex)
-	f.setVars(ex)
+	f.startTrace(ex)
 	if a := f.g.ACME; a != nil {
 		if act, ok := f.acmeChallenge(a, ex); ok {
 			return act
@@ -112,6 +111,9 @@ func (f *flow) Begin(ex wire.Exchange) wire.Action {
 	var r *Route
 	if ok {
 		r = rt
+		if rt.Policy != nil || rt.Redirect != nil {
+			f.setVars(ex)
+		}
 	}
 	if act, ok := f.httpsRedirect(ex, r); ok {
 		return act
@@ -205,6 +207,14 @@ func (f *flow) Files() wire.Files { return f.rec.Route.Files }
 // BufferLimits returns the route's request buffering limits.
 func (f *flow) BufferLimits() wire.BufferLimits { return *f.rec.Route.Buffer }
 
+// ResponseBuffer returns the route's response buffering (nil: off).
+func (f *flow) ResponseBuffer() *wire.ResponseBuffer {
+	if f.rec.Route == nil {
+		return nil
+	}
+	return f.rec.Route.ResponseBuffer
+}
+
 // Buffered goes on once the request body has been buffered.
 func (f *flow) Buffered(err error) wire.Action {
 	if err != nil {
@@ -222,6 +232,10 @@ func (f *flow) startForward(up *Upstream) wire.Action {
 	f.m = up.Members()
 	f.rec.Upstream = up
 	f.key.Hash, f.key.Hashed = up.Key.hash(f.ex)
+	f.stuck = f.m.stuck(f.ex)
+	if mi := f.rec.Route.Mirror; mi != nil {
+		mi.send(f.ex)
+	}
 	if up.Budget != nil {
 		up.Budget.Earn(f.rec.Start)
 	}
@@ -235,6 +249,9 @@ func (f *flow) pick() wire.Action {
 	for {
 		b := f.next
 		f.next = nil
+		if b == nil && f.stuck != nil && f.stuck.Usable(f.key) {
+			b = f.stuck // sticky: before any strategy
+		}
 		if b == nil {
 			b = m.Picker.Pick(f.key)
 		}
@@ -257,6 +274,7 @@ func (f *flow) pick() wire.Action {
 		f.b, f.ticket = b, ticket
 		f.rec.Backend = b
 		f.rec.Attempts++
+		f.traceAttempt(b)
 		b.Begin()
 		f.last = wire.ActForward
 		return wire.ActForward
@@ -278,7 +296,10 @@ func (f *flow) Forwarded(status int, err error) wire.Action {
 	if f.waiting {
 		// The client went away during a backoff (or a check off the
 		// loop): no attempt is open.
-		f.waiting, f.next, f.job = false, nil, nil
+		f.waiting, f.next = false, nil
+		if f.pol != nil {
+			f.pol.job = nil
+		}
 		f.rec.Err = err
 		return f.fail(err)
 	}
@@ -294,6 +315,7 @@ func (f *flow) Forwarded(status int, err error) wire.Action {
 		f.last = wire.ActSend
 		return wire.ActSend
 	}
+	f.attemptDone(status, err)
 	if err != nil {
 		out := outcomeOf(err)
 		f.done(out)
@@ -332,6 +354,7 @@ func (f *flow) Forwarded(status int, err error) wire.Action {
 			return f.retry()
 		}
 	}
+	f.stick()
 	f.last = wire.ActSend
 	return wire.ActSend
 }
@@ -355,8 +378,9 @@ func (f *flow) Delay() time.Duration { return f.delay }
 // attempt's backend.
 func (f *flow) Resume() wire.Action {
 	f.waiting = false
-	if j := f.job; j != nil {
-		f.job = nil
+	if f.pol != nil && f.pol.job != nil {
+		j := f.pol.job
+		f.pol.job = nil
 		return f.jobDone(j)
 	}
 	if f.next != nil && !f.next.Usable(f.key) {
@@ -476,6 +500,8 @@ func (f *flow) fail(err error) wire.Action {
 		return f.answer(413, textHeader, bodyTooLarge)
 	case errors.Is(err, wire.ErrBackendBusy):
 		return f.answer(503, textHeader, bodyBusy)
+	case errors.Is(err, wire.ErrBuffersFull):
+		return f.answer(503, textHeader, bodyBuffers)
 	case errors.Is(err, wire.ErrTimeout):
 		return f.answer(504, textHeader, bodyTimeout)
 	case errors.Is(err, wire.ErrBadRequest):
@@ -488,7 +514,8 @@ func (f *flow) fail(err error) wire.Action {
 // outcomeOf says what an engine error means for the backend.
 func outcomeOf(err error) Outcome {
 	if errors.Is(err, wire.ErrClientGone) || errors.Is(err, wire.ErrClientTimeout) ||
-		errors.Is(err, wire.ErrBadRequest) || errors.Is(err, wire.ErrBodyTooLarge) || errors.Is(err, wire.ErrBackendBusy) {
+		errors.Is(err, wire.ErrBadRequest) || errors.Is(err, wire.ErrBodyTooLarge) || errors.Is(err, wire.ErrBackendBusy) ||
+		errors.Is(err, wire.ErrBuffersFull) {
 		return Ignored
 	}
 	return Failure

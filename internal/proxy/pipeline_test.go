@@ -34,9 +34,19 @@ type fakeExchange struct {
 	limit     int64
 	buffered  *wire.BufferLimits
 	bufferErr error
-	// req is the head the pipeline may edit; arena backs Alloc.
-	req   httpmsg.Request
-	arena []byte
+	// req is the head the pipeline may edit; arena backs Alloc, from
+	// arenaOff on, until begin starts it over; resp, when set, is the
+	// backend's answer's head (Response).
+	req      httpmsg.Request
+	arena    []byte
+	arenaOff int
+	resp     *httpmsg.Response
+	// timing is what Timing reports.
+	timing wire.Timing
+	// held is the body BodyHeld returns, unless notHeld says the
+	// engine does not hold it.
+	held    []byte
+	notHeld bool
 	// hdr, path, query and addr, when set, are the request's header
 	// fields, path, query and client address (for request keys).
 	hdr   []field
@@ -160,25 +170,22 @@ func (e *fakeExchange) fillRequest(method, host, path, query []byte) {
 		}
 	}
 }
-func (e *fakeExchange) Response() *httpmsg.Response { return nil }
+func (e *fakeExchange) Response() *httpmsg.Response { return e.resp }
+func (e *fakeExchange) BodyHeld() ([]byte, bool)    { return e.held, !e.notHeld }
 
-// Alloc lends n bytes of the exchange's arena, as an engine does: from
-// its block, or a new one when it has no room.
 func (e *fakeExchange) Alloc(n int) []byte {
-	if cap(e.arena)-len(e.arena) < n {
-		e.arena = make([]byte, 0, max(4096, n))
+	if cap(e.arena)-e.arenaOff < n {
+		e.arena, e.arenaOff = make([]byte, max(512, n)), 0
 	}
-	i := len(e.arena)
-	e.arena = e.arena[:i+n]
-	return e.arena[i : i+n : i+n]
+	b := e.arena[e.arenaOff : e.arenaOff+n : e.arenaOff+n]
+	e.arenaOff += n
+	return b
 }
+func (e *fakeExchange) Timing() wire.Timing { return e.timing }
 
 // begin makes the exchange ready for its next request, as an engine's
-// is: a head of its own, and its arena starts over.
-func (e *fakeExchange) begin() {
-	e.req.Reset()
-	e.arena = e.arena[:0]
-}
+// is: a head of its own.
+func (e *fakeExchange) begin() { e.req.Reset(); e.arenaOff = 0 }
 
 // fakeTransport answers each backend from a script: an error or a status.
 type fakeTransport struct {

@@ -122,15 +122,34 @@ func (f *flow) editRequest(rt *Route) {
 		p.Rewrite.Apply(f.ex.Request(), f.ex)
 	}
 	if !p.RequestHeaders.Empty() {
-		p.RequestHeaders.Apply(&f.ex.Request().Header, &f.vars, f.ex)
+		p.RequestHeaders.Apply(&f.ex.Request().Header, &f.pol.vars, f.ex)
 	}
+}
+
+// policyState is a flow's edge policy state, made on its connection's
+// first request that needs it and reused by the next ones (a connection
+// whose routes have no policy pays nothing for it).
+type policyState struct {
+	// vars are the request's values for templates.
+	vars rules.Vars
+	// answerCopy holds the fields of a shared answer head the route's
+	// response rules edited; limitHdr the fields of a 429.
+	answerCopy, limitHdr httpmsg.Header
+	// rateKey is the rate limit's key, when it is the client address.
+	rateKey [16]byte
+	// job is the check running off the loop the flow waits for; nil
+	// when there is none.
+	job *offLoop
 }
 
 // setVars takes the request's values for templates, as the request came
 // (before any rewrite).
 func (f *flow) setVars(ex wire.Exchange) {
+	if f.pol == nil {
+		f.pol = new(policyState)
+	}
 	r := ex.Request()
-	f.vars = rules.Vars{
+	f.pol.vars = rules.Vars{
 		ClientIP: ex.ClientAddr(), Host: r.Host, Path: r.Path, Query: r.Query(), Scheme: r.Scheme,
 		RequestID: f.rec.RequestID.Bytes(), Header: &r.Header,
 	}
@@ -145,14 +164,15 @@ func (f *flow) AnswerHeader(h *httpmsg.Header, shared bool) *httpmsg.Header {
 	if rt == nil || rt.Policy == nil || rt.Policy.ResponseHeaders.Empty() || f.ex == nil {
 		return h
 	}
+	pol := f.pol // set with the route (setVars)
 	if shared {
-		f.answerCopy.Reset()
+		pol.answerCopy.Reset()
 		if h != nil {
-			f.answerCopy.Fields = append(f.answerCopy.Fields, h.Fields...)
+			pol.answerCopy.Fields = append(pol.answerCopy.Fields, h.Fields...)
 		}
-		h = &f.answerCopy
+		h = &pol.answerCopy
 	}
-	rt.Policy.ResponseHeaders.Apply(h, &f.vars, f.ex)
+	rt.Policy.ResponseHeaders.Apply(h, &pol.vars, f.ex)
 	return h
 }
 
@@ -219,8 +239,8 @@ func (f *flow) rateLimit(rt *Route) (act wire.Action, limited bool) {
 		// The address's 16 bytes, in the flow's memory: a slice of the
 		// stack handed to an interface would escape, an allocation per
 		// request.
-		f.rateKey = f.ex.ClientAddr().As16()
-		key = f.rateKey[:]
+		f.pol.rateKey = f.ex.ClientAddr().As16()
+		key = f.pol.rateKey[:]
 	}
 	now := f.rec.Start.UnixNano()
 	if rl.Now != nil {
@@ -237,7 +257,7 @@ func (f *flow) rateLimit(rt *Route) (act wire.Action, limited bool) {
 	retry := strconv.AppendInt(f.ex.Alloc(20)[:0], secs, 10)
 	state := f.ex.Alloc(len(`"default";r=0;t=`) + 20)[:0]
 	state = strconv.AppendInt(append(state, `"default";r=0;t=`...), secs, 10)
-	h := &f.limitHdr
+	h := &f.pol.limitHdr
 	h.Reset()
 	h.Add(retryAfterName, retry)
 	h.Add(rateLimitPolicyName, rl.policy)
@@ -311,7 +331,7 @@ func (f *flow) basicAuth(ba *BasicAuth) (act wire.Action, done bool) {
 
 // waitFor suspends the flow until j is done (or d has passed).
 func (f *flow) waitFor(j *offLoop, d time.Duration) wire.Action {
-	f.job = j
+	f.pol.job = j
 	f.waiting, f.delay = true, d
 	f.last = wire.ActWait
 	return wire.ActWait

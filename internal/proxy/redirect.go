@@ -33,7 +33,11 @@ func (f *flow) httpsRedirect(ex wire.Exchange, rt *Route) (wire.Action, bool) {
 	if port == 0 {
 		return 0, false
 	}
-	loc := append(f.redirect[:0], "https://"...)
+	if f.redirect == nil {
+		f.redirect = new(redirectHead)
+	}
+	rd := f.redirect
+	loc := append(rd.location[:0], "https://"...)
 	loc = append(loc, ex.Host()...)
 	if port != 443 {
 		loc = append(loc, ':')
@@ -44,8 +48,8 @@ func (f *flow) httpsRedirect(ex wire.Exchange, rt *Route) (wire.Action, bool) {
 		loc = append(loc, '?')
 		loc = append(loc, q...)
 	}
-	f.redirect = loc
-	h := &f.redirectHdr
+	rd.location = loc
+	h := &rd.header
 	h.Reset()
 	h.Add(locationName, loc)
 	h.Add(contentTypeName, textPlainValue)
@@ -53,11 +57,20 @@ func (f *flow) httpsRedirect(ex wire.Exchange, rt *Route) (wire.Action, bool) {
 	return f.answer(308, h, redirectBody), true
 }
 
+// redirectHead is the head of a redirect: its Location and its fields.
+type redirectHead struct {
+	location []byte
+	header   httpmsg.Header
+}
+
 // redirectTo answers with a route's redirect: its status, and Location
 // rendered from the request.
 func (f *flow) redirectTo(rd *rules.Redirect) wire.Action {
-	h := &f.redirectHdr
+	if f.redirect == nil {
+		f.redirect = new(redirectHead)
+	}
+	h := &f.redirect.header
 	h.Reset()
-	h.Add(locationName, rd.Location(&f.vars, f.ex))
+	h.Add(locationName, rd.Location(&f.pol.vars, f.ex))
 	return f.answer(rd.Status(), h, nil)
 }

@@ -65,7 +65,8 @@ func (p *Pin) matches(ex wire.Exchange) bool {
 const saltSplit = 0xa54ff53a5f1d36f1
 
 // choose returns the variant for ex: the first whose pin matches, or else
-// one drawn by weight, from the request's key when the split has one and
+// the first whose sticky cookie names an available backend, or else one
+// drawn by weight, from the request's key when the split has one and
 // the request carries it, at random otherwise. It allocates nothing.
 func (s *Split) choose(ex wire.Exchange) *Variant {
 	var total uint64
@@ -75,6 +76,9 @@ func (s *Split) choose(ex wire.Exchange) *Variant {
 			return v
 		}
 		total += v.Weight
+	}
+	if v := s.stickyVariant(ex); v != nil {
+		return v
 	}
 	var x uint64
 	if h, ok := s.Key.hash(ex); ok {

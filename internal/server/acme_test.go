@@ -79,7 +79,7 @@ func (s *acmeSetup) config(t *testing.T, tmpl string) *config.Config {
 	}
 	for i := range cfg.Listeners {
 		if e := os.Getenv("HELIOS_TEST_ENGINE"); e != "" {
-			cfg.Listeners[i].Engine = e
+			cfg.Listeners[i].Poller = e
 		}
 	}
 	return cfg

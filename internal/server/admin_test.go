@@ -17,7 +17,7 @@ func TestInsecureAdminWarnsAtStart(t *testing.T) {
 		want  int
 	}{
 		{name: "opted out", admin: `{address: "0.0.0.0:9901", insecure_no_token: true}`, want: 1},
-		{name: "token", admin: `{address: "0.0.0.0:9901", token: s3cret}`, want: 0},
+		{name: "token", admin: `{address: "0.0.0.0:9901", token: s3cret-s3cret-s3cret}`, want: 0},
 		{name: "loopback", admin: `{address: "127.0.0.1:9901"}`, want: 0},
 	}
 	for _, tt := range tests {

@@ -71,6 +71,10 @@ type generation struct {
 	// log is the server's logger.
 	stores *redisstore.Registry
 	log    *zap.Logger
+
+	// mirrorStats are the routes' mirror counters, by route name +
+	// shadow upstream (server/mirror.go).
+	mirrorStats map[string]*proxy.MirrorStats
 }
 
 // build turns a validated configuration into a generation. Backends that
@@ -127,6 +131,13 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 				Stream: rc.RequestBuffering == config.BufferingAuto,
 			}
 		}
+		if rc.ResponseBuffering == config.BufferingAuto {
+			rt.ResponseBuffer = &wire.ResponseBuffer{
+				Memory: rc.ResponseBufferMemoryBytes,
+				File:   rc.ResponseBufferFileBytes,
+				Budget: s.respBufs,
+			}
+		}
 		for _, m := range rc.AllowMethods {
 			switch m {
 			case config.MethodTrace:
@@ -161,6 +172,9 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 		default:
 			return nil, fmt.Errorf("route %s: no action", rc.Name)
 		}
+		if rt.Mirror, err = s.buildMirror(g, prev, rc, byName); err != nil {
+			return nil, err
+		}
 		rt.Stats = s.routeStats(g, prev, rc.Name, rc.Upstream)
 		if rt.Policy, err = g.buildPolicy(prev, rc); err != nil {
 			return nil, fmt.Errorf("route %s: %w", rc.Name, err)
@@ -178,6 +192,7 @@ func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err
 		return nil, err
 	}
 	g.graph.Recorder = s.recorder
+	g.graph.Tracing = tracingPolicy(cfg.Tracing)
 	return g, nil
 }
 
@@ -259,7 +274,7 @@ func requestKey(s string) (proxy.RequestKey, error) {
 }
 
 func (s *Server) buildUpstream(g, prev *generation, uc config.Upstream, r *discovery.Resolver) (*proxy.Upstream, error) {
-	up := &proxy.Upstream{Name: uc.Name, Strategy: uc.Strategy, Checked: uc.HealthCheck != nil}
+	up := &proxy.Upstream{Name: uc.Name, Strategy: uc.Strategy, Checked: uc.HealthCheck != nil, Sticky: s.buildSticky(uc)}
 	if balancer.IsHash(uc.Strategy) {
 		k, err := requestKey(uc.HashKey)
 		if err != nil {

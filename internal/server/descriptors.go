@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -21,7 +22,7 @@ const acceptWarnEvery = 10 * time.Second
 
 // descriptorNeed is what cfg may ask of the descriptor limit.
 func descriptorNeed(cfg *config.Config) listener.DescriptorNeed {
-	n := listener.DescriptorNeed{Reserve: descriptorReserve}
+	n := listener.DescriptorNeed{Reserve: descriptorReserve, BackendsCapped: true}
 	for _, lc := range cfg.Listeners {
 		n.Clients += lc.MaxConnections
 		n.Fixed += lc.Sockets
@@ -35,6 +36,18 @@ func descriptorNeed(cfg *config.Config) listener.DescriptorNeed {
 		n.Reserve += len(uc.Backends)
 		if uc.BackendsFile != "" {
 			n.Reserve++
+		}
+		// What the backend pools can hold: their caps (a backend's cap
+		// holds across the loops), when every upstream has one and
+		// knows its backends; else one per client.
+		capped := uc.Transport.MaxConnsPerBackend > 0 && uc.BackendsFile == ""
+		for _, b := range uc.Backends {
+			capped = capped && b.Kind() == "address"
+		}
+		if capped {
+			n.Backends += len(uc.Backends) * uc.Transport.MaxConnsPerBackend
+		} else {
+			n.BackendsCapped = false
 		}
 	}
 	for _, rc := range cfg.Routes {
@@ -59,17 +72,33 @@ func (s *Server) planDescriptors(cfg *config.Config) listener.DescriptorPlan {
 	}
 	s.nofile.Store(p.Soft)
 	if p.RaisedFrom != 0 {
-		s.log.Info("raised the descriptor limit (RLIMIT_NOFILE) to the hard limit", zap.Uint64("from", p.RaisedFrom), zap.Uint64("to", p.Soft))
+		s.log.Debug("raised the descriptor limit (RLIMIT_NOFILE) to the hard limit", zap.Uint64("from", p.RaisedFrom), zap.Uint64("to", p.Soft))
 	}
 	if p.RaiseErr != nil {
 		s.log.Warn("cannot raise the descriptor limit", zap.Error(p.RaiseErr))
 	}
-	if p.Short() {
-		s.log.Warn("the descriptor limit (RLIMIT_NOFILE) is below what max_connections needs: client connections are capped "+
-			"so the admin API and health checks keep descriptors; raise the limit (systemd LimitNOFILE=, ulimit -n, docker --ulimit nofile=)",
-			zap.Uint64("limit", p.Soft), zap.Uint64("hard_limit", p.Hard), zap.Uint64("needed", p.Need),
-			zap.Int("max_connections", p.Clients), zap.Int("client_cap", p.ClientCap), zap.Int("reserve", need.Reserve))
+	if !p.Short() {
+		return p
 	}
+	fields := []zap.Field{zap.Uint64("limit", p.Soft), zap.Uint64("hard_limit", p.Hard), zap.Uint64("needed", p.Need),
+		zap.Int("max_connections", p.Clients), zap.Int("client_cap", p.ClientCap), zap.Int("reserve", need.Reserve)}
+	// A warning only when a max_connections the file sets cannot be met:
+	// the default (20,000 per listener) exceeds many machines' limits,
+	// and warning about it at every start taught people to ignore the
+	// log (issue 18 item 7). /api/v1/listeners shows the cap either way.
+	var short []string
+	for i, lc := range cfg.Listeners {
+		if cfg.IsSet("listeners["+strconv.Itoa(i)+"].max_connections") && p.Cap(lc.MaxConnections) < lc.MaxConnections {
+			short = append(short, lc.Name)
+		}
+	}
+	if len(short) == 0 {
+		s.log.Debug("client connections capped below the default max_connections by the descriptor limit (RLIMIT_NOFILE)", fields...)
+		return p
+	}
+	s.log.Warn("the descriptor limit (RLIMIT_NOFILE) is below what max_connections needs: client connections are capped "+
+		"so the admin API and health checks keep descriptors; raise the limit (systemd LimitNOFILE=, ulimit -n, docker --ulimit nofile=)",
+		append(fields, zap.Strings("listeners", short))...)
 	return p
 }
 
@@ -104,3 +133,6 @@ func (s *Server) Panics() uint64 {
 	}
 	return n
 }
+
+// Descriptors returns the process's descriptor budget, for the metrics.
+func (s *Server) Descriptors() listener.DescriptorStats { return s.fdBudget.Stats() }

@@ -424,7 +424,7 @@ func adminDo(t *testing.T, s *Server, token, method, path, body string) (int, st
 // the view and the metrics show it all.
 func TestAdminBackendControl(t *testing.T) {
 	eachEngine(t, func(t *testing.T, engine string) {
-		const token = "t0ken"
+		const token = "t0ken-t0ken-t0ken"
 		bs := startBackends(t, 2)
 		tmpl := `
 listeners: [{name: web, address: "127.0.0.1:1"}]
@@ -434,7 +434,7 @@ upstreams:
     strategy: weighted_round_robin
     backends: [{address: "{{B1}}"}, {address: "{{B2}}"}]
     health_check: {interval: 100ms, timeout: 80ms}
-admin: {address: "127.0.0.1:1", token: t0ken}
+admin: {address: "127.0.0.1:1", token: t0ken-t0ken-t0ken}
 `
 		cfg := yamlConfig(t, tmpl, bs)
 		setEngine(cfg, engine)

@@ -209,7 +209,7 @@ func TestHTTP2Listeners(t *testing.T) {
 					// A cleartext line's tls field is not checked here: a
 					// connection on an lconn that served TLS before keeps
 					// its version (TestLoopH2CleartextAfterTLSHasNoTLSVersion
-					// in internal/h1).
+					// in internal/engine).
 					if tlsv, _ := line["tls"].(string); l.tls != "" && tlsv != l.tls {
 						t.Errorf("%s: tls: got %q, want %q in %v", name, tlsv, l.tls, line)
 					}

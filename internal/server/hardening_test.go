@@ -21,7 +21,7 @@ import (
 )
 
 // testEngines are the engine drivers every hardening test runs on.
-var testEngines = []string{config.EngineLoop, config.EnginePortable}
+var testEngines = []string{config.PollerNative, config.PollerPortable}
 
 // eachEngine runs f once per engine driver, as a subtest named after it.
 func eachEngine(t *testing.T, f func(t *testing.T, engine string)) {
@@ -33,7 +33,7 @@ func eachEngine(t *testing.T, f func(t *testing.T, engine string)) {
 // setEngine makes every listener of cfg use engine.
 func setEngine(cfg *config.Config, engine string) {
 	for i := range cfg.Listeners {
-		cfg.Listeners[i].Engine = engine
+		cfg.Listeners[i].Poller = engine
 	}
 }
 
@@ -400,6 +400,57 @@ admin: {address: "off"}
 					}
 				}
 			})
+		}
+	})
+}
+
+// Issue 26, weakness 3: request_buffers bounds what request buffering
+// holds beyond each route's caps. With the temporary files spent, a route
+// that buffers what it can (auto) streams the rest of a body, and one
+// that buffers whole bodies (on) answers 503, not the backend's failure;
+// a reload that grants more lets the same body through; nothing is held
+// once the exchanges are over.
+func TestRequestBufferBudgets(t *testing.T) {
+	const body = 200 << 10
+	tmpl := `
+listeners: [{name: web, address: "127.0.0.1:1", h2c: true}]
+routes:
+  - {name: on, match: {host: on.example}, upstream: app, request_buffering: "on"}
+  - {name: app, match: {path_prefix: /}, upstream: app}
+upstreams: [{name: app, backends: [{address: "{{B1}}"}]}]
+admin: {address: "off"}
+request_buffers: {connection_bytes: 1048576, memory_bytes: 1048576, file_bytes: %d}
+`
+	eachEngine(t, func(t *testing.T, engine string) {
+		bs := startBackends(t, 1)
+		cfg := yamlConfig(t, fmt.Sprintf(tmpl, 0), bs)
+		setEngine(cfg, engine)
+		s, _ := startServer(t, cfg, Options{})
+		addr := s.Addr("web").String()
+		post := func(host string) string {
+			out := rawExchange(t, addr, fmt.Sprintf("POST /echo HTTP/1.1\r\nHost: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", host, body, strings.Repeat("b", body)))
+			idle(t, s)
+			if rb := s.RequestBuffers(); rb.Memory != 0 || rb.File != 0 {
+				t.Errorf("%s: got %d bytes in memory and %d in files held after the exchange, want none", host, rb.Memory, rb.File)
+			}
+			return out
+		}
+		if out := post("x"); !strings.HasPrefix(out, "HTTP/1.1 200") || !strings.HasSuffix(out, strings.Repeat("b", 100)) {
+			t.Errorf("auto, no file budget: got %q, want 200 and the body back (the rest streamed)", firstLine(out))
+		}
+		if out := post("on.example"); !strings.HasPrefix(out, "HTTP/1.1 503") {
+			t.Errorf("on, no file budget: got %q, want 503", firstLine(out))
+		}
+		if fails, _ := backendFailures(s); fails[0] != 0 {
+			t.Errorf("got %d backend failures, want 0", fails[0])
+		}
+		cfg2 := yamlConfig(t, fmt.Sprintf(tmpl, 1<<20), bs)
+		setEngine(cfg2, engine)
+		if err := s.Reload(cfg2); err != nil {
+			t.Fatal(err)
+		}
+		if out := post("on.example"); !strings.HasPrefix(out, "HTTP/1.1 200") {
+			t.Errorf("on, after a reload with a file budget: got %q, want 200", firstLine(out))
 		}
 	})
 }

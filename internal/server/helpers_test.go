@@ -95,7 +95,7 @@ func yamlConfig(t *testing.T, tmpl string, bs []*testBackend) *config.Config {
 		cfg.Listeners[i].Address = "127.0.0.1:0"
 		// `make test` runs these tests once per engine.
 		if e := os.Getenv("HELIOS_TEST_ENGINE"); e != "" {
-			cfg.Listeners[i].Engine = e
+			cfg.Listeners[i].Poller = e
 		}
 	}
 	if cfg.Admin.Enabled() {
@@ -132,6 +132,14 @@ upstreams:
   - name: app
     strategy: round_robin
     backends: [{address: "{{B1}}"}, {address: "{{B2}}"}, {address: "{{B3}}"}]
+admin: {address: "off"}
+`
+
+// oneBackend is a listener "web" whose every request goes to {{B1}}.
+const oneBackend = `
+listeners: [{name: web, address: "127.0.0.1:1"}]
+routes: [{name: app, match: {path_prefix: /}, upstream: app}]
+upstreams: [{name: app, backends: [{address: "{{B1}}"}]}]
 admin: {address: "off"}
 `
 

@@ -53,7 +53,7 @@ func (s *Server) BeginDrain() { s.draining.Store(true) }
 // batch of events for longer than d (a handler or a blocking call holds
 // it, and its connections wait): a systemd watchdog stops pinging while
 // it does. Loops waiting for work are not stuck. It only reads a
-// timestamp per loop (h1.Engine.Stuck), so it may be asked often.
+// timestamp per loop (engine.Engine.Stuck), so it may be asked often.
 func (s *Server) LoopsStuck(d time.Duration) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

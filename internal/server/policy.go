@@ -8,7 +8,7 @@ import (
 
 	"github.com/helios-lb/helios/internal/auth"
 	"github.com/helios-lb/helios/internal/config"
-	"github.com/helios-lb/helios/internal/h1"
+	"github.com/helios-lb/helios/internal/engine"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/ratelimit"
 	"github.com/helios-lb/helios/internal/realip"
@@ -57,7 +57,7 @@ func pairs(m map[string]string) []route.Pair {
 // policy: trusted proxies, PROXY protocol, connections per address, and
 // what the pipeline learns of the listener (redirect_https, to port
 // httpsPort).
-func clientPolicy(o *h1.Options, lc config.Listener, stats *h1.ListenerStats, httpsPort int) {
+func clientPolicy(o *engine.Options, lc config.Listener, stats *engine.ListenerStats, httpsPort int) {
 	if len(lc.TrustedProxies) > 0 {
 		trusted, _ := config.ParsePrefixes(lc.TrustedProxies) // validated
 		src, _ := realip.ParseSource(lc.ClientIPHeader)
@@ -65,11 +65,11 @@ func clientPolicy(o *h1.Options, lc config.Listener, stats *h1.ListenerStats, ht
 	}
 	switch lc.ProxyProtocol {
 	case config.ProxyProtocolV1:
-		o.ProxyProtocol = h1.ProxyV1
+		o.ProxyProtocol = engine.ProxyV1
 	case config.ProxyProtocolV2:
-		o.ProxyProtocol = h1.ProxyV2
+		o.ProxyProtocol = engine.ProxyV2
 	case config.ProxyProtocolOptional:
-		o.ProxyProtocol = h1.ProxyOptional
+		o.ProxyProtocol = engine.ProxyOptional
 	}
 	o.ProxyTimeout = lc.ReadHeaderTimeout.D()
 	o.MaxConnsPerIP = lc.MaxConnectionsPerIP
@@ -106,10 +106,10 @@ func (s *Server) setHTTPSPorts(cfg *config.Config, ls map[string]*boundListener)
 
 // ListenerStats returns the client policy counters of each listener, by
 // name (metrics.Source).
-func (s *Server) ListenerStats() map[string]*h1.ListenerStats {
+func (s *Server) ListenerStats() map[string]*engine.ListenerStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]*h1.ListenerStats, len(s.listeners))
+	out := make(map[string]*engine.ListenerStats, len(s.listeners))
 	for _, bl := range s.listeners {
 		out[bl.cfg.Name] = bl.stats
 	}

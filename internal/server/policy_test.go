@@ -750,3 +750,34 @@ admin: {address: "off"}
 		})
 	})
 }
+
+// TestResponseRulesOnAnUpgrade: the 101 that opens a WebSocket tunnel is
+// an answer of the route too, and gets its response rules, on both
+// engines.
+func TestResponseRulesOnAnUpgrade(t *testing.T) {
+	eachEngine(t, func(t *testing.T, engine string) {
+		bs := startBackends(t, 1)
+		cfg := yamlConfig(t, `
+listeners: [{name: web, address: "127.0.0.1:1"}]
+routes: [{name: app, upstream: app, response_headers: {set: {X-Policy: "on"}}}]
+upstreams: [{name: app, backends: [{address: "{{B1}}"}]}]
+admin: {address: "off"}
+`, bs)
+		setEngine(cfg, engine)
+		s, _ := startServer(t, cfg, Options{})
+		c, err := net.Dial("tcp", s.Addr("web").String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nOrigin: http://x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode != 101 || res.Header.Get("X-Policy") != "on" {
+			t.Errorf("got %d with X-Policy %q, want 101 with on", res.StatusCode, res.Header.Get("X-Policy"))
+		}
+	})
+}

@@ -200,7 +200,7 @@ func (p *pool) install(order []*member) error {
 		}
 		log.Warn("backend ejected after repeated failures", zap.String("backend", addr), zap.Duration("for", d))
 	}
-	m := &proxy.Members{Backends: backends, Picker: picker}
+	m := &proxy.Members{Backends: backends, Picker: picker, Sticky: p.up.Sticky.Table(backends)}
 	if guard.Active() {
 		m.Guard = guard
 	}

@@ -306,7 +306,7 @@ routes:
   - {name: ping, match: {path: /ping}, respond: {status: 200, body: %q}}
   - {name: app, match: {path_prefix: /}, upstream: app}
 upstreams: [{name: app, backends: [{address: "%s"}]}]
-admin: {address: "127.0.0.1:1", token: secret}
+admin: {address: "127.0.0.1:1", token: secret-secret-secret}
 `, body, bs[0].addr)
 	}
 	os.WriteFile(file, []byte(good("v1")), 0o644)
@@ -324,7 +324,7 @@ admin: {address: "127.0.0.1:1", token: secret}
 	// test's socket only if the address is the same, so the bad file is
 	// bad in other ways and the good one is rewritten with the real port.
 	os.WriteFile(file, []byte(strings.Replace(good("v2"), "upstream: app", "upstream: nope", 1)+"\nbogus: 1\n"), 0o644)
-	code, body := post("secret")
+	code, body := post("secret-secret-secret")
 	if code != 422 || !strings.Contains(body, `upstream \"nope\" is not defined`) || !strings.Contains(body, "bogus: unknown key") {
 		t.Errorf("bad reload: got %d %s, want 422 listing both problems", code, body)
 	}
@@ -332,7 +332,7 @@ admin: {address: "127.0.0.1:1", token: secret}
 		t.Errorf("after a bad reload: got %q, want v1", got)
 	}
 	os.WriteFile(file, []byte(strings.Replace(good("v2"), "127.0.0.1:1\"}]", s.Addr("web").String()+"\"}]", 1)), 0o644)
-	if code, body := post("secret"); code != 200 {
+	if code, body := post("secret-secret-secret"); code != 200 {
 		t.Fatalf("good reload: got %d %s, want 200", code, body)
 	}
 	if _, got, _ := get(t, http.DefaultClient, url+"/ping"); got != "v2" {
@@ -346,7 +346,7 @@ func TestAdminEndpoints(t *testing.T) {
 listeners: [{name: web, address: "127.0.0.1:1"}]
 routes: [{name: app, match: {path_prefix: /}, upstream: app}]
 upstreams: [{name: app, backends: [{address: "{{B1}}"}]}]
-admin: {address: "127.0.0.1:1", token: "t0ken"}
+admin: {address: "127.0.0.1:1", token: "t0ken-t0ken-t0ken"}
 `, bs)
 	s, url := startServer(t, cfg, Options{})
 	get(t, http.DefaultClient, url+"/")
@@ -359,12 +359,12 @@ admin: {address: "127.0.0.1:1", token: "t0ken"}
 		{"/healthz", "", 200, "ok"},
 		{"/readyz", "", 200, "ready"},
 		{"/metrics", "", 401, ""},
-		{"/metrics", "t0ken", 200, `helios_requests_total{code="200",route="app",upstream="app"} 1`},
-		{"/metrics", "t0ken", 200, "go_goroutines"},
-		{"/metrics", "t0ken", 200, `helios_open_connections{listener="web"}`},
+		{"/metrics", "t0ken-t0ken-t0ken", 200, `helios_requests_total{code="200",route="app",upstream="app"} 1`},
+		{"/metrics", "t0ken-t0ken-t0ken", 200, "go_goroutines"},
+		{"/metrics", "t0ken-t0ken-t0ken", 200, `helios_open_connections{listener="web"}`},
 		{"/api/v1/upstreams", "", 401, ""},
-		{"/api/v1/upstreams", "t0ken", 200, `"address": "` + bs[0].addr + `"`},
-		{"/debug/pprof/", "t0ken", 404, ""},
+		{"/api/v1/upstreams", "t0ken-t0ken-t0ken", 200, `"address": "` + bs[0].addr + `"`},
+		{"/debug/pprof/", "t0ken-t0ken-t0ken", 404, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path+" token="+tt.token, func(t *testing.T) {

@@ -17,16 +17,19 @@ import (
 
 	"github.com/helios-lb/helios/internal/acme"
 	"github.com/helios-lb/helios/internal/admin"
+	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/clock"
 	"github.com/helios-lb/helios/internal/config"
-	"github.com/helios-lb/helios/internal/h1"
+	"github.com/helios-lb/helios/internal/engine"
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/listener"
 	"github.com/helios-lb/helios/internal/metrics"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/redisstore"
+	"github.com/helios-lb/helios/internal/shadow"
 	"github.com/helios-lb/helios/internal/tlsconf"
+	"github.com/helios-lb/helios/internal/tracing/otlp"
 )
 
 // Options are the parts of a Server that do not come from the config
@@ -72,19 +75,37 @@ type Server struct {
 	configPath string
 	rlimit     listener.Rlimit
 	fds        listener.DescriptorPlan // caps client connections below the descriptor limit
-	acceptErrs *listener.AcceptErrors  // failed accepts, from every engine
-	nofile     atomic.Uint64           // the soft descriptor limit, for the accept warning
+	// fdBudget is the descriptors every listener's clients and every
+	// backend connection share, as the plan sets it.
+	fdBudget   listener.Descriptors
+	acceptErrs *listener.AcceptErrors // failed accepts, from every engine
+	reqBufs    *requestBuffers        // request buffering's budgets, shared by the listeners
+	nofile     atomic.Uint64          // the soft descriptor limit, for the accept warning
 	sockets    Sockets
 	onReload   func(*config.Config, error)
 	draining   atomic.Bool
 	cur        atomic.Pointer[generation] // the generation being served
 	acmeEnv    acme.Env
-	acmeSolver *acme.Solver         // answers HTTP-01 from shared storage, for the process's life
-	stores     *redisstore.Registry // the Redis stores of shared rate limits and ACME storage, by server
+	acmeSolver *acme.Solver // answers HTTP-01 from shared storage, for the process's life
+	// stickySecret keys the sticky cookies of upstreams without a
+	// sticky.secret, for the process's life (kept across reloads).
+	stickySecret []byte
+	// shadows sends the copies of mirrored routes (made on first use).
+	shadows *shadow.Pool
+	// respBufs is what response buffering may hold across the process
+	// (every route's answers share it); reloads change its caps.
+	respBufs *bodybuf.Budget
+	// spans exports sampled requests' spans (tracing.go); spanSettings
+	// are its exporter's (nil: tracing off); exportErrAt rate-limits the
+	// log of failed exports.
+	spans        otlp.Switch
+	spanSettings *otlp.Settings
+	exportErrAt  atomic.Int64
+	stores       *redisstore.Registry // the Redis stores of shared rate limits and ACME storage, by server
 
-	mu        sync.Mutex                  // serialises Start, Reload and Shutdown
-	engines   map[netpoll.Kind]*h1.Engine // the event loops, by poller, made when a listener needs them (written under engMu too)
-	engMu     sync.Mutex                  // guards engines for retireBackend, which runs without mu
+	mu        sync.Mutex                      // serialises Start, Reload and Shutdown
+	engines   map[netpoll.Kind]*engine.Engine // the event loops, by poller, made when a listener needs them (written under engMu too)
+	engMu     sync.Mutex                      // guards engines for retireBackend, which runs without mu
 	gen       *generation
 	listeners map[string]*boundListener // by address
 	admin     *admin.Server
@@ -97,7 +118,7 @@ type Server struct {
 type boundListener struct {
 	cfg  config.Listener
 	pool *listener.Pool
-	loop *h1.LoopListener // nil before start
+	loop *engine.LoopListener // nil before start
 	// tls serves the listener's handshakes (tls.TLSConfig(), with
 	// BeginHandshake, Record and EndHandshake around each); nil without a
 	// tls block. It lives as long as the listener: reloads change what it
@@ -107,13 +128,15 @@ type boundListener struct {
 	// limits tripped, streams refused...), for /metrics; it lives as long
 	// as the listener.
 	h2 *h2.Stats
+	// reqBufs are the request-buffering budgets every listener shares.
+	reqBufs *requestBuffers
 	// acme gets and renews the certificates of a listener with
 	// tls.acme; nil otherwise. A reload that changes the acme block
 	// replaces it.
 	acme *acme.Manager
 	// stats counts what the listener's client policy refused (PROXY
 	// headers, max_connections_per_ip); it lives as long as the listener.
-	stats *h1.ListenerStats
+	stats *engine.ListenerStats
 	// httpsPort is where redirect_https sends the listener's clients
 	// (setHTTPSPorts).
 	httpsPort int
@@ -155,6 +178,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		sockets:    o.Sockets,
 		onReload:   o.OnReload,
 		listeners:  make(map[string]*boundListener),
+		reqBufs:    newRequestBuffers(cfg.RequestBuffers),
 		acmeEnv:    o.ACME,
 		acmeSolver: acme.NewSolver(),
 		stores:     redisstore.NewRegistry(),
@@ -169,7 +193,10 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		s.rlimit = listener.SystemRlimit()
 	}
 	s.acceptErrs = s.newAcceptErrors()
+	s.stickySecret = newStickySecret()
+	s.respBufs = bodybuf.NewBudget(cfg.ResponseBuffers.MemoryBytes, cfg.ResponseBuffers.FileBytes)
 	s.fds = s.planDescriptors(cfg)
+	s.fds.Budget(&s.fdBudget)
 	if s.registry == nil {
 		s.registry = prometheus.NewRegistry()
 	}
@@ -178,9 +205,12 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
 	s.metrics = m
-	s.recorder = m
+	if err := s.registry.Register(metrics.NewTracing(s.spans.Stats)); err != nil {
+		return nil, fmt.Errorf("registering metrics: %w", err)
+	}
+	s.recorder = proxy.Recorders{m, &s.spans}
 	if o.Recorder != nil {
-		s.recorder = proxy.Recorders{m, o.Recorder}
+		s.recorder = proxy.Recorders{m, &s.spans, o.Recorder}
 	}
 	g, err := s.build(cfg, nil)
 	if err != nil {
@@ -217,16 +247,24 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		}
 		s.admin = a
 	}
+	if err := s.applyTracing(cfg.Tracing); err != nil {
+		s.closeListeners()
+		g.close()
+		if s.admin != nil {
+			s.admin.Shutdown(context.Background())
+		}
+		return nil, err
+	}
 	s.cur.Store(g)
 	return s, nil
 }
 
-func engineOptions(lc config.Listener) h1.Options {
+func engineOptions(lc config.Listener) engine.Options {
 	h2Write := lc.WriteTimeout.D()
 	if h2Write <= 0 {
 		h2Write = -1 // no limit, as for HTTP/1.1
 	}
-	return h1.Options{
+	return engine.Options{
 		ReadHeaderTimeout: lc.ReadHeaderTimeout.D(),
 		IdleTimeout:       lc.IdleTimeout.D(),
 		ReadTimeout:       lc.ReadTimeout.D(),
@@ -247,15 +285,47 @@ func engineOptions(lc config.Listener) h1.Options {
 
 // engineOptions are the engine's options for the listener configured as
 // lc: engineOptions(lc) and the listener's TLS provider.
-func (bl *boundListener) engineOptions(lc config.Listener) h1.Options {
+func (bl *boundListener) engineOptions(lc config.Listener) engine.Options {
 	o := engineOptions(lc)
 	if bl.tls != nil { // a nil *Provider in the interface would not be nil
 		o.TLS = bl.tls
 	}
 	o.HTTP2.Stats = bl.h2
+	o.RequestBuffers = bl.reqBufs.budget
+	o.RequestBufferConnBytes = bl.reqBufs.connBytes.Load()
 	clientPolicy(&o, lc, bl.stats, bl.httpsPort)
 	return o
 }
+
+// requestBuffers are the budgets of request buffering that every
+// listener's connections draw on: the process's, in memory and in
+// temporary files, and each connection's cap. A reload changes them in
+// place; what is held stays held.
+type requestBuffers struct {
+	budget    *bodybuf.Budget
+	connBytes atomic.Int64
+	cfg       config.RequestBuffers
+}
+
+func newRequestBuffers(rb config.RequestBuffers) *requestBuffers {
+	r := &requestBuffers{budget: bodybuf.NewBudget(rb.MemoryBytes, rb.FileBytes)}
+	r.set(rb)
+	return r
+}
+
+// set applies rb; it returns what was set before (for a reload that
+// fails to put back).
+func (r *requestBuffers) set(rb config.RequestBuffers) config.RequestBuffers {
+	prev := r.cfg
+	r.cfg = rb
+	r.budget.SetCaps(rb.MemoryBytes, rb.FileBytes)
+	r.connBytes.Store(rb.ConnectionBytes)
+	return prev
+}
+
+// RequestBuffers returns what request buffering holds across the
+// process, in memory and in temporary files.
+func (s *Server) RequestBuffers() bodybuf.BudgetStats { return s.reqBufs.budget.Stats() }
 
 func (s *Server) bind(cfg *config.Config, lc config.Listener) (*boundListener, error) {
 	var (
@@ -292,7 +362,8 @@ func (s *Server) bind(cfg *config.Config, lc config.Listener) (*boundListener, e
 		}
 		return nil, err
 	}
-	return &boundListener{cfg: lc, pool: pool, tls: tp, h2: new(h2.Stats), acme: am, stats: new(h1.ListenerStats), httpsPort: 443}, nil
+	pool.SetDescriptors(&s.fdBudget)
+	return &boundListener{cfg: lc, pool: pool, tls: tp, h2: new(h2.Stats), acme: am, reqBufs: s.reqBufs, stats: new(engine.ListenerStats), httpsPort: 443}, nil
 }
 
 // Start begins accepting on every listener. An error (the event loops
@@ -324,29 +395,21 @@ func (s *Server) Start() error {
 	s.gen.commit(nil)
 	if s.admin != nil {
 		s.admin.Start()
-		s.log.Info("admin listening", zap.String("address", s.admin.Addr().String()))
+		s.log.Debug("admin listening", zap.String("address", s.admin.Addr().String()))
 		s.warnInsecureAdmin(s.gen.cfg.Admin)
 	}
+	// Debug: the daemon opens the log with one line that says what is
+	// served where (Summary); what each listener's connections may hold
+	// in memory is in helios validate's output and /api/v1/listeners
+	// (issue 18 item 7: a newcomer read these lines as alarms).
 	for _, bl := range s.listeners {
-		s.log.Info("listening", zap.String("listener", bl.cfg.Name), zap.String("address", bl.pool.Addr().String()),
-			zap.Int("sockets", bl.pool.Sockets()), zap.String("poller", string(pollerOf(bl.cfg))))
-		s.logMemory(bl.cfg)
+		m := ListenerMemory(bl.cfg, s.fds.Cap(bl.cfg.MaxConnections))
+		s.log.Debug("listening", zap.String("listener", bl.cfg.Name), zap.String("address", bl.pool.Addr().String()),
+			zap.Int("sockets", bl.pool.Sockets()), zap.String("poller", string(pollerOf(bl.cfg))),
+			zap.Int("memory_worst_kib", m.WorstKiB), zap.Int("memory_slow_reader_kib", m.SlowReaderKiB),
+			zap.Int("connection_cap", m.Connections), zap.Int("memory_worst_total_mib", m.WorstTotalMiB))
 	}
 	return nil
-}
-
-// logMemory says what a listener's connections may hold in memory, so an
-// operator sees what max_connections commits them to.
-func (s *Server) logMemory(lc config.Listener) {
-	o := engineOptions(lc)
-	worst, slow := o.ConnMemory()
-	s.log.Info("memory per client connection",
-		zap.String("listener", lc.Name),
-		zap.Int("worst_kib", worst>>10),
-		zap.Int("slow_reader_kib", slow>>10),
-		zap.Int("max_connections", lc.MaxConnections),
-		zap.Int("worst_total_mib", int(int64(worst)*int64(lc.MaxConnections)>>20)),
-		zap.Int("slow_readers_total_mib", int(int64(slow)*int64(lc.MaxConnections)>>20)))
 }
 
 // Addr returns the bound address of the named listener (with the real
@@ -399,6 +462,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 	oldFDs := s.fds
 	s.fds = s.planDescriptors(cfg)
+	// The listeners started below take the new budgets; a reload that
+	// fails puts the old ones back.
+	oldBufs := s.reqBufs.set(cfg.RequestBuffers)
 	// Bind what is new before touching anything.
 	keep := make(map[string]*boundListener)
 	fresh := make(map[string]*boundListener)
@@ -424,12 +490,14 @@ func (s *Server) Reload(cfg *config.Config) error {
 			tlsr.abort()
 			g.close()
 			s.fds = oldFDs
+			s.reqBufs.set(oldBufs)
 			return err
 		}
 		fresh[lc.Address] = bl
 	}
 
 	// Commit: swap the graph, hand health over, then adjust listeners.
+	s.fds.Budget(&s.fdBudget)
 	startACME := tlsr.commit()
 	next := make(map[string]*boundListener, len(keep)+len(fresh))
 	for a, bl := range keep {
@@ -442,6 +510,11 @@ func (s *Server) Reload(cfg *config.Config) error {
 		}
 	}
 	s.installACME(g, next)
+	s.respBufs.SetCaps(cfg.ResponseBuffers.MemoryBytes, cfg.ResponseBuffers.FileBytes)
+	if err := s.applyTracing(cfg.Tracing); err != nil {
+		// Validated already: only a URL the exporter refuses gets here.
+		s.log.Error("tracing: the exporter could not be made; spans go where they went", zap.Error(err))
+	}
 	s.pipeline.Swap(g.graph)
 	s.cur.Store(g)
 	s.gen = g
@@ -494,14 +567,14 @@ func (s *Server) startListener(bl *boundListener) error {
 	eng := s.engines[kind]
 	if eng == nil {
 		var err error
-		if eng, err = h1.NewEngine(s.pipeline, h1.EngineOptions{Poller: kind}); err != nil {
+		if eng, err = engine.NewEngine(s.pipeline, engine.EngineOptions{Poller: kind, Descriptors: &s.fdBudget}); err != nil {
 			return err
 		}
 		eng.SetErrorLog(func(msg string, err error) { s.log.Warn(msg, zap.Error(err)) })
 		eng.SetAcceptErrorHook(s.acceptErrs.Observe)
 		s.engMu.Lock()
 		if s.engines == nil {
-			s.engines = make(map[netpoll.Kind]*h1.Engine)
+			s.engines = make(map[netpoll.Kind]*engine.Engine)
 		}
 		s.engines[kind] = eng
 		s.engMu.Unlock()
@@ -519,7 +592,7 @@ func (s *Server) startListener(bl *boundListener) error {
 }
 
 // retireBackend makes every engine drain its connections to backend addr
-// of upstream name (h1.Engine.RetireBackend): the backend left the
+// of upstream name (engine.Engine.RetireBackend): the backend left the
 // upstream, or an operator drains it. It does not wait, and takes no lock
 // that a reload holds, so discovery's goroutines may call it.
 func (s *Server) retireBackend(name, addr string) {
@@ -532,7 +605,7 @@ func (s *Server) retireBackend(name, addr string) {
 
 // pollerOf returns the poller a listener's engine setting asks for.
 func pollerOf(lc config.Listener) netpoll.Kind {
-	if lc.Engine == config.EnginePortable {
+	if lc.Poller == config.PollerPortable {
 		return netpoll.KindPortable
 	}
 	return netpoll.Native()
@@ -558,10 +631,10 @@ func (s *Server) findListener(addr string) *boundListener {
 // kept listener never loses a socket: the backlog is changed in place, and
 // a different socket count waits for a restart (and says so).
 func (s *Server) updateListener(bl *boundListener, lc config.Listener) {
-	if lc.Engine != bl.cfg.Engine {
-		s.log.Warn("listeners[].engine changes need a restart; keeping the running engine",
-			zap.String("listener", lc.Name), zap.String("running", bl.cfg.Engine), zap.String("configured", lc.Engine))
-		lc.Engine = bl.cfg.Engine
+	if lc.Poller != bl.cfg.Poller {
+		s.log.Warn("listeners[].poller changes need a restart; keeping the running poller",
+			zap.String("listener", lc.Name), zap.String("running", bl.cfg.Poller), zap.String("configured", lc.Poller))
+		lc.Poller = bl.cfg.Poller
 	}
 	if bl.loop != nil {
 		bl.loop.SetOptions(bl.engineOptions(lc))
@@ -643,6 +716,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	wg.Wait()
 	for _, eng := range s.engines {
 		eng.Close()
+	}
+	s.closeTracing()
+	if s.shadows != nil {
+		s.shadows.Close()
 	}
 	g.close()
 	if s.admin != nil {

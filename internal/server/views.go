@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/helios-lb/helios/internal/admin"
+	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/config"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/upstream"
@@ -15,6 +16,10 @@ import (
 
 // Graph returns the routing graph being served (metrics.Source).
 func (s *Server) Graph() *proxy.Graph { return s.pipeline.Graph() }
+
+// ResponseBuffers returns what response buffering holds and has done
+// across the process (metrics.Source).
+func (s *Server) ResponseBuffers() bodybuf.BudgetStats { return s.respBufs.Stats() }
 
 // BreakerState returns the breaker state of the backend at addr of the
 // named upstream: 0 closed, 1 half-open, 2 open, -1 none or no such
@@ -201,11 +206,19 @@ func (s *Server) ReloadFile() (problems []string, err error) {
 	if err != nil {
 		var ps config.Problems
 		if errors.As(err, &ps) {
-			lines := make([]string, len(ps))
-			for i, p := range ps {
-				lines[i] = p.String()
+			// The errors first, so that problems[0] says why the
+			// reload was refused (systemd's STATUS= shows it).
+			errs := ps.Errors()
+			lines := make([]string, 0, len(ps))
+			for _, p := range errs {
+				lines = append(lines, p.String())
 			}
-			return lines, fmt.Errorf("%s: %d problem(s)", s.configPath, len(ps))
+			for _, p := range ps {
+				if p.Warning {
+					lines = append(lines, p.String())
+				}
+			}
+			return lines, fmt.Errorf("%s: %d problem(s)", s.configPath, len(errs))
 		}
 		return nil, err
 	}

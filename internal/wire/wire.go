@@ -1,5 +1,5 @@
 // Package wire declares the seam between the request pipeline
-// (internal/proxy) and an HTTP wire engine (internal/h1).
+// (internal/proxy) and an HTTP wire engine (internal/engine).
 //
 // The pipeline decides what happens to a request: which route, which
 // backend, whether to retry, what to record. The engine owns the bytes:
@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/helios-lb/helios/internal/bodybuf"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/upstream"
 )
@@ -50,6 +51,11 @@ var (
 	// allows (or than its buffer holds, when the route buffers whole
 	// bodies): answered 413 when nothing was sent yet.
 	ErrBodyTooLarge = errors.New("request body too large")
+	// ErrBuffersFull means request buffering could not hold a body the
+	// route buffers whole: the client connection's or the process's
+	// request buffers are spent (by other requests, for now). Answered
+	// 503 when nothing was sent yet; not the backend's failure.
+	ErrBuffersFull = errors.New("request buffers full")
 )
 
 // BufferLimits say how an engine reads a request body before a backend is
@@ -66,6 +72,19 @@ type BufferLimits struct {
 	// gone, such as the built-in backend's /sink); the other limits do
 	// not apply.
 	Discard bool
+}
+
+// ResponseBuffer says how an engine may hold an answer for a client that
+// reads it more slowly than its backend sends it (response buffering), so
+// that the backend's connection is let go as soon as the whole answer is
+// in: up to Memory bytes in memory, then up to File bytes in a temporary
+// file, within what Budget leaves across the process (nil: no process
+// cap). An answer that does not fit is not failed: it goes on with
+// backpressure, as without buffering.
+type ResponseBuffer struct {
+	Memory int
+	File   int64
+	Budget *bodybuf.Budget
 }
 
 // Exchange is one request on a client connection and the means to answer
@@ -135,6 +154,14 @@ type Exchange interface {
 	// The pipeline may edit its fields and status in Forwarded, before
 	// it asks for ActSend.
 	Response() *httpmsg.Response
+	// BodyHeld returns the whole request body when the engine holds all
+	// of it in memory and none of it has been sent: a body that came
+	// with the head, or one request buffering kept in memory (decoded,
+	// when it came chunked). ok is true, with a nil body, for a request
+	// without one; false while some of the body is still to come, or
+	// streams, or lies in a temporary file. The bytes are the exchange's
+	// and must not be changed.
+	BodyHeld() (body []byte, ok bool)
 	// Waker returns a function that ends the ActWait the flow is about to
 	// ask for, from any goroutine: the engine then calls Flow.Resume on
 	// its own loop, as when the wait's Delay passes. It is how a flow
@@ -148,6 +175,30 @@ type Exchange interface {
 	// handed through an interface method escapes to the heap, an
 	// allocation per request.
 	Alloc(n int) []byte
+	// Timing returns how the attempt that Flow.Forwarded reports on
+	// went (valid during that call); the zero Timing for an engine that
+	// does not measure.
+	Timing() Timing
+}
+
+// Timing is how one forwarding attempt went, as the engine measured it on
+// its own clock: an event loop stamps each stage with the time its
+// current batch of events began (no system call per stamp), so each
+// figure is exact to within one batch. A stage the attempt did not go
+// through is zero.
+type Timing struct {
+	// Start is when the attempt began and End when it was reported
+	// (Forwarded), in Unix nanoseconds.
+	Start, End int64
+	// Queue is the wait for a connection to a backend at its connection
+	// cap (transport.max_conns_per_backend).
+	Queue time.Duration
+	// Connect is the time to open a new connection to the backend (TCP,
+	// then TLS when the transport has it); zero on a reused connection.
+	Connect time.Duration
+	// FirstByte is the time from Start to the backend's response head;
+	// zero when none came.
+	FirstByte time.Duration
 }
 
 // Listener is a listener's policy that the pipeline applies: the engine
@@ -341,6 +392,9 @@ type Flow interface {
 	// Resume ends an ActWait and returns what to do next: ActForward,
 	// ActRespond or ActClose.
 	Resume() Action
+	// ResponseBuffer returns how the answer being sent (ActSend) may be
+	// buffered for a slow client; nil: it streams with backpressure.
+	ResponseBuffer() *ResponseBuffer
 	// Sent reports how the answer went: the status sent, the body bytes
 	// written, and the error that cut it short (wrapping ErrClientGone,
 	// ErrBackend or ErrTimeout), if any.

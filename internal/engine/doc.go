@@ -1,0 +1,23 @@
+// Package engine serves HTTP on event loops: one loop per processor, as
+// nginx's workers are, each owning the client connections it accepts, its
+// keep-alive pools to backends and its buffers, with readiness from
+// internal/netpoll (epoll on Linux; Go's netpoller elsewhere, and in
+// tests). Nothing on a loop blocks: work that must (host name lookups,
+// request bodies spilled to disk, TLS handshakes, net/http handlers) runs
+// on goroutines that post their results back.
+//
+// Every connection, whatever its protocol, is served by one state machine
+// (conn.go): an exchange reads a request head and body, asks the pipeline
+// what to do through internal/wire (route, buffer, forward, answer, retry),
+// does it without blocking, and reports back. The codecs it speaks are
+// protocol-neutral at the seam: HTTP/1.1 heads are parsed into
+// httpmsg.Request and Response in place (parse.go, body.go), HTTP/2 streams
+// fill the same heads from internal/h2's machine (h2conn.go, h2request.go,
+// h2upstream.go), and answers leave as each client's protocol writes them
+// (writeResponseHead for HTTP/1.1, HEADERS and DATA for HTTP/2, h2send.go).
+// Backend connections speak HTTP/1.1, TLS, h2c or h2 (upstream.go,
+// upstream_tls.go, h2upstream.go); upgrades become tunnels (tunnel.go);
+// static files go out with sendfile(2) (file.go).
+//
+// DEVELOPERS.md has the map and the rules a loop's code keeps.
+package engine

@@ -1,0 +1,96 @@
+//go:build linux
+
+package engine
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/helios-lb/helios/internal/netpoll"
+	"golang.org/x/sys/unix"
+)
+
+// TestWritePair checks the buffered writer's one-call path for its
+// buffered bytes and a large piece: the bytes arrive whole and in order
+// when the socket takes everything at once, and when it takes part (a
+// small send buffer), with the rest kept pending and written when there
+// is room.
+func TestWritePair(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		sndbuf int // 0: the system's default
+		piece  int
+	}{
+		{"fits", 0, 20 << 10},
+		{"partial", 4096, 512 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(fds[0])
+			defer unix.Close(fds[1])
+			if tc.sndbuf > 0 {
+				if err := unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_SNDBUF, tc.sndbuf); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p, err := netpoll.New(netpoll.Native())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Shutdown()
+			fw := &fdWriter{fd: fds[0], p: p, file: -1}
+			var w writer
+			w.reset(fw, make([]byte, writeBufSize))
+
+			head := []byte("4000\r\n")
+			piece := bytes.Repeat([]byte("0123456789abcdef"), tc.piece/16)
+			w.WriteString(string(head))
+			if n, err := w.Write(piece); n != len(piece) || err != nil {
+				t.Fatalf("Write: %d, %v; want %d, nil", n, err, len(piece))
+			}
+			if w.buffered() != 0 {
+				t.Errorf("buffered after a large piece: %d bytes, want them sent with it", w.buffered())
+			}
+			if tc.sndbuf > 0 && len(fw.pending) == 0 {
+				t.Errorf("a %d-byte send buffer took %d bytes at once: the partial case did not happen", tc.sndbuf, tc.piece)
+			}
+
+			want := append(append([]byte{}, head...), piece...)
+			var got []byte
+			buf := make([]byte, 64<<10)
+			for tries := 0; len(got) < len(want) && tries < 100000; tries++ {
+				if len(fw.pending) > 0 {
+					if _, err := fw.flushPending(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				n, err := unix.Read(fds[1], buf)
+				if n > 0 {
+					got = append(got, buf[:n]...)
+				} else if err != nil && err != unix.EAGAIN {
+					t.Fatal(err)
+				}
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("got %d bytes, want %d in order (first difference at %d)", len(got), len(want), firstDiff(got, want))
+			}
+			if fw.sent != int64(len(want)) {
+				t.Errorf("sent: %d, want %d", fw.sent, len(want))
+			}
+		})
+	}
+}
+
+// firstDiff returns the index of the first byte where a and b differ.
+func firstDiff(a, b []byte) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}

@@ -1,0 +1,192 @@
+package engine
+
+import (
+	"errors"
+	"io"
+)
+
+// errBufferFull is returned by fill when the buffer has no room left; the
+// caller grows it or rejects the message.
+var errBufferFull = errors.New("h1: buffer full")
+
+// reader is a buffered reader over one connection. Unlike bufio.Reader it
+// can pin a prefix of its buffer: while a request's header slices point
+// into buf[:pin], refills compact live data down to pin instead of to 0, so
+// those slices stay valid while the body streams.
+type reader struct {
+	src  io.Reader
+	buf  []byte
+	r, w int
+	pin  int
+	err  error
+	// beforeBlock, when set, runs before a read that may block; the client
+	// side uses it to flush buffered responses (pipelining batches them).
+	beforeBlock func()
+}
+
+func (b *reader) reset(src io.Reader, buf []byte) {
+	b.src = src
+	b.buf = buf
+	b.r, b.w, b.pin = 0, 0, 0
+	b.err = nil
+}
+
+// buffered returns the unread bytes in the buffer.
+func (b *reader) buffered() []byte { return b.buf[b.r:b.w] }
+
+// discard consumes n buffered bytes.
+func (b *reader) discard(n int) { b.r += n }
+
+// unpin releases the pinned prefix once the message it held is done.
+func (b *reader) unpin() {
+	b.pin = 0
+	if b.r == b.w {
+		b.r, b.w = 0, 0
+	}
+}
+
+// fill reads more bytes into the buffer, making room by compaction. It
+// returns errBufferFull when the unread bytes already fill the buffer.
+func (b *reader) fill() error {
+	if b.err != nil {
+		return b.err
+	}
+	if b.r == b.w {
+		b.r, b.w = b.pin, b.pin
+	}
+	if b.w == len(b.buf) {
+		if b.r <= b.pin {
+			return errBufferFull
+		}
+		n := copy(b.buf[b.pin:], b.buf[b.r:b.w])
+		b.r, b.w = b.pin, b.pin+n
+	}
+	if b.beforeBlock != nil {
+		b.beforeBlock()
+	}
+	n, err := b.src.Read(b.buf[b.w:])
+	b.w += n
+	if err == errWouldBlock {
+		// A non-blocking source with nothing more yet (the event-loop
+		// engine): not an error to remember; try again when readable.
+		if n > 0 {
+			return nil
+		}
+		return err
+	}
+	if err != nil {
+		if n > 0 {
+			// Keep the bytes; report the error on the next fill.
+			b.err = err
+			return nil
+		}
+		b.err = err
+		return err
+	}
+	if n == 0 {
+		return io.ErrNoProgress
+	}
+	return nil
+}
+
+// minBodyRoom is the free space kept after a pinned head, so the body
+// behind it is not read a few bytes at a time, or not at all when the head
+// fills the buffer.
+const minBodyRoom = 1024
+
+// pinHead consumes a complete head of n buffered bytes and pins it. When
+// less than minBodyRoom would be left after it, the unread bytes move to
+// the front of the buffer and, if that is not enough, the buffer grows.
+// Slices into the buffer taken before the call may be invalid after it.
+func (b *reader) pinHead(n int) {
+	if len(b.buf)-(b.r+n) < minBodyRoom {
+		if b.r > 0 {
+			m := copy(b.buf, b.buf[b.r:b.w])
+			b.r, b.w = 0, m
+		}
+		if len(b.buf)-n < minBodyRoom {
+			b.grow(n + readBufSize)
+		}
+	}
+	b.r += n
+	b.pin = b.r
+}
+
+// grow enlarges the buffer to at least size bytes, keeping its contents
+// (pinned prefix included). The old array is left to the garbage collector
+// because pinned slices may still point into it.
+func (b *reader) grow(size int) {
+	if size <= len(b.buf) {
+		return
+	}
+	nb := make([]byte, size)
+	copy(nb, b.buf[:b.w])
+	b.buf = nb
+}
+
+// Read reads body bytes: buffered ones first, then straight from the
+// source when the caller's buffer is large, so big bodies skip a copy.
+func (b *reader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if b.r == b.w {
+		if b.err != nil {
+			return 0, b.err
+		}
+		if len(p) >= len(b.buf)-b.pin {
+			if b.beforeBlock != nil {
+				b.beforeBlock()
+			}
+			n, err := b.src.Read(p)
+			if err != nil && err != errWouldBlock {
+				// A non-blocking source with nothing yet is not an
+				// error to remember (as in fill).
+				b.err = err
+			}
+			return n, err
+		}
+		if err := b.fill(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, b.buf[b.r:b.w])
+	b.r += n
+	return n, nil
+}
+
+// readLine returns the next line without its line ending (CRLF or LF),
+// reading more as needed. The slice is valid until the next read. Lines
+// longer than max are an error.
+func (b *reader) readLine(max int) ([]byte, error) {
+	scanned := 0
+	for {
+		if i := indexByte(b.buf[b.r+scanned:b.w], '\n'); i >= 0 {
+			end := b.r + scanned + i
+			if end-b.r > max {
+				// Long lines that arrive in one read are as bad as ones
+				// that arrive slowly.
+				return nil, errLineTooLong
+			}
+			line := b.buf[b.r:end]
+			b.r = end + 1
+			if len(line) > 0 && line[len(line)-1] == '\r' {
+				line = line[:len(line)-1]
+			}
+			return line, nil
+		}
+		scanned = b.w - b.r
+		if scanned > max {
+			return nil, errLineTooLong
+		}
+		if err := b.fill(); err != nil {
+			if err == errBufferFull {
+				b.grow(2 * len(b.buf))
+				continue
+			}
+			return nil, err
+		}
+	}
+}
+
+var errLineTooLong = errors.New("h1: line too long")

@@ -1,0 +1,5 @@
+//go:build !race
+
+package hpack
+
+const raceEnabled = false

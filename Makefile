@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -s -w -X github.com/helios-lb/helios/internal/cli.Version=$(VERSION) -X github.com/helios-lb/helios/internal/cli.Revision=$(REVISION)
 
-.PHONY: all build image run acme-demo test test-deps test-short fuzz vet fmt bench bench-quick bench-deps deploy-deps clean
+.PHONY: all build image run acme-demo test test-deps test-short fuzz vet fmt bench bench-quick bench-deps deploy-deps redis-deps redis-image fleet-test clean
 
 all: build
 
@@ -90,6 +90,24 @@ deploy-deps:
 	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		systemd prometheus docker-compose logrotate debootstrap >/dev/null && \
 	{ $$SUDO systemctl disable --now prometheus >/dev/null 2>&1 || $$SUDO service prometheus stop >/dev/null 2>&1 || true; }
+
+## redis-deps: redis-server (Debian package), which the shared rate limit and ACME storage
+## tests start on loopback (the package's own service is left stopped)
+redis-deps:
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null && \
+	{ $$SUDO systemctl disable --now redis-server >/dev/null 2>&1 || $$SUDO service redis-server stop >/dev/null 2>&1 || true; }
+
+## redis-image: the Redis image deploy/compose/fleet.yaml uses (helios-redis:latest, FROM scratch,
+## from the host's redis-server and its libraries: no registry needed)
+redis-image:
+	deploy/redis/build-image.sh helios-redis:latest
+
+## fleet-test: issue 23's fleet test on the Docker engine (deploy/compose/fleet.yaml: three
+## instances, backends scaled by Docker's DNS, a shared rate limit, Redis stopped and started);
+## skips where Docker is absent
+fleet-test:
+	HELIOS_FLEET_TEST=1 $(GO) test -count=1 -timeout 10m -run '^TestFleet$$' -v ./deploy/
 
 clean:
 	rm -rf bin

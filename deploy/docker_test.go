@@ -22,13 +22,18 @@ import (
 type compose struct {
 	t       *testing.T
 	cmd     []string
+	file    string // relative to the repository; "" is the Compose example
 	project string
 	env     []string
 }
 
 func (c *compose) run(args ...string) string {
 	c.t.Helper()
-	full := append(append(append([]string{}, c.cmd[1:]...), "-f", filepath.Join(repoRoot(c.t), "deploy/compose/compose.yaml"), "-p", c.project), args...)
+	file := c.file
+	if file == "" {
+		file = "deploy/compose/compose.yaml"
+	}
+	full := append(append(append([]string{}, c.cmd[1:]...), "-f", filepath.Join(repoRoot(c.t), file), "-p", c.project), args...)
 	return run(c.t, repoRoot(c.t), c.env, c.cmd[0], full...)
 }
 
@@ -58,30 +63,13 @@ func findCompose(t *testing.T) []string {
 // then docker stop Helios during a request: the request finishes and the
 // exit status is 0.
 func TestDockerComposeExample(t *testing.T) {
-	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
-		t.Skipf("docker info failed, so there is no Docker engine to test the image on: %v\n%s", err, firstLine(out))
-	}
+	needDocker(t)
 	if testing.Short() {
 		t.Skip("the Docker end-to-end test takes about half a minute")
 	}
 	cmd := findCompose(t)
 
-	// The build context is what .dockerignore lets through: the binary
-	// and the built-in config.
-	ctxDir := t.TempDir()
-	os.MkdirAll(filepath.Join(ctxDir, "bin"), 0o755)
-	os.MkdirAll(filepath.Join(ctxDir, "deploy/docker"), 0o755)
-	buildHelios(t, filepath.Join(ctxDir, "bin"))
-	for _, f := range []string{"deploy/docker/Dockerfile", "deploy/docker/helios.yaml", ".dockerignore"} {
-		b, err := os.ReadFile(filepath.Join(repoRoot(t), f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		os.WriteFile(filepath.Join(ctxDir, f), b, 0o644)
-	}
-	tag := fmt.Sprintf("helios-e2e:%d", rand.Uint32())
-	run(t, ctxDir, nil, "docker", "build", "-q", "-f", "deploy/docker/Dockerfile", "-t", tag, ".")
-	t.Cleanup(func() { exec.Command("docker", "rmi", "-f", tag).Run() })
+	tag := buildHeliosImage(t)
 	inspect := run(t, "", nil, "docker", "image", "inspect", tag, "--format",
 		`{{.Config.User}} {{index .Config.Labels "org.opencontainers.image.title"}} {{index .Config.Healthcheck.Test 1}}`)
 	if got := strings.TrimSpace(inspect); got != "65532:65532 helios /helios" {
@@ -152,6 +140,38 @@ func TestDockerComposeExample(t *testing.T) {
 	if got := strings.TrimSpace(run(t, "", nil, "docker", "inspect", id, "--format", "{{.State.ExitCode}}")); got != "0" {
 		t.Errorf("exit status after docker stop: got %s, want 0", got)
 	}
+}
+
+// needDocker skips the test, saying why, when there is no Docker engine.
+func needDocker(t *testing.T) {
+	t.Helper()
+	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
+		t.Skipf("docker info failed, so there is no Docker engine to test on: %v\n%s", err, firstLine(out))
+	}
+}
+
+// buildHeliosImage builds the image of deploy/docker/Dockerfile from a
+// binary built here (no registry), under a tag of its own that the test
+// removes when it ends.
+func buildHeliosImage(t *testing.T) string {
+	t.Helper()
+	// The build context is what .dockerignore lets through: the binary
+	// and the built-in config.
+	ctxDir := t.TempDir()
+	os.MkdirAll(filepath.Join(ctxDir, "bin"), 0o755)
+	os.MkdirAll(filepath.Join(ctxDir, "deploy/docker"), 0o755)
+	buildHelios(t, filepath.Join(ctxDir, "bin"))
+	for _, f := range []string{"deploy/docker/Dockerfile", "deploy/docker/helios.yaml", ".dockerignore"} {
+		b, err := os.ReadFile(filepath.Join(repoRoot(t), f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(ctxDir, f), b, 0o644)
+	}
+	tag := fmt.Sprintf("helios-e2e:%d", rand.Uint32())
+	run(t, ctxDir, nil, "docker", "build", "-q", "-f", "deploy/docker/Dockerfile", "-t", tag, ".")
+	t.Cleanup(func() { exec.Command("docker", "rmi", "-f", tag).Run() })
+	return tag
 }
 
 func get(url string) (code int, body, backend string) {

@@ -102,6 +102,7 @@ func TestKitUsesMetricsHeliosExports(t *testing.T) {
 	// test that scrapes them then.
 	onlyWith := map[string]string{
 		"helios_acme_certificate_expiry_seconds": "an ACME certificate (TestACMEHTTP01IssuesAndRestartLoadsFromStorage in internal/server scrapes it)",
+		"helios_rate_limit_store_fallback":       "a rate limit with a store (TestSharedRateLimitStoreOutage in internal/server scrapes it)",
 	}
 	var missing []string
 	for n := range used {

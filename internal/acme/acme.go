@@ -24,6 +24,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -78,8 +79,9 @@ type Options struct {
 	// KeyType is the certificates' key type (KeyP256, KeyRSA2048). Empty:
 	// KeyP256.
 	KeyType string
-	// Storage holds accounts, certificates, keys and the per-name locks.
-	// Nil: a directory, StorageDir.
+	// Storage holds accounts, certificates, keys and the per-name locks;
+	// Stop closes it when it is an io.Closer. Nil: a directory,
+	// StorageDir.
 	Storage certmagic.Storage
 	// StorageDir is the directory of the default storage. Required when
 	// Storage is nil.
@@ -328,6 +330,9 @@ func (m *Manager) Stop() {
 	m.cache.Stop()
 	if m.limit != nil {
 		m.limit.Stop()
+	}
+	if c, ok := m.opts.Storage.(io.Closer); ok {
+		c.Close()
 	}
 }
 

@@ -1,18 +1,20 @@
 package acme
 
 import (
+	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/caddyserver/certmagic"
 )
 
-// StoredCert is a certificate found in an ACME storage directory.
+// StoredCert is a certificate found in an ACME storage.
 type StoredCert struct {
 	// Names are the certificate's DNS names.
 	Names []string
@@ -22,51 +24,53 @@ type StoredCert struct {
 	// directory URL's host and path, such as
 	// acme-v02.api.letsencrypt.org-directory).
 	Issuer string
-	// File is the certificate's file.
-	File string
+	// Key is the certificate's key in the storage
+	// (certificates/ISSUER/NAME/NAME.crt; a file under the directory of
+	// a directory storage).
+	Key string
 }
 
-// Stored lists the certificates in the storage directory dir (the layout
-// certmagic's file storage writes: certificates/ISSUER/NAME/NAME.crt),
-// ordered by first name then issuer. A directory that does not exist
-// holds none.
-func Stored(dir string) ([]StoredCert, error) {
-	root := filepath.Join(dir, "certificates")
+// Stored lists the certificates in st (the layout certmagic writes:
+// certificates/ISSUER/NAME/NAME.crt), ordered by first name then issuer.
+// A storage without certificates holds none.
+func Stored(ctx context.Context, st certmagic.Storage) ([]StoredCert, error) {
+	keys, err := st.List(ctx, "certificates", true)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
 	var out []StoredCert
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	for _, k := range keys {
+		if !strings.HasSuffix(k, ".crt") {
+			continue
+		}
+		b, err := st.Load(ctx, k)
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && p == root {
-				return fs.SkipAll
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed meanwhile
 			}
-			return err
-		}
-		if d.IsDir() || !strings.HasSuffix(p, ".crt") {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
+			return nil, err
 		}
 		blk, _ := pem.Decode(b)
 		if blk == nil {
-			return nil
+			continue
 		}
 		c, err := x509.ParseCertificate(blk.Bytes)
 		if err != nil {
-			return nil
+			continue
 		}
-		rel, _ := filepath.Rel(root, p)
-		issuer, _, _ := strings.Cut(rel, string(filepath.Separator))
-		out = append(out, StoredCert{Names: c.DNSNames, NotAfter: c.NotAfter, Issuer: issuer, File: p})
-		return nil
-	})
+		issuer, _, _ := strings.Cut(strings.TrimPrefix(path.Clean(k), "certificates/"), "/")
+		out = append(out, StoredCert{Names: c.DNSNames, NotAfter: c.NotAfter, Issuer: issuer, Key: k})
+	}
 	slices.SortFunc(out, func(a, b StoredCert) int {
 		if c := strings.Compare(first(a.Names), first(b.Names)); c != 0 {
 			return c
 		}
 		return strings.Compare(a.Issuer, b.Issuer)
 	})
-	return out, err
+	return out, nil
 }
 
 func first(s []string) string {

@@ -1,18 +1,22 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/caddyserver/certmagic"
 	"github.com/spf13/cobra"
 
 	"github.com/helios-lb/helios/internal/acme"
 	"github.com/helios-lb/helios/internal/certgen"
 	"github.com/helios-lb/helios/internal/config"
+	"github.com/helios-lb/helios/internal/redisstore"
 	"github.com/helios-lb/helios/internal/tlsconf"
 )
 
@@ -91,9 +95,9 @@ func certRows(cfg *config.Config, now time.Time) ([]certRow, error) {
 		if a == nil {
 			continue
 		}
-		stored, err := acme.Stored(a.Storage)
+		stored, where, err := storedCerts(a)
 		if err != nil {
-			return nil, fmt.Errorf("listener %s: reading %s: %w", l.Name, a.Storage, err)
+			return nil, fmt.Errorf("listener %s: reading %s: %w", l.Name, where(""), err)
 		}
 		names, _ := cfg.ACMENames(l)
 		for _, n := range names {
@@ -101,7 +105,7 @@ func certRows(cfg *config.Config, now time.Time) ([]certRow, error) {
 			for _, s := range stored {
 				if slices.Contains(s.Names, n) {
 					found = true
-					rows = append(rows, certRow{l.Name, strings.Join(s.Names, ","), when(s.NotAfter), "acme " + s.Issuer + " " + s.File})
+					rows = append(rows, certRow{l.Name, strings.Join(s.Names, ","), when(s.NotAfter), "acme " + s.Issuer + " " + where(s.Key)})
 				}
 			}
 			if !found {
@@ -111,12 +115,33 @@ func certRows(cfg *config.Config, now time.Time) ([]certRow, error) {
 		if a.OnDemand != nil {
 			for _, s := range stored {
 				if !slices.ContainsFunc(s.Names, func(n string) bool { return slices.Contains(names, n) }) {
-					rows = append(rows, certRow{l.Name, strings.Join(s.Names, ","), when(s.NotAfter), "acme on demand " + s.Issuer + " " + s.File})
+					rows = append(rows, certRow{l.Name, strings.Join(s.Names, ","), when(s.NotAfter), "acme on demand " + s.Issuer + " " + where(s.Key)})
 				}
 			}
 		}
 	}
 	return rows, nil
+}
+
+// storedCerts lists the certificates in an acme block's storage (a
+// directory, or Redis), and says where a key of it is.
+func storedCerts(a *config.ACME) (_ []acme.StoredCert, where func(key string) string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if !config.IsStoreURL(a.Storage) {
+		where = func(key string) string { return filepath.Join(a.Storage, filepath.FromSlash(key)) }
+		stored, err := acme.Stored(ctx, &certmagic.FileStorage{Path: a.Storage})
+		return stored, where, err
+	}
+	u, err := config.ParseStoreURL(a.Storage)
+	where = func(key string) string { return strings.TrimSpace(u.Redacted() + " " + key) }
+	if err != nil {
+		return nil, where, err
+	}
+	st := redisstore.Open(redisstore.URLOptions(u, a.StoragePassword))
+	defer st.Close()
+	stored, err := acme.Stored(ctx, st.CertStorage(nil))
+	return stored, where, err
 }
 
 func newSelfSignedCmd() *cobra.Command {

@@ -42,12 +42,21 @@ type ACME struct {
 	// KeyType is the certificates' key: p256 (ECDSA P-256) or rsa2048.
 	// Default p256.
 	KeyType string `yaml:"key_type"`
-	// Storage is the directory holding the account, certificates, keys
-	// and the per-name locks; several Helios processes sharing it (a
-	// shared volume) get each certificate once. Relative to the config
-	// file's directory. Created (mode 0700) if missing. Default
-	// /var/lib/helios/acme.
+	// Storage holds the account, certificates, keys and the per-name
+	// locks: a directory, or a Redis server
+	// (redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], rediss:// for TLS).
+	// Several Helios instances sharing it (a shared volume, or the same
+	// Redis) get each certificate once and all serve it. A directory is
+	// relative to the config file's directory and created (mode 0700) if
+	// missing. Default /var/lib/helios/acme.
 	Storage string `yaml:"storage"`
+	// StoragePasswordEnv names an environment variable holding the
+	// password of a Redis Storage (it replaces one in the URL). "" means
+	// none.
+	StoragePasswordEnv string `yaml:"storage_password_env"`
+	// StoragePassword is the value of StoragePasswordEnv, read when the
+	// configuration is loaded. Not a YAML key.
+	StoragePassword string `yaml:"-"`
 	// CARoot is a PEM file of the roots trusted for the CA's own HTTPS
 	// endpoint, for a private CA or a test CA. Empty: the system's.
 	CARoot string `yaml:"ca_root"`

@@ -220,9 +220,19 @@ t.yaml:9: listeners[1].tls.acme.on_demand.burst: 0 is out of range (at least 1)`
 			want: `t.yaml:9: listeners[1].tls.acme.email: "nobody" is not an email address (the ACME account's contact, such as ops@example.com)`,
 		},
 		{
+			name: "redis storage",
+			yaml: "        storage: redis://redis:6379/x\n",
+			want: `t.yaml:8: listeners[1].tls.acme.storage: "redis://redis:6379/x": database "x" is not a number (the path is /DB, such as /0)`,
+		},
+		{
+			name: "storage password with a directory",
+			yaml: "        storage: ${D}\n        storage_password_env: PW\n",
+			want: `t.yaml:9: listeners[1].tls.acme.storage_password_env: only applies when storage is a Redis URL (redis://... or rediss://...)`,
+		},
+		{
 			name: "unknown key",
 			yaml: "        storage: ${D}\n        renew_before: 30d\n",
-			want: `t.yaml:9: listeners[1].tls.acme.renew_before: unknown key (allowed: email, ca, staging, domains, challenges, http_listener, key_type, storage, ca_root, eab, on_demand)`,
+			want: `t.yaml:9: listeners[1].tls.acme.renew_before: unknown key (allowed: email, ca, staging, domains, challenges, http_listener, key_type, storage, storage_password_env, ca_root, eab, on_demand)`,
 		},
 	}
 	for _, tt := range tests {
@@ -256,5 +266,20 @@ routes:
 	names, wild := cfg.ACMENames(&cfg.Listeners[0])
 	if !slices.Equal(names, []string{"y.example"}) || len(wild) != 0 {
 		t.Errorf("got names %v, wildcards %v; want [y.example] and none", names, wild)
+	}
+}
+
+// TestACMERedisStorage: a Redis storage is kept as written (not taken as
+// a path relative to the config file), with the password its variable
+// holds.
+func TestACMERedisStorage(t *testing.T) {
+	src := acmeConfig("        storage: redis://redis:6379/2\n        storage_password_env: PW\n", "", false)
+	cfg, err := Parse([]byte(src), "/etc/helios/t.yaml", envFrom(map[string]string{"PW": "secret"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.Listeners[1].TLS.ACME
+	if a.Storage != "redis://redis:6379/2" || a.StoragePassword != "secret" {
+		t.Errorf("got storage %q, password %q; want redis://redis:6379/2, secret", a.Storage, a.StoragePassword)
 	}
 }

@@ -25,6 +25,7 @@ func Parse(data []byte, file string, lookupEnv func(string) (string, bool)) (*Co
 	var warnings Problems
 	if cfg != nil {
 		cfg.meta.env = refs
+		cfg.meta.lookupEnv = lookupEnv
 		SetDefaults(cfg)
 		if file != "" {
 			cfg.resolvePaths(filepath.Dir(file))

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +13,9 @@ import (
 // A nil *meta (a Config built in code) knows nothing: every zero value counts
 // as absent and every line is 0.
 type meta struct {
+	// lookupEnv is the environment Parse read ${VAR} from; nil means
+	// os.LookupEnv.
+	lookupEnv func(string) (string, bool)
 	// lines maps the path of every decoded, non-null value to the line of
 	// its key (of its "-" for a list item). The root mapping is "".
 	lines map[string]int
@@ -96,6 +100,15 @@ func (m *meta) noteEnv(ps Problems) {
 		p.Line = line
 		p.Msg += " " + note
 	}
+}
+
+// lookup returns the environment Parse read ${VAR} from, for the
+// *_password_env keys: os.LookupEnv when m is nil or Parse had none.
+func (m *meta) lookup() func(string) (string, bool) {
+	if m == nil || m.lookupEnv == nil {
+		return os.LookupEnv
+	}
+	return m.lookupEnv
 }
 
 // present reports whether the YAML set path to a non-null value that decoded.

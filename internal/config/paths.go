@@ -27,7 +27,10 @@ func (c *Config) resolvePaths(dir string) {
 				resolveAll(dir, &t.Certificates[j].CertFile, &t.Certificates[j].KeyFile)
 			}
 			if a := t.ACME; a != nil {
-				resolveAll(dir, &a.Storage, &a.CARoot)
+				resolveAll(dir, &a.CARoot)
+				if !IsStoreURL(a.Storage) {
+					resolveAll(dir, &a.Storage)
+				}
 			}
 		}
 	}

@@ -133,7 +133,9 @@ type ForwardAuth struct {
 // allowed at once (GCRA, a token bucket); a request over it gets 429 with
 // Retry-After and the RateLimit-Policy and RateLimit fields. Each route
 // keeps at most 100000 keys in memory; when full, expired keys go first,
-// then the least active of a sample.
+// then the least active of a sample. With Store, the limit is shared by
+// every Helios instance using the same Redis (the route's name is part
+// of the keys there).
 type RateLimit struct {
 	// Requests is the sustained rate per Per, at least 1. Required.
 	Requests int `yaml:"requests"`
@@ -147,6 +149,22 @@ type RateLimit struct {
 	// requests without it by client address) or route (every request
 	// together). Default client_ip.
 	Key string `yaml:"key"`
+	// Store is a Redis server (redis://[[USER]:PASSWORD@]HOST[:PORT][/DB],
+	// rediss:// for TLS) that holds the limit's state for every instance
+	// using it: each instance takes tokens from it in small batches, off
+	// the event loops. "" keeps the limit in this process. Default "".
+	Store string `yaml:"store"`
+	// StorePasswordEnv names an environment variable holding Store's
+	// password (it replaces one in the URL). "" means none.
+	StorePasswordEnv string `yaml:"store_password_env"`
+	// Instances is how many Helios instances share the limit: while
+	// Store cannot be reached, each decides alone with Requests /
+	// Instances (and Burst / Instances). At least 1; only with Store.
+	// Default 1.
+	Instances int `yaml:"instances"`
+	// StorePassword is the value of StorePasswordEnv, read when the
+	// configuration is loaded. Not a YAML key.
+	StorePassword string `yaml:"-"`
 }
 
 // The RateLimit.Key values other than header:NAME.
@@ -169,6 +187,7 @@ func setRoutePolicyDefaults(m *meta, r *Route, p string) {
 	if rl := r.RateLimit; rl != nil {
 		setDefault(m, p+".rate_limit.per", &rl.Per, seconds(1))
 		setString(&rl.Key, RateKeyClientIP)
+		setDefault(m, p+".rate_limit.instances", &rl.Instances, 1)
 		// Burst defaults to 0.
 	}
 }

@@ -42,7 +42,7 @@ func (c *Config) Validate() error {
 
 // validate returns c's problems and warnings, unsorted.
 func (c *Config) validate() (problems, warnings Problems) {
-	v := validator{file: c.File, meta: c.meta, stat: os.Stat, writable: writable, now: time.Now}
+	v := validator{file: c.File, meta: c.meta, stat: os.Stat, writable: writable, now: time.Now, lookupEnv: c.meta.lookup()}
 	v.listeners(c.Listeners)
 	upstreams := v.upstreams(c.Upstreams, &c.Discovery)
 	v.discovery(&c.Discovery)
@@ -76,8 +76,10 @@ type validator struct {
 	stat     func(string) (fs.FileInfo, error)
 	writable func(string) error // nil when this process may write the file or directory
 	now      func() time.Time
-	problems Problems
-	warnings Problems
+	// lookupEnv reads the variables *_password_env keys name.
+	lookupEnv func(string) (string, bool)
+	problems  Problems
+	warnings  Problems
 }
 
 // addf reports a problem at path, unless decoding already reported the value

@@ -97,7 +97,11 @@ func (v *validator) acmeBlock(c *Config, l *Listener, p string) {
 	if a.KeyType != KeyP256 && a.KeyType != KeyRSA2048 {
 		v.addf(p+".key_type", "%q is not a key type (%s)", a.KeyType, keyTypeAllowed)
 	}
-	if fi, err := v.stat(a.Storage); err == nil && !fi.IsDir() {
+	if IsStoreURL(a.Storage) {
+		v.store(p+".storage", a.Storage, p+".storage_password_env", a.StoragePasswordEnv, &a.StoragePassword)
+	} else if a.StoragePasswordEnv != "" {
+		v.addf(p+".storage_password_env", "only applies when storage is a Redis URL (redis://... or rediss://...)")
+	} else if fi, err := v.stat(a.Storage); err == nil && !fi.IsDir() {
 		v.addf(p+".storage", "%q is not a directory (a directory for the account, certificates and locks; created if missing)", a.Storage)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		v.addf(p+".storage", "%q cannot be used: %v", a.Storage, err)

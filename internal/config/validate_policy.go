@@ -194,6 +194,18 @@ func (v *validator) routePolicy(r *Route, p string) {
 		if _, _, ok := ParseRateKey(rl.Key); !ok {
 			v.addf(rp+".key", "%q is not a rate limit key (client_ip, header:NAME, route)", rl.Key)
 		}
+		if rl.Instances < 1 {
+			v.addf(rp+".instances", "%d is out of range (at least 1: how many instances share the store)", rl.Instances)
+		}
+		if rl.Store != "" {
+			v.store(rp+".store", rl.Store, rp+".store_password_env", rl.StorePasswordEnv, &rl.StorePassword)
+		} else {
+			for _, k := range []string{"instances", "store_password_env"} {
+				if v.meta.present(rp + "." + k) {
+					v.addf(rp+"."+k, "only applies with store (a Redis URL the instances share)")
+				}
+			}
+		}
 	}
 }
 

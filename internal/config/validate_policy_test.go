@@ -65,6 +65,15 @@ var policyProblems = []struct {
 	{name: "rate limit burst", route: "rate_limit: {requests: 10, burst: -1}", want: `t.yaml:7: routes[0].rate_limit.burst: -1 is out of range (at least 0)`},
 	{name: "rate limit key", route: "rate_limit: {requests: 10, key: \"cookie:a\"}", want: `t.yaml:7: routes[0].rate_limit.key: "cookie:a" is not a rate limit key (client_ip, header:NAME, route)`},
 	{name: "rate limit too fast", route: "rate_limit: {requests: 2000000, per: 1ms}", want: `t.yaml:7: routes[0].rate_limit.requests: 2000000 per 1ms is more than one a nanosecond (a lower rate, or a longer per)`},
+	{name: "rate limit store scheme", route: "rate_limit: {requests: 10, store: \"http://redis:6379\"}", want: `t.yaml:7: routes[0].rate_limit.store: "http://redis:6379": scheme "http" is not redis or rediss (redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] or rediss://... for TLS, such as redis://redis:6379/0)`},
+	{name: "rate limit store database", route: "rate_limit: {requests: 10, store: \"redis://:secret@redis/x\"}", want: `t.yaml:7: routes[0].rate_limit.store: "redis://:xxxxx@redis/x": database "x" is not a number (the path is /DB, such as /0)`},
+	{name: "rate limit store port", route: "rate_limit: {requests: 10, store: \"rediss://redis:0\"}", want: `t.yaml:7: routes[0].rate_limit.store: "rediss://redis:0": port "0" is out of range (1-65535)`},
+	{name: "rate limit store query", route: "rate_limit: {requests: 10, store: \"redis://redis?pool_size=1\"}", want: `t.yaml:7: routes[0].rate_limit.store: "redis://redis?pool_size=1": a query or fragment is not allowed (redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] or rediss://... for TLS, such as redis://redis:6379/0)`},
+	{name: "rate limit store no host", route: "rate_limit: {requests: 10, store: \"redis:///0\"}", want: `t.yaml:7: routes[0].rate_limit.store: "redis:///0": no host (redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] or rediss://... for TLS, such as redis://redis:6379/0)`},
+	{name: "rate limit store password unset", route: "rate_limit:\n      requests: 10\n      store: redis://redis\n      store_password_env: NOPE_UNSET", want: `t.yaml:10: routes[0].rate_limit.store_password_env: the environment variable NOPE_UNSET is not set (it holds the Redis password)`},
+	{name: "rate limit store password name", route: "rate_limit: {requests: 10, store: redis://redis, store_password_env: \"A-B\"}", want: `t.yaml:7: routes[0].rate_limit.store_password_env: "A-B" is not an environment variable's name (letters, digits and _)`},
+	{name: "rate limit instances", route: "rate_limit: {requests: 10, store: redis://redis, instances: 0}", want: `t.yaml:7: routes[0].rate_limit.instances: 0 is out of range (at least 1: how many instances share the store)`},
+	{name: "rate limit instances without store", route: "rate_limit: {requests: 10, instances: 3}", want: `t.yaml:7: routes[0].rate_limit.instances: only applies with store (a Redis URL the instances share)`},
 }
 
 // policyConfig renders one of policyProblems' configs.
@@ -100,6 +109,29 @@ func TestPolicyProblems(t *testing.T) {
 				t.Errorf("got\n%v\nwant\n%v\nin\n%s", got, want, src)
 			}
 		})
+	}
+}
+
+// TestRateLimitStore: a shared rate limit's keys, their defaults, and the
+// password read from the variable store_password_env names.
+func TestRateLimitStore(t *testing.T) {
+	cfg := mustParse(t, policyConfig("", "rate_limit:\n      requests: 10\n      store: rediss://helios@redis.internal/3\n      store_password_env: REDIS_PW", ""), map[string]string{"REDIS_PW": "p@ss/word"})
+	rl := cfg.Routes[0].RateLimit
+	if rl.Instances != 1 || rl.StorePassword != "p@ss/word" {
+		t.Errorf("got instances %d, password %q; want 1, %q", rl.Instances, rl.StorePassword, "p@ss/word")
+	}
+	u, err := ParseStoreURL(rl.Store)
+	want := StoreURL{TLS: true, Addr: "redis.internal:6379", Host: "redis.internal", DB: 3, Username: "helios"}
+	if err != nil || u != want {
+		t.Errorf("ParseStoreURL: got %+v, %v; want %+v", u, err, want)
+	}
+	if got := u.Redacted(); got != "rediss://redis.internal:6379/3" {
+		t.Errorf("Redacted: got %q, want rediss://redis.internal:6379/3", got)
+	}
+	u, err = ParseStoreURL("redis://:s%40cret@[::1]:6380")
+	want = StoreURL{Addr: "[::1]:6380", Host: "::1", Password: "s@cret"}
+	if err != nil || u != want {
+		t.Errorf("ParseStoreURL with an IPv6 host: got %+v, %v; want %+v", u, err, want)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/listener"
 	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/redisstore"
 	"github.com/helios-lb/helios/internal/tlsconf"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -35,6 +36,7 @@ func (fakeSource) RequestBuffers() bodybuf.BudgetStats {
 func (fakeSource) ListenerStats() map[string]*engine.ListenerStats {
 	return nil
 }
+func (fakeSource) Stores() []*redisstore.Store { return nil }
 
 // protoExchange is an exchange of which only the protocol and the TLS
 // version are read.

@@ -20,6 +20,7 @@ import (
 	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/listener"
 	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/redisstore"
 	"github.com/helios-lb/helios/internal/tlsconf"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
@@ -60,6 +61,9 @@ type Source interface {
 	// ListenerStats returns what each listener's client policy refused,
 	// by listener name.
 	ListenerStats() map[string]*engine.ListenerStats
+	// Stores returns the Redis stores in use (shared rate limits, ACME
+	// storage).
+	Stores() []*redisstore.Store
 }
 
 // Metrics holds Helios's collectors.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"reflect"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/helios-lb/helios/internal/acme"
 	"github.com/helios-lb/helios/internal/config"
+	"github.com/helios-lb/helios/internal/redisstore"
 	"github.com/helios-lb/helios/internal/tlsconf"
 )
 
@@ -41,9 +43,21 @@ func (s *Server) newACME(cfg *config.Config, lc config.Listener) (*acme.Manager,
 	if od := a.OnDemand; od != nil {
 		o.OnDemand = &acme.OnDemand{Ask: od.Ask, Burst: od.Burst, Interval: od.Interval.D()}
 	}
-	// Fail at start, not at the first issuance, when the directory
-	// cannot be made.
-	if err := os.MkdirAll(a.Storage, 0o700); err != nil {
+	if config.IsStoreURL(a.Storage) {
+		// A fleet's shared storage: the Store goes back to the registry
+		// when the manager stops.
+		u, err := config.ParseStoreURL(a.Storage)
+		if err != nil {
+			return nil, fmt.Errorf("listener %s: tls.acme.storage: %w", lc.Name, err)
+		}
+		so := redisstore.URLOptions(u, a.StoragePassword)
+		so.Logger = s.log
+		st := s.stores.Get(so)
+		o.Storage = st.CertStorage(st.Release)
+		o.StorageDir = ""
+	} else if err := os.MkdirAll(a.Storage, 0o700); err != nil {
+		// Fail at start, not at the first issuance, when the directory
+		// cannot be made.
 		return nil, fmt.Errorf("listener %s: tls.acme.storage: %w", lc.Name, err)
 	}
 	env := s.acmeEnv
@@ -52,6 +66,9 @@ func (s *Server) newACME(cfg *config.Config, lc config.Listener) (*acme.Manager,
 	}
 	m, err := acme.New(o, env)
 	if err != nil {
+		if c, ok := o.Storage.(io.Closer); ok {
+			c.Close()
+		}
 		return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
 	}
 	return m, nil

@@ -109,8 +109,13 @@ func stopServer(srv *Server) {
 // the verified leaf, or the handshake's error.
 func (s *acmeSetup) handshake(t *testing.T, roots *x509.CertPool, name string) (*x509.Certificate, error) {
 	t.Helper()
-	d := &net.Dialer{Timeout: 5 * time.Second}
-	c, err := tls.DialWithDialer(d, "tcp", fmt.Sprintf("127.0.0.1:%d", s.httpsPort), &tls.Config{ServerName: name, RootCAs: roots})
+	return handshakeAt(fmt.Sprintf("127.0.0.1:%d", s.httpsPort), roots, name)
+}
+
+// handshakeAt connects to addr asking for name and returns the verified
+// leaf, or the handshake's error.
+func handshakeAt(addr string, roots *x509.CertPool, name string) (*x509.Certificate, error) {
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{ServerName: name, RootCAs: roots})
 	if err != nil {
 		return nil, err
 	}

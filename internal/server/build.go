@@ -8,13 +8,15 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/helios-lb/helios/internal/balancer"
 	"github.com/helios-lb/helios/internal/config"
 	"github.com/helios-lb/helios/internal/discovery"
 	"github.com/helios-lb/helios/internal/health"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/proxy"
-	"github.com/helios-lb/helios/internal/ratelimit"
+	"github.com/helios-lb/helios/internal/redisstore"
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/rules"
 	"github.com/helios-lb/helios/internal/static"
@@ -58,10 +60,17 @@ type generation struct {
 	upStats    map[string]*proxy.UpstreamStats
 	statics    []*static.Handler
 	// limiters are the routes' rate limiters, by route name, kept across
-	// generations for a route of the same name; forwardAuths are the
-	// routes' authentication services' clients.
-	limiters     map[string]*ratelimit.Local
-	forwardAuths []*proxy.ForwardAuth
+	// generations for a route of the same name (and store); carriedLimiters
+	// names those taken over from the generation replaced, which it
+	// closes unless commit hands them over. forwardAuths are the routes'
+	// authentication services' clients.
+	limiters        map[string]*routeLimiter
+	carriedLimiters map[string]bool
+	forwardAuths    []*proxy.ForwardAuth
+	// stores hands out the shared stores of rate limits (the server's);
+	// log is the server's logger.
+	stores *redisstore.Registry
+	log    *zap.Logger
 
 	// mirrorStats are the routes' mirror counters, by route name +
 	// shadow upstream (server/mirror.go).
@@ -74,15 +83,18 @@ type generation struct {
 // On error nothing is left open and nothing running has changed.
 func (s *Server) build(cfg *config.Config, prev *generation) (_ *generation, err error) {
 	g := &generation{
-		cfg:        cfg,
-		graph:      &proxy.Graph{},
-		clientTLS:  make(map[string]*tlsconf.Client),
-		pools:      make(map[string]*pool),
-		watchers:   make(map[string]*discovery.Watcher),
-		carried:    make(map[string]*discovery.Watcher),
-		routeStats: make(map[string]*proxy.RouteStats),
-		upStats:    make(map[string]*proxy.UpstreamStats),
-		limiters:   make(map[string]*ratelimit.Local),
+		cfg:             cfg,
+		graph:           &proxy.Graph{},
+		clientTLS:       make(map[string]*tlsconf.Client),
+		pools:           make(map[string]*pool),
+		watchers:        make(map[string]*discovery.Watcher),
+		carried:         make(map[string]*discovery.Watcher),
+		routeStats:      make(map[string]*proxy.RouteStats),
+		upStats:         make(map[string]*proxy.UpstreamStats),
+		limiters:        make(map[string]*routeLimiter),
+		carriedLimiters: make(map[string]bool),
+		stores:          s.stores,
+		log:             s.log,
 	}
 	defer func() {
 		if err != nil {
@@ -395,6 +407,12 @@ func (g *generation) adopt(prev *generation) {
 		w.Stop()
 	}
 	prev.watchers = nil
+	// Rate limiters: prev closes those g does not use when it closes
+	// (requests on its graph may still ask them until then).
+	for name := range g.carriedLimiters {
+		delete(prev.limiters, name)
+	}
+	g.carriedLimiters = nil
 }
 
 // renderFixed pre-renders a respond action's header lines, sorted by name
@@ -437,6 +455,11 @@ func (g *generation) close() {
 	}
 	for _, fa := range g.forwardAuths {
 		fa.CloseIdle()
+	}
+	for name, rl := range g.limiters {
+		if !g.carriedLimiters[name] {
+			rl.close()
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"sync"
 
 	"github.com/helios-lb/helios/internal/auth"
 	"github.com/helios-lb/helios/internal/config"
@@ -11,6 +12,7 @@ import (
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/ratelimit"
 	"github.com/helios-lb/helios/internal/realip"
+	"github.com/helios-lb/helios/internal/redisstore"
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/rules"
 	"github.com/helios-lb/helios/internal/wire"
@@ -114,6 +116,9 @@ func (s *Server) ListenerStats() map[string]*engine.ListenerStats {
 	return out
 }
 
+// Stores returns the Redis stores in use (metrics.Source).
+func (s *Server) Stores() []*redisstore.Store { return s.stores.Stores() }
+
 // buildPolicy compiles route rc's edge policy; nil when it has none. A
 // route's rate limiter is kept from prev when prev had a route of the
 // same name: a reload does not hand every client a fresh allowance.
@@ -127,11 +132,10 @@ func (g *generation) buildPolicy(prev *generation, rc config.Route) (*proxy.Poli
 		return nil, fmt.Errorf("deny: %w", err)
 	}
 	if rl := rc.RateLimit; rl != nil {
-		l := prev.keptLimiter(rc.Name)
-		if l == nil {
-			l = ratelimit.New(0)
+		l, err := g.routeLimiter(prev, rc.Name, rl)
+		if err != nil {
+			return nil, fmt.Errorf("rate_limit: %w", err)
 		}
-		g.limiters[rc.Name] = l
 		kind, name, _ := config.ParseRateKey(rl.Key)
 		key := proxy.RateKeyClientIP
 		switch kind {
@@ -140,7 +144,7 @@ func (g *generation) buildPolicy(prev *generation, rc config.Route) (*proxy.Poli
 		case "header":
 			key = proxy.RateKeyHeader
 		}
-		p.RateLimit = proxy.NewRateLimit(l, ratelimit.Limit{Requests: rl.Requests, Per: rl.Per.D(), Burst: rl.Burst}, key, name)
+		p.RateLimit = proxy.NewRateLimit(l.limiter(), ratelimit.Limit{Requests: rl.Requests, Per: rl.Per.D(), Burst: rl.Burst}, key, name)
 	}
 	if b := rc.BasicAuth; b != nil {
 		users, err := auth.LoadUsers(b.UsersFile)
@@ -177,13 +181,69 @@ func (g *generation) buildPolicy(prev *generation, rc config.Route) (*proxy.Poli
 	return &p, nil
 }
 
-// keptLimiter returns the generation's rate limiter of the named route;
-// nil when there is no generation or it had none.
-func (g *generation) keptLimiter(route string) *ratelimit.Local {
-	if g == nil {
-		return nil
+// routeLimiter is a route's rate limiter: in this process, or shared
+// through a Redis store.
+type routeLimiter struct {
+	local  *ratelimit.Local
+	shared *redisstore.Limiter
+	// store is shared's, given back to the registry when it closes; key
+	// is what the limiter was made from (store and instances), "" for a
+	// local one.
+	store  *redisstore.Store
+	key    string
+	closed sync.Once
+}
+
+// limiter returns the ratelimit.Limiter the pipeline asks.
+func (r *routeLimiter) limiter() ratelimit.Limiter {
+	if r.shared != nil {
+		return r.shared
 	}
-	return g.limiters[route]
+	return r.local
+}
+
+// close stops a shared limiter (its unspent tokens go back) and gives
+// back its store.
+func (r *routeLimiter) close() {
+	r.closed.Do(func() {
+		if r.shared != nil {
+			r.shared.Close()
+			r.store.Release()
+		}
+	})
+}
+
+// routeLimiter returns the limiter of the route called name: prev's when
+// prev had one for a route of that name made from the same store and
+// instances, else a new one.
+func (g *generation) routeLimiter(prev *generation, name string, rl *config.RateLimit) (*routeLimiter, error) {
+	key := ""
+	var o redisstore.Options
+	if rl.Store != "" {
+		u, err := config.ParseStoreURL(rl.Store)
+		if err != nil {
+			return nil, err
+		}
+		o = redisstore.URLOptions(u, rl.StorePassword)
+		key = fmt.Sprintf("%s|%s|%s|%d", u.Redacted(), o.Username, o.Password, rl.Instances)
+	}
+	if prev != nil {
+		if l := prev.limiters[name]; l != nil && l.key == key {
+			g.limiters[name] = l
+			g.carriedLimiters[name] = true
+			return l, nil
+		}
+	}
+	l := &routeLimiter{key: key}
+	if key == "" {
+		l.local = ratelimit.New(0)
+	} else {
+		o.Logger = g.log
+		l.store = g.stores.Get(o)
+		l.shared = l.store.Limiter(redisstore.LimiterOptions{Name: name, Instances: rl.Instances})
+	}
+	g.limiters[name] = l
+	return l, nil
 }
 
 // proxyVersion returns a transport.proxy_protocol as the engine's

@@ -26,6 +26,7 @@ import (
 	"github.com/helios-lb/helios/internal/metrics"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
+	"github.com/helios-lb/helios/internal/redisstore"
 	"github.com/helios-lb/helios/internal/shadow"
 	"github.com/helios-lb/helios/internal/tlsconf"
 	"github.com/helios-lb/helios/internal/tracing/otlp"
@@ -100,6 +101,7 @@ type Server struct {
 	spans        otlp.Switch
 	spanSettings *otlp.Settings
 	exportErrAt  atomic.Int64
+	stores       *redisstore.Registry // the Redis stores of shared rate limits and ACME storage, by server
 
 	mu        sync.Mutex                      // serialises Start, Reload and Shutdown
 	engines   map[netpoll.Kind]*engine.Engine // the event loops, by poller, made when a listener needs them (written under engMu too)
@@ -179,6 +181,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		reqBufs:    newRequestBuffers(cfg.RequestBuffers),
 		acmeEnv:    o.ACME,
 		acmeSolver: acme.NewSolver(),
+		stores:     redisstore.NewRegistry(),
 	}
 	if s.log == nil {
 		s.log = zap.NewNop()

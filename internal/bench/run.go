@@ -416,6 +416,12 @@ func (r *runner) validateHelios(ctx context.Context) {
 		for _, c := range s.Run {
 			for _, v := range []struct{ features, traced bool }{{c.Features, c.TraceRatio > 0}, {c.Features, false}, {false, false}} {
 				d := r.peerData(helios, s.Scenario, c, v.features, v.traced)
+				// Validation checks that the access log's directory
+				// exists, as the run will have it.
+				if err := os.MkdirAll(d.Dir, 0o755); err != nil {
+					sr.Skipped = err.Error()
+					break
+				}
 				text, err := helios.Render(d)
 				if err != nil {
 					sr.Skipped = err.Error()

@@ -63,7 +63,11 @@ func testLoopFiles(t *testing.T, k netpoll.Kind) {
 	// receiving by Linux's defaults), so the answer cannot be all sent,
 	// and recorded as a success, before the client goes.
 	huge := bytes.Repeat([]byte("0123456789abcdef"), 2<<20) // 32 MiB
-	files := map[string][]byte{"a.txt": []byte("hello, files\n"), "big.bin": big, "huge.bin": huge}
+	// mid.bin is small enough for the planner to hold in memory (its
+	// head and bytes leave in one write) but larger than a writer's
+	// buffer.
+	mid := randomBody(30<<10, 7)
+	files := map[string][]byte{"a.txt": []byte("hello, files\n"), "mid.bin": mid, "big.bin": big, "huge.bin": huge}
 	for _, tlsOn := range []bool{false, true} {
 		name := "cleartext"
 		var tp *testTLS
@@ -100,6 +104,15 @@ func testLoopFiles(t *testing.T, k netpoll.Kind) {
 			c.send("GET /files/missing HTTP/1.1\r\nHost: x\r\n\r\n")
 			if r := c.read("GET"); r.status != 404 {
 				t.Errorf("missing: got %d, want 404", r.status)
+			}
+			// Two pipelined requests for a file held in memory, whole and
+			// a range: each answer whole, in order.
+			c.send("GET /files/mid.bin HTTP/1.1\r\nHost: x\r\n\r\nGET /files/mid.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=100-20099\r\n\r\n")
+			if r := c.read("GET"); r.status != 200 || r.body != string(mid) {
+				t.Errorf("held in memory: got (%d, %d bytes), want (200, the %d bytes)", r.status, len(r.body), len(mid))
+			}
+			if r := c.read("GET"); r.status != 206 || r.body != string(mid[100:20100]) {
+				t.Errorf("range held in memory: got (%d, %d bytes), want (206, 20000 bytes at 100)", r.status, len(r.body))
 			}
 			// A large file to a client that reads slowly: backpressure,
 			// then the whole file, then the connection goes on.

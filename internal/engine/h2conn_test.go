@@ -1036,7 +1036,8 @@ func testLoopH2Files(t *testing.T, k netpoll.Kind) {
 	for _, m := range h2Modes {
 		t.Run(m.name, func(t *testing.T) {
 			p, tp := startH2Proxy(t, k, loopConfig{}, m.tls)
-			addFileRoute(t, p, map[string][]byte{"a.txt": []byte("hello, files\n"), "big.bin": big})
+			mid := randomBody(30<<10, 7) // held in memory by the planner
+			addFileRoute(t, p, map[string][]byte{"a.txt": []byte("hello, files\n"), "mid.bin": mid, "big.bin": big})
 			c := newH2Client(t, p.addr, tp)
 			r := c.get("/files/a.txt")
 			etag := r.header.Get("Etag")
@@ -1072,6 +1073,9 @@ func testLoopH2Files(t *testing.T, k netpoll.Kind) {
 						t.Errorf("content-length: got %q, want %q", r.header.Get("Content-Length"), tt.length)
 					}
 				})
+			}
+			if r := c.get("/files/mid.bin"); r.status != 200 || r.body != string(mid) {
+				t.Errorf("held in memory: got (%d, %d bytes), want (200, the %d bytes)", r.status, len(r.body), len(mid))
 			}
 			if r := c.get("/files/big.bin"); r.status != 200 || r.body != string(big) {
 				t.Errorf("big: got (%d, %d bytes), want (200, the %d bytes)", r.status, len(r.body), len(big))

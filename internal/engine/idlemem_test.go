@@ -27,10 +27,11 @@ const idleHead = "GET /fixed/a HTTP/1.1\r\nHost: www.example.com\r\n" +
 func rawDial(t testing.TB, addr string) int {
 	t.Helper()
 	ap := netip.MustParseAddrPort(addr)
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	unix.CloseOnExec(fd)
 	tv := unix.NsecToTimeval(int64(testTimeout))
 	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	if err := unix.Connect(fd, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}); err != nil {

@@ -139,6 +139,7 @@ type fakeFile struct{}
 
 func (fakeFile) Fd() int                           { return -1 }
 func (fakeFile) ReadAt([]byte, int64) (int, error) { return 0, nil }
+func (fakeFile) Bytes() []byte                     { return nil }
 func (fakeFile) Release()                          {}
 
 // TestFileAnswersAreCompressed: a route's files go by its policy too,

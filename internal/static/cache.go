@@ -1,6 +1,7 @@
 package static
 
 import (
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,11 @@ type File struct {
 	f    *os.File
 	fd   int
 	refs atomic.Int32
+	// data is the whole file when it is small enough to keep in memory
+	// (Handler.inline), nil otherwise; held charges the bytes to the
+	// handler's budget until the last Release.
+	data []byte
+	held *atomic.Int64
 }
 
 // newFile wraps f with one reference, its opener's.
@@ -32,9 +38,26 @@ func newFile(f *os.File) *File {
 // valid until the caller's Release.
 func (f *File) Fd() int { return f.fd }
 
-// ReadAt reads len(p) bytes from the file at off (pread), for callers
-// that copy instead of using sendfile; it follows io.ReaderAt.
-func (f *File) ReadAt(p []byte, off int64) (int, error) { return f.f.ReadAt(p, off) }
+// ReadAt reads len(p) bytes from the file at off (pread, or a copy when
+// the file is in memory), for callers that copy instead of using
+// sendfile; it follows io.ReaderAt.
+func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	if f.data == nil {
+		return f.f.ReadAt(p, off)
+	}
+	if off >= int64(len(f.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, f.data[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// Bytes returns the whole file when it is held in memory (a small file
+// the cache keeps, read when it was opened), nil otherwise.
+func (f *File) Bytes() []byte { return f.data }
 
 // Release gives back the reference an Answer carried. Call it exactly
 // once per Answer whose File was set, from any goroutine, when sending
@@ -44,6 +67,9 @@ func (f *File) Release() {
 	switch n := f.refs.Add(-1); {
 	case n == 0:
 		f.f.Close()
+		if f.data != nil {
+			f.held.Add(-int64(len(f.data)))
+		}
 	case n < 0:
 		panic("static: File released more times than it was handed out")
 	}

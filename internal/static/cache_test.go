@@ -3,6 +3,7 @@ package static
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -54,9 +55,11 @@ func TestCacheValidity(t *testing.T) {
 		before, after string // status and body
 	}{
 		{"replaced", func(t *testing.T, dir string) { replace(t, dir, "f", "new content", later) }, "200 old", "200 new content"},
+		// A small file is held in memory (inline): what was read is
+		// served, whole, until the cache checks the file again.
 		{"rewritten in place", func(t *testing.T, dir string) {
 			writeFiles(t, dir, map[string]string{"f": "new"}, later)
-		}, "200 new", "200 new"},
+		}, "200 old", "200 new"},
 		{"deleted", func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, "f")) }, "200 old", "404 404 Not Found\n"},
 		{"created", func(t *testing.T, dir string) { writeFiles(t, dir, map[string]string{"g": "g"}, later) }, "404 404 Not Found\n", "200 g"},
 	}
@@ -366,4 +369,73 @@ func TestOutOfDescriptors(t *testing.T) {
 	if got := plan(t, h, "/f"); got.status != 200 || got.body != "content" {
 		t.Errorf("with descriptors again: got %d %q, want 200 %q", got.status, got.body, "content")
 	}
+}
+
+// TestCacheInline checks a small file the cache keeps is held in memory
+// (Bytes), that ranges and reads of it are its bytes, that big files and
+// an uncached handler stay on disk, that the budget bounds what is held,
+// and that the bytes go back to it when the file's last answer is
+// released.
+func TestCacheInline(t *testing.T) {
+	dir := t.TempDir()
+	small := strings.Repeat("0123456789", 100)
+	writeFiles(t, dir, map[string]string{
+		"small": small,
+		"other": "other",
+		"big":   strings.Repeat("b", inlineMax+1),
+	}, fixtureTime)
+	h := cached(t, dir, clock.NewFake(fixtureTime), 1)
+
+	var a Answer
+	h.Plan(get("/small", "Range", "bytes=10-19"), &a)
+	if a.File == nil || string(a.File.Bytes()) != small {
+		t.Fatalf("small file: got File %v, want one holding its %d bytes", a.File, len(small))
+	}
+	if got := send(t, &a); got.status != 206 || got.body != "0123456789" {
+		t.Errorf("range of a held file: got %d %q, want 206 %q", got.status, got.body, "0123456789")
+	}
+	if n := h.inlined.Load(); n != int64(len(small)) {
+		t.Errorf("held: got %d bytes, want %d", n, len(small))
+	}
+	b := make([]byte, 10)
+	h.Plan(get("/small"), &a)
+	f := a.File
+	if n, err := f.ReadAt(b, int64(len(small)-5)); n != 5 || err != io.EOF || string(b[:5]) != "56789" {
+		t.Errorf("ReadAt past the end: got %d %q %v, want 5 %q EOF", n, b[:n], err, "56789")
+	}
+	// "other" evicts "small" (one entry); a's reference keeps its bytes
+	// charged until it is released.
+	plan(t, h, "/other")
+	if n := h.inlined.Load(); n != int64(len(small)+len("other")) {
+		t.Errorf("held while an answer sends: got %d bytes, want %d", n, len(small)+len("other"))
+	}
+	f.Release()
+	if n := h.inlined.Load(); n != int64(len("other")) {
+		t.Errorf("held after the last Release: got %d bytes, want %d", n, len("other"))
+	}
+
+	h.Plan(get("/big"), &a)
+	if a.File == nil || a.File.Bytes() != nil {
+		t.Errorf("file over %d bytes: got Bytes of %d, want none", inlineMax, len(a.File.Bytes()))
+	}
+	if got := send(t, &a); len(got.body) != inlineMax+1 {
+		t.Errorf("big file: got %d bytes, want %d", len(got.body), inlineMax+1)
+	}
+
+	// A full budget keeps new files on disk, and charges nothing.
+	h.inlined.Store(inlineBudget - 10)
+	h.Plan(get("/small"), &a)
+	if a.File == nil || a.File.Bytes() != nil || h.inlined.Load() != inlineBudget-10 {
+		t.Errorf("over budget: got Bytes of %d, %d held; want none, %d", len(a.File.Bytes()), h.inlined.Load(), inlineBudget-10)
+	}
+	if got := send(t, &a); got.body != small {
+		t.Errorf("over budget: got %d bytes, want the file's %d", len(got.body), len(small))
+	}
+
+	off := newHandler(t, dir, "", "", Options{CacheValid: -1})
+	off.Plan(get("/small"), &a)
+	if a.File == nil || a.File.Bytes() != nil || off.inlined.Load() != 0 {
+		t.Errorf("cache off: got Bytes of %d, want none", len(a.File.Bytes()))
+	}
+	send(t, &a)
 }

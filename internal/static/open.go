@@ -2,6 +2,7 @@ package static
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"mime"
 	"net/http"
@@ -42,7 +43,40 @@ func (h *Handler) lookUp(t target) *entry {
 		f.Close()
 		return errorEntry(key, http.StatusNotFound)
 	}
-	return newFileEntry(key, f, st, !t.sibling)
+	e := newFileEntry(key, f, st, !t.sibling)
+	h.inline(e.file, st.Size())
+	return e
+}
+
+// Small files the cache keeps are held in memory as well as open, so
+// that an answer from one is its head and its bytes in one write(2):
+// for a file of a few KiB, sendfile(2) after the head costs more than
+// the copy it saves. Up to inlineBudget bytes per route's cache are
+// held; a file rewritten in place is served as it was read until the
+// cache checks it again (static.cache_valid, as its length and
+// validators are).
+const (
+	inlineMax    = 32 << 10
+	inlineBudget = 32 << 20
+)
+
+// inline reads f, of size bytes, into memory when it is small, the cache
+// is on and the budget has room. A short read (the file changed as it
+// was read) keeps it on disk.
+func (h *Handler) inline(f *File, size int64) {
+	if h.valid <= 0 || size == 0 || size > inlineMax {
+		return
+	}
+	if h.inlined.Add(size) > inlineBudget {
+		h.inlined.Add(-size)
+		return
+	}
+	data := make([]byte, size)
+	if n, err := f.f.ReadAt(data, 0); n != len(data) || (err != nil && err != io.EOF) {
+		h.inlined.Add(-size)
+		return
+	}
+	f.data, f.held = data, &h.inlined
 }
 
 // errorEntry is the answer status for key. Only answers that stay true

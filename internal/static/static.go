@@ -128,6 +128,8 @@ type Handler struct {
 	clock  func() time.Duration
 	shards []*Planner
 	closed atomic.Bool
+	// inlined is the bytes of small files held in memory (inline).
+	inlined atomic.Int64
 	// precompressed is Options.Precompressed.
 	precompressed []compress.Coding
 	// answers holds *Answer for ServeHTTP, so that their buffers are

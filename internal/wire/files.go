@@ -50,6 +50,12 @@ type AnswerFile interface {
 	Fd() int
 	// ReadAt reads the file at off (io.ReaderAt).
 	ReadAt(p []byte, off int64) (int, error)
+	// Bytes returns the whole file when the planner holds it in memory
+	// (a small file in its cache), nil otherwise. The engine sends a
+	// range of it with the head in one write rather than with
+	// sendfile(2) after the head: one system call instead of two. The
+	// slice never changes; it is valid until Release.
+	Bytes() []byte
 	// Release ends the answer's use of the file.
 	Release()
 }

@@ -7,7 +7,8 @@
 // on goroutines that post their results back.
 //
 // Every connection, whatever its protocol, is served by one state machine
-// (conn.go): an exchange reads a request head and body, asks the pipeline
+// (conn.go; send.go sends an answer, connend.go ends a connection,
+// exchange.go is its wire.Exchange side): an exchange reads a request head and body, asks the pipeline
 // what to do through internal/wire (route, buffer, forward, answer, retry),
 // does it without blocking, and reports back. The codecs it speaks are
 // protocol-neutral at the seam: HTTP/1.1 heads are parsed into
@@ -15,8 +16,10 @@
 // fill the same heads from internal/h2's machine (h2conn.go, h2request.go,
 // h2upstream.go), and answers leave as each client's protocol writes them
 // (writeResponseHead for HTTP/1.1, HEADERS and DATA for HTTP/2, h2send.go).
-// Backend connections speak HTTP/1.1, TLS, h2c or h2 (upstream.go,
-// upstream_tls.go, h2upstream.go); upgrades become tunnels (tunnel.go);
+// Backend connections, kept per loop in pools (pool.go), speak HTTP/1.1,
+// TLS, h2c or h2 (upstream.go, upstream_tls.go, h2upstream.go and
+// h2upstream_stream.go); engine.go is the API the server package drives,
+// loop.go the loops themselves; upgrades become tunnels (tunnel.go);
 // static files go out with sendfile(2) (file.go).
 //
 // DEVELOPERS.md has the map and the rules a loop's code keeps.

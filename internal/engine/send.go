@@ -1,0 +1,319 @@
+package engine
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/helios-lb/helios/internal/httpmsg"
+	"github.com/helios-lb/helios/internal/wire"
+	"golang.org/x/sys/unix"
+)
+
+// Sending a backend's answer to the client: the head, the body in pieces
+// or chunks (on an HTTP/2 stream, h2send.go's methods take over), and the
+// end of the exchange (keep-alive, close, or the next pipelined request).
+
+// startSend writes the backend's response head and starts its body.
+func (c *lconn) startSend() {
+	u := c.up
+	r := &u.resp
+	c.answerHeader(&r.Header, false)
+	if r.Status == 101 {
+		c.startTunnel()
+		return
+	}
+	c.transformHead(&r.Response)
+	if c.h2s != nil {
+		c.h2startSend()
+		return
+	}
+	c.state = lsSend
+	c.respStarted = true
+	c.respStatus = r.Status
+	c.ensureWriter()
+	bodyOut, chunkOut, closeAfter := framing(&c.req, r)
+	if closeAfter {
+		c.closeAfter = true
+	}
+	c.chunkOut = chunkOut
+	writeResponseHead(&c.wr, r, bodyOut, chunkOut)
+	c.writeConnectionHeader()
+	c.wr.WriteString("\r\n")
+	// The head has been copied out: its bytes need not stay pinned.
+	u.rd.unpin()
+	if !bodyOut {
+		u.body.done = true
+		c.sendDone(nil)
+		return
+	}
+	c.pump()
+}
+
+// pump moves response body from the backend to the client until one of
+// them has to wait.
+func (c *lconn) pump() {
+	if c.rs != nil && c.spoolPump() {
+		return // a buffered answer (respbuffer.go)
+	}
+	if c.h2s != nil {
+		c.h2pump()
+		return
+	}
+	u := c.up
+	for {
+		if len(c.fw.pending) > c.opts.outputLimit() {
+			if c.startSpool() {
+				return
+			}
+			c.setDeadline(dlWrite, c.opts.WriteTimeout)
+			return // writable() resumes
+		}
+		p, ok, err := c.bodyOut(c.opts.outputLimit() - len(c.fw.pending))
+		if !ok || len(p) > 0 && !c.writePiece(p) {
+			return
+		}
+		switch {
+		case err == nil:
+		case err == io.EOF:
+			c.endChunks(u.respTrailer())
+			c.sendDone(nil)
+			return
+		case err == errWouldBlock:
+			// Send what there is while the backend is quiet.
+			c.ensureNoDelay()
+			c.flushOut()
+			if c.broken {
+				c.sendDone(nil) // the writer's error: the client is gone
+				return
+			}
+			c.setDeadline(dlUpBody, c.tr.Settings.ReadTimeout)
+			return
+		default:
+			c.sendDone(fmt.Errorf("%w: reading response body: %w", wire.ErrBackend, err))
+			return
+		}
+	}
+}
+
+// writePiece writes a piece of the answer's body to the client (a chunk
+// when the answer goes out chunked); false when the client is gone (the
+// exchange has ended).
+func (c *lconn) writePiece(p []byte) bool {
+	c.respBytes += int64(len(p))
+	c.writeChunk(p)
+	if w := &c.wr; w.err != nil {
+		c.sendDone(fmt.Errorf("%w: %w", wire.ErrClientGone, w.err))
+		return false
+	}
+	return true
+}
+
+// writeChunk writes a piece of an answer's body to an HTTP/1.1 client:
+// as a chunk when the answer goes out chunked (chunkOut).
+func (c *lconn) writeChunk(p []byte) {
+	w := &c.wr
+	if c.chunkOut {
+		w.writeHex(int64(len(p)))
+		w.WriteString("\r\n")
+	}
+	w.Write(p)
+	if c.chunkOut {
+		w.WriteString("\r\n")
+	}
+}
+
+// endChunks ends an answer that goes out chunked, with its trailer.
+func (c *lconn) endChunks(tr *trailerSection) {
+	if c.chunkOut {
+		w := &c.wr
+		w.WriteString("0\r\n")
+		httpmsg.TrailerFields(w, &tr.hdr)
+		w.WriteString("\r\n")
+	}
+}
+
+// sendDone ends an answer streamed from a backend.
+func (c *lconn) sendDone(err error) {
+	if err == nil && c.wr.err != nil {
+		err = fmt.Errorf("%w: %w", wire.ErrClientGone, c.wr.err)
+	}
+	c.letGoUp(err)
+	if err != nil {
+		c.broken = true
+	}
+	c.flow.Sent(c.respStatus, c.respBytes, err)
+	c.finish()
+}
+
+// letGoUp ends the use of the backend connection once its answer has
+// been read, or given up on (err): back to its pool when it can carry
+// another request, closed otherwise. A backend connection whose request
+// body did not all go out (it answered early) cannot.
+func (c *lconn) letGoUp(err error) {
+	u := c.up
+	c.up = nil
+	if u != nil {
+		u.release(err == nil && u.resp.keepAlive && u.body.done && !c.streaming && !u.busy())
+		c.releaseUpWriterOf(u)
+	}
+}
+
+// finish ends the exchange and goes on to the next request when the
+// connection allows it.
+func (c *lconn) finish() {
+	c.releaseTransform()
+	c.endFlow()
+	c.streaming, c.buffering = false, false
+	c.bodyDeadline = 0
+	c.dropSpool()
+	if !c.spilling {
+		if c.bb != nil {
+			c.bb.Close()
+		}
+	}
+	if c.broken {
+		c.flushOut()
+		c.close()
+		return
+	}
+	if !c.reqBody.done {
+		// An unforwarded body (a fixed answer): it is in the buffer, or
+		// it is still to come and the connection closes (closing).
+		if p, ok := c.reqBody.fullyBuffered(); ok && p != nil {
+			c.reqBody.consumeBuffered()
+		}
+	}
+	c.rd.unpin()
+	c.endOutput()
+}
+
+// endOutput flushes the answer and moves to the next request, or closes.
+func (c *lconn) endOutput() {
+	if c.h2s != nil {
+		c.streamDone()
+		return
+	}
+	closing := c.closing()
+	c.flushOut()
+	if c.state == lsClosed {
+		return
+	}
+	if c.broken {
+		// The client went away as its answer went out: serve it no
+		// more (its pipelined requests least of all).
+		c.close()
+		return
+	}
+	if len(c.fw.pending) > 0 {
+		c.closeAfter = closing
+		c.state = lsFlush
+		c.setDeadline(dlWrite, c.opts.WriteTimeout)
+		return
+	}
+	if closing {
+		c.close()
+		return
+	}
+	c.ensureNoDelay()
+	c.releaseWriter()
+	c.state = lsIdle
+	c.deadline, c.dkind = 0, dlNone
+	// Read on when input is waiting: buffered, announced by an edge
+	// while busy, or possibly left in the socket because the last read
+	// filled the buffer (edge-triggered: no new edge comes for bytes
+	// that are already there).
+	if !c.serving && (c.readPending || len(c.rd.buffered()) > 0 || c.maybeMore()) {
+		c.readPending = false
+		c.serveInput()
+		return
+	}
+	if c.readPending {
+		c.readPending = false
+	}
+	if len(c.rd.buffered()) == 0 {
+		if c.rd.buf != nil {
+			c.l.headBufs.put(c.rd.buf)
+			c.rd.buf = nil
+			c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
+		}
+		c.dropFields()
+		c.setDeadline(dlIdle, c.opts.IdleTimeout)
+	}
+}
+
+// dropFields gives the request head's field array back to the loop
+// between requests: an idle connection holds none (a browser's dozen
+// fields take most of a kilobyte).
+func (c *lconn) dropFields() {
+	if c.req.Header.Fields != nil {
+		c.l.fieldBufs.put(c.req.Header.Fields)
+		c.req.Header.Fields = nil
+	}
+}
+
+// ensureNoDelay turns Nagle's algorithm off once a connection will carry
+// more than one write of answers: a kept-alive connection, or an answer
+// that goes out in parts. Like nginx, a connection that closes after one
+// answer written at once never pays for the setsockopt; with pipelined
+// requests or streamed answers, Nagle would hold a small write back
+// until the client's (delayed) acknowledgement of the previous one.
+func (c *lconn) ensureNoDelay() {
+	if !c.nodelay {
+		c.nodelay = true
+		unix.SetsockoptInt(c.fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	}
+}
+
+// flushOut hands buffered output to the socket (what it does not take
+// waits in fw.pending).
+func (c *lconn) flushOut() {
+	if c.wr.buf == nil || c.wr.n == 0 {
+		return
+	}
+	if err := c.wr.flush(); err != nil {
+		c.broken = true
+		// An answer under way is ended by its own code, which records
+		// it (the write error says the client went).
+		if c.state != lsSend && c.state != lsForward && c.state != lsFile {
+			c.close()
+		}
+	}
+}
+
+func (c *lconn) closing() bool {
+	// A request body not read to its end leaves the connection
+	// unframed: it cannot carry another request.
+	return !c.req.keepAlive || c.closeAfter || c.bodyPending() || c.l.eng.draining.Load() || c.ll.draining.Load()
+}
+
+func (c *lconn) writeConnectionHeader() {
+	if c.closing() {
+		c.closeAfter = true
+		c.wr.WriteString("Connection: close\r\n")
+	} else if c.req.minor == 0 {
+		c.wr.WriteString("Connection: keep-alive\r\n")
+	}
+}
+
+func (c *lconn) ensureWriter() {
+	if c.wr.buf == nil {
+		c.wr.reset(c.sink(), c.l.writeBufs.get())
+	}
+}
+
+// maxIdlePending is the most room for pending output a connection keeps
+// between answers; a slow client's large download grows it to about
+// Options.OutputBufferBytes, which thousands of idle keep-alive
+// connections must not each hold on to.
+const maxIdlePending = 16 << 10
+
+// releaseWriter gives back the output buffers of a connection going idle.
+func (c *lconn) releaseWriter() {
+	if c.wr.buf != nil && c.wr.n == 0 {
+		c.l.writeBufs.put(c.wr.buf)
+		c.wr.reset(nil, nil)
+	}
+	if len(c.fw.pending) == 0 && cap(c.fw.pending) > maxIdlePending {
+		c.fw.pending = nil
+	}
+}

@@ -77,7 +77,7 @@ bench-quick: build
 	$(BIN) bench --quick $(BENCHFLAGS)
 
 ## bench-deps: install what `helios bench` drives (Debian packages)
-bench-deps:
+bench-deps: redis-deps
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nginx haproxy caddy nghttp2-client util-linux >/dev/null && \
 	{ $$SUDO systemctl disable --now nginx haproxy caddy >/dev/null 2>&1 || { $$SUDO service nginx stop; $$SUDO service haproxy stop; $$SUDO service caddy stop; } >/dev/null 2>&1 || true; }

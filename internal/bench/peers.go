@@ -71,6 +71,15 @@ type PeerData struct {
 	// and removed both ways, a rate limit far above the load, an allow
 	// list.
 	Policy bool
+	// Resolver, when set, is the DNS server (host:port) Helios finds its
+	// backends on, by SRV lookups of SRV (the discovery scenario);
+	// Backends are then only the other proxies'.
+	Resolver, SRV string
+	// RateLimit puts a rate limit far above the load on the proxied
+	// route (the shared-limit scenario), kept in RateLimitStore (a
+	// redis:// URL) when that is set, in the process otherwise.
+	RateLimit      bool
+	RateLimitStore string
 	// AdminListen is the host:port of the metrics/status listener.
 	AdminListen string
 	// AccessLog is the access log file when Features is on.
@@ -316,6 +325,15 @@ func variant(peer string, d PeerData) string {
 	}
 	if d.Policy {
 		parts = append(parts, "policy")
+	}
+	if d.SRV != "" {
+		parts = append(parts, "discovery")
+	}
+	switch {
+	case d.RateLimitStore != "":
+		parts = append(parts, "shared-limit")
+	case d.RateLimit:
+		parts = append(parts, "local-limit")
 	}
 	if d.TLSListen != "" {
 		parts = append(parts, "tls")

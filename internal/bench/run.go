@@ -155,6 +155,9 @@ type runner struct {
 	// sink receives traced Helios's spans (started when a selected case
 	// traces; nil otherwise).
 	sink *collector.Collector
+	// dns answers the discovery scenario's lookups (nil when no selected
+	// case finds its backends by DNS).
+	dns *dnsServer
 }
 
 // Run runs the benchmark and writes report.md, results.json and the charts
@@ -228,6 +231,9 @@ func Run(ctx context.Context, opt Options) (*Results, error) {
 	defer func() {
 		if r.sink != nil {
 			r.sink.Close()
+		}
+		if r.dns != nil {
+			r.dns.close()
 		}
 	}()
 	if err := r.prepare(ctx); err != nil {
@@ -339,6 +345,12 @@ func (r *runner) peerData(p Peer, s Scenario, c Case, features, traced bool) Pee
 	if c.Strategy == "consistent_hash" {
 		d.HashHeader = HashHeader
 	}
+	if c.Discovery {
+		d.Resolver, d.SRV = r.addr(portDNS), benchSRVName
+	}
+	if c.SharedLimit {
+		d.RateLimit, d.RateLimitStore = true, "redis://"+r.addr(portRedis)+"/0"
+	}
 	if slices.Contains(s.Requires, RequireTLS) {
 		d.TLSListen = r.addr(portTLS)
 		d.CertFile, d.KeyFile, d.CertKeyFile = r.cert.Cert, r.cert.Key, r.cert.Both
@@ -374,6 +386,12 @@ type contender struct {
 	features bool
 	// traced: Helios traces at the case's TraceRatio.
 	traced bool
+	// fixed gives Helios the backends' addresses where the case finds
+	// them by DNS (the discovery scenario's baseline).
+	fixed bool
+	// localLimit keeps the case's rate limit in the process where the
+	// case shares it through Redis (the shared-limit scenario's baseline).
+	localLimit bool
 	// noPolicy runs the case with the edge policy off (Helios's
 	// baseline of the policy scenario).
 	noPolicy bool
@@ -383,9 +401,10 @@ type contender struct {
 	res *ContenderResult
 }
 
-// contenders returns Helios, Helios with features off when the case asks
-// for that baseline, and the peers; in an A/B run, the new and the old
-// Helios.
+// contenders returns Helios, Helios in each baseline configuration the
+// case asks for (features, tracing or policy off, fixed addresses, a local
+// limit), and the peers unless the case compares Helios with itself; in an
+// A/B run, the new and the old Helios.
 func (r *runner) contenders(c Case) []*contender {
 	helios, _ := peerByName("helios")
 	if r.opt.Against != "" {
@@ -405,10 +424,29 @@ func (r *runner) contenders(c Case) []*contender {
 		cs = append(cs, &contender{peer: helios, features: c.Features, traced: c.TraceRatio > 0, noPolicy: true,
 			res: &ContenderResult{Name: "helios-policy-off", Label: "Helios, policy off"}})
 	}
+	if c.FixedBaseline {
+		cs = append(cs, &contender{peer: helios, features: c.Features, fixed: true,
+			res: &ContenderResult{Name: "helios-fixed", Label: "Helios, fixed addresses"}})
+	}
+	if c.LocalLimitBaseline {
+		cs = append(cs, &contender{peer: helios, features: c.Features, localLimit: true,
+			res: &ContenderResult{Name: "helios-local-limit", Label: "Helios, local limit"}})
+	}
+	if c.Discovery || c.SharedLimit {
+		// These cases compare Helios with itself: the peers have no
+		// DNS discovery or shared limit to set beside it.
+		return r.finishContenders(c, cs)
+	}
 	for _, name := range r.opt.Peers {
 		p, _ := peerByName(name)
 		cs = append(cs, &contender{peer: p, features: c.Features})
 	}
+	return r.finishContenders(c, cs)
+}
+
+// finishContenders names each contender that has no result yet after its
+// peer, and says which cannot run the case.
+func (r *runner) finishContenders(c Case, cs []*contender) []*contender {
 	for _, ct := range cs {
 		if ct.res == nil {
 			ct.res = &ContenderResult{Name: ct.peer.Name, Label: ct.peer.Label}

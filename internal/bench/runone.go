@@ -37,6 +37,12 @@ func (r *runner) runOne(ctx context.Context, s *Selection, cr *CaseResult, ct *c
 	d := r.opt.scenarioDuration(s.Scenario)
 	data := r.peerData(ct.peer, s.Scenario, c, ct.features, ct.traced)
 	data.Policy = data.Policy && !ct.noPolicy
+	if ct.fixed {
+		data.Resolver, data.SRV = "", ""
+	}
+	if ct.localLimit {
+		data.RateLimitStore = ""
+	}
 	if err := os.MkdirAll(data.Dir, 0o755); err != nil {
 		return nil, err
 	}

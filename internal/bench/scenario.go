@@ -96,6 +96,21 @@ type Case struct {
 	Policy bool `yaml:"policy" json:"policy,omitempty"`
 	// PolicyOffBaseline adds Helios with the policy off as a contender.
 	PolicyOffBaseline bool `yaml:"policy_off_baseline" json:"policy_off_baseline,omitempty"`
+	// Discovery makes Helios find the backends with an SRV lookup on a
+	// DNS server the bench runs, looked up again every second (a backends
+	// entry `srv:`); the other proxies are not run: the case compares
+	// Helios with itself.
+	Discovery bool `yaml:"discovery" json:"discovery,omitempty"`
+	// FixedBaseline adds Helios with the backends' fixed addresses as a
+	// contender.
+	FixedBaseline bool `yaml:"fixed_baseline" json:"fixed_baseline,omitempty"`
+	// SharedLimit puts a rate limit far above the load on the proxied
+	// route, kept in a Redis the bench runs (redis-server on loopback);
+	// the other proxies are not run.
+	SharedLimit bool `yaml:"shared_limit" json:"shared_limit,omitempty"`
+	// LocalLimitBaseline adds Helios with the same limit kept in the
+	// process as a contender.
+	LocalLimitBaseline bool `yaml:"local_limit_baseline" json:"local_limit_baseline,omitempty"`
 	// RateOfPeak is the open-loop rate as a fraction of nginx's peak.
 	RateOfPeak float64 `yaml:"rate_of_peak" json:"rate_of_peak,omitempty"`
 	// BodyBytes is the POST body of each request (wrk), or the message
@@ -193,6 +208,10 @@ func (c Case) merged(def Case) Case {
 	c.TracingOffBaseline = c.TracingOffBaseline || def.TracingOffBaseline
 	c.Policy = c.Policy || def.Policy
 	c.PolicyOffBaseline = c.PolicyOffBaseline || def.PolicyOffBaseline
+	c.Discovery = c.Discovery || def.Discovery
+	c.FixedBaseline = c.FixedBaseline || def.FixedBaseline
+	c.SharedLimit = c.SharedLimit || def.SharedLimit
+	c.LocalLimitBaseline = c.LocalLimitBaseline || def.LocalLimitBaseline
 	if c.RateOfPeak == 0 {
 		c.RateOfPeak = def.RateOfPeak
 	}

@@ -44,6 +44,9 @@ func (r *runner) prepare(ctx context.Context) error {
 	if err := r.startSink(); err != nil {
 		return err
 	}
+	if err := r.startFleetServers(ctx); err != nil {
+		return err
+	}
 	return r.ensureBackends(ctx, 0)
 }
 
@@ -215,6 +218,11 @@ func (r *runner) findTools() error {
 		case ToolOpenLoop:
 			need = append(need, "wrk") // the peak probe
 		}
+		for _, c := range s.Run {
+			if c.SharedLimit {
+				need = append(need, "redis-server")
+			}
+		}
 	}
 	var err error
 	r.tools, err = lookTools(need)
@@ -243,6 +251,8 @@ const (
 	portBackend1 = 1
 	portTLS      = 4
 	portGRPC1    = 5 // the three h2c gRPC backends: 5, 6, 7
+	portDNS      = 8 // the discovery scenario's DNS server (UDP and TCP)
+	portRedis    = 9 // the shared-limit scenario's redis-server
 	portAdmin    = 10
 )
 

@@ -15,6 +15,8 @@ var toolPackages = map[string]string{
 	"caddy":   "caddy",
 	"h2load":  "nghttp2-client",
 	"taskset": "util-linux",
+	// The shared-limit scenario's store.
+	"redis-server": "redis-server",
 }
 
 // MissingToolsError lists the tools a run needs that are not installed.

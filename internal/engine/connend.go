@@ -235,14 +235,7 @@ func (c *lconn) dropExchange() {
 	if c.queued != nil {
 		c.queued.unqueue(c)
 	}
-	c.streaming, c.buffering = false, false
-	c.bodyDeadline = 0
-	c.dropSpool()
-	if !c.spilling {
-		if c.bb != nil {
-			c.bb.Close()
-		}
-	}
+	c.dropBodies()
 	if c.file != nil && c.file.File != nil {
 		c.file.File.Release()
 		c.file.File = nil

@@ -148,15 +148,7 @@ func (p *lpool) h2upFor(c *lconn) *h2up {
 func (c *lconn) connectH2(p *lpool) {
 	hu := p.h2upFor(c)
 	if hu == nil {
-		if p.maxOpen > 0 && p.open >= p.maxOpen {
-			if len(p.queue) >= p.maxQueue {
-				c.forwarded(0, fmt.Errorf("%w: %s: %d connections open, their streams in use, and %d requests waiting", wire.ErrBackendBusy, p.addr, p.open, len(p.queue)))
-				return
-			}
-			p.queue = append(p.queue, c)
-			c.queued = p
-			c.timeQueued()
-			c.setDeadline(dlQueue, c.tr.Settings.QueueTimeout)
+		if c.waitForRoom(p, ", their streams in use,") {
 			return // a stream's end resumes (h2up.streamEnded)
 		}
 		var err error

@@ -302,10 +302,7 @@ func (c *lconn) pumpReqH2() {
 			c.h2upEnd()
 			return
 		case err == errWouldBlock:
-			c.armBodyDeadline()
-			if c.state == lsForward && u.state == upWaitHead && c.dkind == dlUpHead {
-				c.deadline, c.dkind = 0, dlNone // the client's deadline bounds this wait
-			}
+			c.awaitClientBody()
 			return
 		default:
 			c.clientBodyFailed(clientBodyErr(err))

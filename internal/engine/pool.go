@@ -384,3 +384,24 @@ func (p *lpool) freed() {
 		c.connect(p)
 	}
 }
+
+// waitForRoom handles an attempt to a pool at its connection cap (for an
+// HTTP/2 backend, with every connection's streams in use): the request
+// waits in order for room, within its queue timeout, or fails at once
+// when the queue is full. It returns false when the pool is under its cap.
+// inUse says more of the open connections in the error (", their streams
+// in use,").
+func (c *lconn) waitForRoom(p *lpool, inUse string) bool {
+	if p.maxOpen <= 0 || p.open < p.maxOpen {
+		return false
+	}
+	if len(p.queue) >= p.maxQueue {
+		c.forwarded(0, fmt.Errorf("%w: %s: %d connections open%s and %d requests waiting", wire.ErrBackendBusy, p.addr, p.open, inUse, len(p.queue)))
+		return true
+	}
+	p.queue = append(p.queue, c)
+	c.queued = p
+	c.timeQueued()
+	c.setDeadline(dlQueue, c.tr.Settings.QueueTimeout)
+	return true
+}

@@ -95,6 +95,17 @@ func (c *lconn) armBodyDeadline() {
 	}
 }
 
+// awaitClientBody waits for more of the client's body to forward: its
+// body deadline runs, and bounds the wait alone while the backend has not
+// got the whole request (a backend's head deadline would otherwise end a
+// wait that is the client's).
+func (c *lconn) awaitClientBody() {
+	c.armBodyDeadline()
+	if c.state == lsForward && c.up.state == upWaitHead && c.dkind == dlUpHead {
+		c.deadline, c.dkind = 0, dlNone
+	}
+}
+
 // pumpReq moves request body bytes from the client to the backend until
 // one of them has to wait: the backend (its pending input past the
 // output limit, or a file range still going out; resumed by its writable
@@ -164,10 +175,7 @@ func (c *lconn) pumpReq() {
 				c.upWriteFailed(u.w.err)
 				return
 			}
-			c.armBodyDeadline()
-			if c.state == lsForward && u.state == upWaitHead && c.dkind == dlUpHead {
-				c.deadline, c.dkind = 0, dlNone // the client's deadline bounds this wait
-			}
+			c.awaitClientBody()
 			return
 		default:
 			c.clientBodyFailed(clientBodyErr(err))

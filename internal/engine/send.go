@@ -163,14 +163,7 @@ func (c *lconn) letGoUp(err error) {
 func (c *lconn) finish() {
 	c.releaseTransform()
 	c.endFlow()
-	c.streaming, c.buffering = false, false
-	c.bodyDeadline = 0
-	c.dropSpool()
-	if !c.spilling {
-		if c.bb != nil {
-			c.bb.Close()
-		}
-	}
+	c.dropBodies()
 	if c.broken {
 		c.flushOut()
 		c.close()
@@ -315,5 +308,18 @@ func (c *lconn) releaseWriter() {
 	}
 	if len(c.fw.pending) == 0 && cap(c.fw.pending) > maxIdlePending {
 		c.fw.pending = nil
+	}
+}
+
+// dropBodies ends what the exchange held of its bodies: forwarding or
+// buffering the request's stops, the answer's spool goes, and the
+// buffered request body is closed unless it is still being written to
+// disk (the spill's end closes it then).
+func (c *lconn) dropBodies() {
+	c.streaming, c.buffering = false, false
+	c.bodyDeadline = 0
+	c.dropSpool()
+	if !c.spilling && c.bb != nil {
+		c.bb.Close()
 	}
 }

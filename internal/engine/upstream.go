@@ -164,17 +164,7 @@ func (c *lconn) connect(p *lpool) {
 		u = p.getFor(c)
 	}
 	if u == nil {
-		if p.maxOpen > 0 && p.open >= p.maxOpen {
-			// At the cap: wait in order for a connection, or give up
-			// at once when the queue is full.
-			if len(p.queue) >= p.maxQueue {
-				c.forwarded(0, fmt.Errorf("%w: %s: %d connections open and %d requests waiting", wire.ErrBackendBusy, p.addr, p.open, len(p.queue)))
-				return
-			}
-			p.queue = append(p.queue, c)
-			c.queued = p
-			c.timeQueued()
-			c.setDeadline(dlQueue, c.tr.Settings.QueueTimeout)
+		if c.waitForRoom(p, "") {
 			return // dequeue() resumes
 		}
 		var err error

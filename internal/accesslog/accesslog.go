@@ -18,8 +18,10 @@
 //
 // Record runs on an event loop, so it never writes: lines go into a 64
 // KiB block under a short lock, and a full block is handed to a writer
-// goroutine through a bounded queue (8 blocks, 512 KiB). When the writer
-// falls that far behind — a disk stalled, a pipe nobody reads — the
+// goroutine through a bounded queue (64 blocks, 4 MiB, made as they are
+// first needed: an idle logger holds one). When the writer falls that far
+// behind (a quarter of a second at 35,000 requests a second, which a
+// writer goroutine waiting for a processor on a busy machine can be) — a disk stalled, a pipe nobody reads — the
 // block just filled is dropped and its lines are counted (Dropped,
 // helios_access_log_dropped_total): memory stays bounded and requests are
 // never held up by the log, which is the trade nginx makes the other way
@@ -65,8 +67,10 @@ func ParseFormat(name string) (Format, error) {
 const (
 	// flushSize is how much a block holds before it is handed over.
 	flushSize = 64 << 10
-	// queueBlocks is how many full blocks may wait for the writer.
-	queueBlocks = 8
+	// queueBlocks is how many full blocks may wait for the writer. 8
+	// (half a second of a quiet machine's load) lost lines under a full
+	// benchmark run, with the loops keeping both processors busy.
+	queueBlocks = 64
 	// flushEvery is the longest a line waits in a block.
 	flushEvery = time.Second
 )
@@ -113,12 +117,10 @@ func New(w io.Writer, f Format) *Logger {
 		flushDone:  make(chan struct{}),
 		writerDone: make(chan struct{}),
 	}
-	// One block being filled, queueBlocks queued, one being written: the
-	// free list never runs dry while the queue has room.
+	// One block being filled, up to queueBlocks queued, one being
+	// written: blocks are made when the free list is empty (handOff), at
+	// most queueBlocks+2 of them, which the free list holds.
 	l.cur = newBlock()
-	for i := 0; i < queueBlocks+1; i++ {
-		l.free <- newBlock()
-	}
 	go l.writeLoop()
 	go l.flushLoop()
 	return l
@@ -176,7 +178,7 @@ func (l *Logger) handOff() {
 	select {
 	case l.cur = <-l.free:
 	default:
-		l.cur = newBlock() // cannot happen (see New); never wait here
+		l.cur = newBlock() // the queue took the block, so there are at most queueBlocks+2
 	}
 }
 

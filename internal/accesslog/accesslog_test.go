@@ -205,7 +205,7 @@ func TestConcurrentRecordsKeepEveryLineWhole(t *testing.T) {
 		}
 		seen[v.Bytes] = true
 	}
-	// A writer that falls 8 blocks behind loses whole blocks, counted;
+	// A writer that falls queueBlocks blocks behind loses whole blocks, counted;
 	// here it normally keeps up, and no line is ever lost uncounted.
 	if got := uint64(len(seen)) + l.Dropped(); got != workers*each {
 		t.Fatalf("got %d lines written and %d dropped, want %d in all", len(seen), l.Dropped(), workers*each)
@@ -279,13 +279,15 @@ func TestParseFormat(t *testing.T) {
 type stalledWriter struct {
 	release chan struct{}
 	mu      sync.Mutex
-	n       int
+	n       int // lines
+	bytes   int
 }
 
 func (w *stalledWriter) Write(p []byte) (int, error) {
 	<-w.release
 	w.mu.Lock()
 	w.n += bytes.Count(p, []byte("\n"))
+	w.bytes += len(p)
 	w.mu.Unlock()
 	return len(p), nil
 }
@@ -298,7 +300,7 @@ func (w *stalledWriter) Write(p []byte) (int, error) {
 func TestRecordNeverWaitsForTheWriter(t *testing.T) {
 	w := &stalledWriter{release: make(chan struct{})}
 	l := New(w, JSON)
-	const lines = 20000 // about 60 blocks of 64 KiB: far more than the queue holds
+	const lines = 200000 // about 600 blocks of 64 KiB: far more than the queue holds
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -322,15 +324,15 @@ func TestRecordNeverWaitsForTheWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.mu.Lock()
-	written := w.n
+	written, writtenBytes := w.n, w.bytes
 	w.mu.Unlock()
 	if uint64(written)+dropped != lines {
 		t.Errorf("got %d written + %d dropped, want %d", written, dropped, lines)
 	}
-	// What was queued (up to 8 blocks, one being written, and the one
-	// being filled) must be kept: at least 9 blocks' worth.
-	if min := 9 * (flushSize / 400); written < min {
-		t.Errorf("got %d lines written, want at least %d (the queue's worth)", written, min)
+	// What was queued (up to queueBlocks full blocks and one being
+	// written) must be kept: at least queueBlocks+1 blocks' worth.
+	if min := (queueBlocks + 1) * flushSize; writtenBytes < min {
+		t.Errorf("got %d bytes written, want at least %d (the queue's worth)", writtenBytes, min)
 	}
 }
 

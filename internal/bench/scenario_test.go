@@ -14,7 +14,8 @@ func TestEmbeddedScenarioNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"proxy-ka", "proxy-close", "respond", "static", "https-ka", "tls-handshake", "h2", "h2-bulk", "grpc",
-		"idle-conns", "pipeline", "upload", "websocket", "c10k", "slow-backend", "hash", "backend-down", "features-on", "features-on-tracing", "policy", "latency-at-rate", "compress"}
+		"idle-conns", "pipeline", "upload", "websocket", "c10k", "slow-backend", "hash", "backend-down", "features-on", "features-on-tracing", "policy", "latency-at-rate", "compress",
+		"discovery", "shared-limit"}
 	if got := scenarioNames(ss); !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}

@@ -4,15 +4,11 @@ import (
 	"errors"
 	"io"
 
-	"github.com/helios-lb/helios/internal/httpmsg"
+	"github.com/helios-lb/helios/internal/http1"
 )
 
-var (
-	errMalformedChunk    = errors.New("h1: malformed chunked encoding")
-	errMalformedResponse = errors.New("h1: malformed response")
-	errTrailerTooLarge   = errors.New("h1: trailer section too large")
-	errBodyTooLarge      = errors.New("h1: body larger than allowed")
-)
+// errBodyTooLarge is a body past the bound a route or listener sets.
+var errBodyTooLarge = errors.New("h1: body larger than allowed")
 
 type bodyKind uint8
 
@@ -22,9 +18,6 @@ const (
 	bodyChunked
 	bodyUntilClose
 )
-
-// maxTrailerBytes bounds the trailer section of a chunked body.
-const maxTrailerBytes = 16 << 10
 
 // body decodes one message body from a reader: fixed length, chunked
 // (RFC 9112 §7.1) or delimited by the connection closing. It hands out
@@ -161,25 +154,25 @@ func (b *body) nextChunk() error {
 			if err != nil {
 				if err == errLineTooLong {
 					// Data ran past the chunk size.
-					return errMalformedChunk
+					return http1.ErrMalformedChunk
 				}
 				return eofUnexpected(err)
 			}
 			if len(line) != 0 {
-				return errMalformedChunk
+				return http1.ErrMalformedChunk
 			}
 			b.needCRLF = false
 		}
-		line, err := b.src.readLine(4096)
+		line, err := b.src.readLine(http1.MaxChunkLine)
 		if err != nil {
 			if err == errLineTooLong {
-				return errMalformedChunk
+				return http1.ErrMalformedChunk
 			}
 			return eofUnexpected(err)
 		}
-		size, ok := parseChunkSize(line)
+		size, ok := http1.ParseChunkSize(line)
 		if !ok {
-			return errMalformedChunk
+			return http1.ErrMalformedChunk
 		}
 		if size > 0 {
 			b.remaining = size
@@ -188,10 +181,10 @@ func (b *body) nextChunk() error {
 		b.inTrailer = true
 	}
 	for {
-		line, err := b.src.readLine(maxTrailerBytes)
+		line, err := b.src.readLine(http1.MaxTrailerBytes)
 		if err != nil {
 			if err == errLineTooLong {
-				return errTrailerTooLarge
+				return http1.ErrTrailerTooLarge
 			}
 			return eofUnexpected(err)
 		}
@@ -202,21 +195,21 @@ func (b *body) nextChunk() error {
 			}
 			return nil
 		}
-		colon := indexByte(line, ':')
-		if colon <= 0 || !httpmsg.IsToken(line[:colon]) || !httpmsg.ValidValue(httpmsg.TrimOWS(line[colon+1:])) {
-			return errMalformedChunk
+		name, value, ok := http1.ParseTrailerLine(line)
+		if !ok {
+			return http1.ErrMalformedChunk
 		}
 		if b.trailer == nil {
 			b.trailer = &trailerSection{}
 		}
 		b.trailer.size += len(line) + 2
-		if b.trailer.size > maxTrailerBytes {
-			return errTrailerTooLarge
+		if b.trailer.size > http1.MaxTrailerBytes {
+			return http1.ErrTrailerTooLarge
 		}
 		// Kept whole: what may not travel in a trailer (RFC 9110 §6.5.1)
 		// is dropped where the section is passed on
 		// (httpmsg.TrailerFields).
-		b.trailer.add(line[:colon], httpmsg.TrimOWS(line[colon+1:]))
+		b.trailer.add(name, value)
 	}
 }
 
@@ -225,41 +218,6 @@ func eofUnexpected(err error) error {
 		return io.ErrUnexpectedEOF
 	}
 	return err
-}
-
-// parseChunkSize parses "hex[;ext]" with at most 15 significant hex
-// digits, so the size cannot overflow. Leading zeros do not count: RFC
-// 9112 §7.1 puts no bound on them (the line itself is bounded).
-func parseChunkSize(line []byte) (int64, bool) {
-	if i := indexByte(line, ';'); i >= 0 {
-		line = line[:i]
-	}
-	line = httpmsg.TrimOWS(line)
-	if len(line) == 0 {
-		return 0, false
-	}
-	for len(line) > 1 && line[0] == '0' {
-		line = line[1:]
-	}
-	if len(line) > 15 {
-		return 0, false
-	}
-	var n int64
-	for _, c := range line {
-		var d byte
-		switch {
-		case '0' <= c && c <= '9':
-			d = c - '0'
-		case 'a' <= c && c <= 'f':
-			d = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			d = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		n = n<<4 | int64(d)
-	}
-	return n, true
 }
 
 // Read implements io.Reader over the decoded body, for handlers that want

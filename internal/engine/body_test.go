@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/helios-lb/helios/internal/http1"
 )
 
 // newTestBody returns a body of the given kind over src, read through a
@@ -113,7 +115,7 @@ var chunkedTests = []struct {
 	// RFC 9112 §7.1: leading zeros are valid however many there are
 	// (issue 9); only significant digits can overflow.
 	{name: "leading zeros past 16 digits", in: "000000000000000000005\r\nhello\r\n00000000000000000000\r\n\r\n", want: "hello"},
-	{name: "16 significant digits", in: "1000000000000000\r\nx", err: errMalformedChunk},
+	{name: "16 significant digits", in: "1000000000000000\r\nx", err: http1.ErrMalformedChunk},
 	{name: "large chunk", in: strconv.FormatInt(int64(len(longChunk)), 16) + "\r\n" + longChunk + "\r\n0\r\n\r\n", want: longChunk},
 	{name: "extensions", in: "5;name=value\r\nhello\r\n5 ; a=\"b;c\"\r\nworld\r\n0;last\r\n\r\n", want: "helloworld"},
 	{name: "bare LF framing", in: "5\nhello\n0\n\n", want: "hello"},
@@ -128,29 +130,29 @@ var chunkedTests = []struct {
 			"Connection: close\r\nTE: trailers\r\nTrailer: X-A\r\nKeep-Alive: 1\r\nUpgrade: h2c\r\nX-B: 2\r\n\r\n",
 		want: "hello", trailer: "X-A: 1\r\nX-B: 2\r\n",
 	},
-	{name: "size not hex", in: "g\r\nhello\r\n0\r\n\r\n", err: errMalformedChunk},
-	{name: "size empty", in: "\r\nhello\r\n0\r\n\r\n", err: errMalformedChunk},
-	{name: "size negative", in: "-5\r\nhello\r\n0\r\n\r\n", err: errMalformedChunk},
-	{name: "size 0x", in: "0x5\r\nhello\r\n0\r\n\r\n", err: errMalformedChunk},
-	{name: "size overflow", in: "1000000000000000\r\nhello\r\n0\r\n\r\n", err: errMalformedChunk},
-	{name: "size line too long", in: "5;" + strings.Repeat("x", 8000) + "\r\nhello\r\n0\r\n\r\n", err: errMalformedChunk},
-	{name: "data longer than size", in: "5\r\nhelloX\r\n0\r\n\r\n", err: errMalformedChunk},
-	{name: "data far longer than size", in: "5\r\nhello world, this is not a CRLF\r\n0\r\n\r\n", err: errMalformedChunk},
-	{name: "cr without lf after data", in: "5\r\nhello\r0\r\n\r\n", err: errMalformedChunk},
-	{name: "malformed trailer", in: "5\r\nhello\r\n0\r\nnot a field\r\n\r\n", err: errMalformedChunk},
-	{name: "folded trailer", in: "5\r\nhello\r\n0\r\nX-A: 1\r\n 2\r\n\r\n", err: errMalformedChunk},
-	{name: "nul in trailer", in: "5\r\nhello\r\n0\r\nX-A: 1\x002\r\n\r\n", err: errMalformedChunk},
+	{name: "size not hex", in: "g\r\nhello\r\n0\r\n\r\n", err: http1.ErrMalformedChunk},
+	{name: "size empty", in: "\r\nhello\r\n0\r\n\r\n", err: http1.ErrMalformedChunk},
+	{name: "size negative", in: "-5\r\nhello\r\n0\r\n\r\n", err: http1.ErrMalformedChunk},
+	{name: "size 0x", in: "0x5\r\nhello\r\n0\r\n\r\n", err: http1.ErrMalformedChunk},
+	{name: "size overflow", in: "1000000000000000\r\nhello\r\n0\r\n\r\n", err: http1.ErrMalformedChunk},
+	{name: "size line too long", in: "5;" + strings.Repeat("x", 8000) + "\r\nhello\r\n0\r\n\r\n", err: http1.ErrMalformedChunk},
+	{name: "data longer than size", in: "5\r\nhelloX\r\n0\r\n\r\n", err: http1.ErrMalformedChunk},
+	{name: "data far longer than size", in: "5\r\nhello world, this is not a CRLF\r\n0\r\n\r\n", err: http1.ErrMalformedChunk},
+	{name: "cr without lf after data", in: "5\r\nhello\r0\r\n\r\n", err: http1.ErrMalformedChunk},
+	{name: "malformed trailer", in: "5\r\nhello\r\n0\r\nnot a field\r\n\r\n", err: http1.ErrMalformedChunk},
+	{name: "folded trailer", in: "5\r\nhello\r\n0\r\nX-A: 1\r\n 2\r\n\r\n", err: http1.ErrMalformedChunk},
+	{name: "nul in trailer", in: "5\r\nhello\r\n0\r\nX-A: 1\x002\r\n\r\n", err: http1.ErrMalformedChunk},
 	{name: "truncated data", in: "5\r\nhel", err: io.ErrUnexpectedEOF},
 	{name: "truncated before size", in: "5\r\nhello\r\n", err: io.ErrUnexpectedEOF},
 	{name: "truncated in trailer", in: "5\r\nhello\r\n0\r\nX-A: 1\r\n", err: io.ErrUnexpectedEOF},
 	{name: "huge size, short data", in: "fffffffffffffff\r\nabc", err: io.ErrUnexpectedEOF},
-	{name: "oversize trailer line", in: "0\r\nX-A: " + strings.Repeat("v", maxTrailerBytes) + "\r\n\r\n", err: errTrailerTooLarge},
-	{name: "oversize trailer section", in: "0\r\n" + strings.Repeat("X-A: "+strings.Repeat("v", 1000)+"\r\n", 20) + "\r\n", err: errTrailerTooLarge},
+	{name: "oversize trailer line", in: "0\r\nX-A: " + strings.Repeat("v", http1.MaxTrailerBytes) + "\r\n\r\n", err: http1.ErrTrailerTooLarge},
+	{name: "oversize trailer section", in: "0\r\n" + strings.Repeat("X-A: "+strings.Repeat("v", 1000)+"\r\n", 20) + "\r\n", err: http1.ErrTrailerTooLarge},
 	{
 		// Dropped fields still count: otherwise a client can stream an
 		// endless trailer.
 		name: "oversize trailer of dropped fields",
-		in:   "0\r\n" + strings.Repeat("Host: "+strings.Repeat("v", 1000)+"\r\n", 20) + "\r\n", err: errTrailerTooLarge,
+		in:   "0\r\n" + strings.Repeat("Host: "+strings.Repeat("v", 1000)+"\r\n", 20) + "\r\n", err: http1.ErrTrailerTooLarge,
 	},
 }
 

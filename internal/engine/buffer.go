@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/helios-lb/helios/internal/http1"
 	"github.com/helios-lb/helios/internal/wire"
 )
 
@@ -28,7 +29,7 @@ func clientBodyErr(err error) error {
 	switch {
 	case errors.Is(err, errBodyTooLarge):
 		return fmt.Errorf("%w: %w", wire.ErrBodyTooLarge, err)
-	case errors.Is(err, errMalformedChunk), errors.Is(err, errTrailerTooLarge):
+	case errors.Is(err, http1.ErrMalformedChunk), errors.Is(err, http1.ErrTrailerTooLarge):
 		return fmt.Errorf("%w: %w", wire.ErrBadRequest, err)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return fmt.Errorf("%w: %w", wire.ErrClientTimeout, err)

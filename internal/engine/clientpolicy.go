@@ -298,9 +298,9 @@ func (t *addrCounts) release(a netip.Addr) {
 func (c *lconn) resolveClient() {
 	peer := c.remote.Addr().Unmap()
 	c.untrust()
-	scheme := schemeHTTP
+	scheme := httpmsg.SchemeHTTP
 	if c.opts.TLS != nil {
-		scheme = schemeHTTPS
+		scheme = httpmsg.SchemeHTTPS
 	}
 	if rip := c.opts.RealIP; rip.Trusts(peer) {
 		e := c.edgeState()
@@ -308,9 +308,9 @@ func (c *lconn) resolveClient() {
 		if v, ok := c.req.Header.GetKind(httpmsg.KindXForwardedProto); ok {
 			switch v, _ := httpmsg.NextToken(v); {
 			case httpmsg.EqualFold(v, "https"):
-				scheme = schemeHTTPS
+				scheme = httpmsg.SchemeHTTPS
 			case httpmsg.EqualFold(v, "http"):
-				scheme = schemeHTTP
+				scheme = httpmsg.SchemeHTTP
 			}
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/helios-lb/helios/internal/bodybuf"
+	"github.com/helios-lb/helios/internal/http1"
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/upstream"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -435,9 +437,9 @@ func (c *lconn) readHead() bool {
 			}
 		}
 		if len(b) > 0 {
-			end, sc := findHeadEnd(b, c.scanned)
+			end, sc := http1.FindHeadEnd(b, c.scanned)
 			if end > 0 && end > c.opts.MaxHeaderBytes {
-				c.refuse(&statusError{431, "request header too large"}, false)
+				c.refuse(httpmsg.NewStatusError(431, "request header too large"), false)
 				return false
 			}
 			if end > 0 {
@@ -449,7 +451,7 @@ func (c *lconn) readHead() bool {
 				if c.req.Header.Fields == nil {
 					c.req.Header.Fields = c.l.fieldBufs.get()
 				}
-				if err := parseRequestLimits(head, &c.req, c.opts.limits()); err != nil {
+				if err := http1.ParseRequest(head, &c.req, c.opts.limits()); err != nil {
 					if c.opts.H2C && c.fresh != 0 && !bytes.Contains(head[:bytes.IndexByte(head, '\n')+1], []byte(" HTTP/1.")) {
 						// The first bytes of an h2c listener's connection
 						// that are no HTTP/1.x request line may be a
@@ -462,7 +464,7 @@ func (c *lconn) readHead() bool {
 					return false
 				}
 				if c.opts.TLS != nil {
-					c.req.Scheme = schemeHTTPS
+					c.req.Scheme = httpmsg.SchemeHTTPS
 				}
 				c.reqDeadline = 0
 				if rt := c.opts.ReadTimeout; rt > 0 {
@@ -473,7 +475,7 @@ func (c *lconn) readHead() bool {
 			}
 			c.scanned = sc
 			if len(b) > c.opts.MaxHeaderBytes {
-				c.refuse(&statusError{431, "request header too large"}, false)
+				c.refuse(httpmsg.NewStatusError(431, "request header too large"), false)
 				return false
 			}
 			if !c.headDeadline {
@@ -510,7 +512,7 @@ func (c *lconn) readHead() bool {
 			return false
 		case err == errBufferFull:
 			if len(c.rd.buf) >= c.opts.MaxHeaderBytes+readBufSize {
-				c.refuse(&statusError{431, "request header too large"}, false)
+				c.refuse(httpmsg.NewStatusError(431, "request header too large"), false)
 				return false
 			}
 			c.rd.grow(min(2*len(c.rd.buf), c.opts.MaxHeaderBytes+readBufSize))
@@ -558,9 +560,9 @@ func (c *lconn) readBody() bool {
 // closes. routed says the head was parsed (the body is what failed), so
 // the record can name the route.
 func (c *lconn) refuse(err error, routed bool) {
-	var se *statusError
+	var se *httpmsg.StatusError
 	if !errors.As(err, &se) {
-		se = &statusError{400, "bad request"}
+		se = &httpmsg.StatusError{Status: 400, Msg: "bad request"}
 	}
 	if !routed {
 		c.req.Method = nil
@@ -568,13 +570,13 @@ func (c *lconn) refuse(err error, routed bool) {
 	} else {
 		c.resolveClient()
 	}
-	c.req.keepAlive = false
+	c.req.KeepAlive = false
 	c.closeAfter = true
 	c.start = c.l.now
 	c.respStarted = false
-	c.respondText(se.status, se.msg)
+	c.respondText(se.Status, se.Msg)
 	c.takeFlow()
-	c.flow.Refused(c, se.status, err)
+	c.flow.Refused(c, se.Status, err)
 	c.l.putFlow(c)
 	c.req.Method = nil
 	c.endOutput()
@@ -605,7 +607,7 @@ func (c *lconn) begin() {
 	c.bodyDeadline = 0
 	c.spooled, c.spoolFull = false, false
 	switch {
-	case c.req.chunked:
+	case c.req.Chunked:
 		c.reqBody.reset(&c.rd, bodyChunked, 0)
 	case c.req.ContentLength > 0:
 		c.reqBody.reset(&c.rd, bodyFixed, c.req.ContentLength)

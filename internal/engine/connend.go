@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/wire"
 	"golang.org/x/net/http2"
 )
@@ -150,7 +151,7 @@ func (c *lconn) timeout() {
 			c.close()
 			return
 		}
-		c.refuse(&statusError{408, "request timeout"}, c.state == lsBody)
+		c.refuse(httpmsg.NewStatusError(408, "request timeout"), c.state == lsBody)
 	case dlConnect:
 		c.upFailed(fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, c.be.Addr, os.ErrDeadlineExceeded), false)
 	case dlUpHead:

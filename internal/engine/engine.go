@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/helios-lb/helios/internal/http1"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -20,7 +21,7 @@ import (
 type Engine struct {
 	stepper  wire.Stepper
 	loops    []*loop
-	status   *statusLines
+	status   *http1.StatusLines
 	date     dateCache
 	draining atomic.Bool
 	stopped  atomic.Bool
@@ -100,7 +101,7 @@ func NewEngine(s wire.Stepper, o EngineOptions) (*Engine, error) {
 	if o.Poller == "" {
 		o.Poller = netpoll.Native()
 	}
-	e := &Engine{stepper: s, status: newStatusLines(), lookup: lookupHost, resolveEvery: resolveEvery, resolveRetry: resolveRetry, kind: o.Poller, fds: o.Descriptors}
+	e := &Engine{stepper: s, status: http1.NewStatusLines(), lookup: lookupHost, resolveEvery: resolveEvery, resolveRetry: resolveRetry, kind: o.Poller, fds: o.Descriptors}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.spills = make(chan spillJob, 1024)
 	e.spillBufs.New = func() any { b := make([]byte, spillSize); return &b }

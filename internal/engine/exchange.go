@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/helios-lb/helios/internal/http1"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -56,7 +57,7 @@ func (c *lconn) Proto() []byte {
 	if c.h2s != nil {
 		return proto20
 	}
-	if c.req.minor == 0 {
+	if c.req.Minor == 0 {
 		return proto10
 	}
 	return proto11
@@ -150,10 +151,9 @@ func (c *lconn) Respond(status int, header *httpmsg.Header, body []byte) error {
 	c.respStatus = status
 	c.ensureWriter()
 	w := &c.wr
-	writeFixedHead(w, c.l.eng.status.line(status), c.l.eng.date.line(time.Unix(0, c.l.now)), header, status, len(body))
-	c.writeConnectionHeader()
-	w.WriteString("\r\n")
-	c.respBytes = writeFixedBody(w, status, c.req.Method, body)
+	http1.WriteFixedHead(w, c.l.eng.status.Line(status), c.l.eng.date.line(time.Unix(0, c.l.now)), header, status, len(body))
+	c.endHead()
+	c.respBytes = http1.WriteFixedBody(w, status, c.req.Method, body)
 	if w.err != nil {
 		c.broken = true
 		return wrapClientErr(w.err)

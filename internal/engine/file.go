@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/helios-lb/helios/internal/http1"
 	"github.com/helios-lb/helios/internal/wire"
 )
 
@@ -38,12 +39,11 @@ func (c *lconn) serveFile(fs wire.Files) {
 	}
 	c.ensureWriter()
 	w := &c.wr
-	w.Write(c.l.eng.status.line(a.Status))
+	w.Write(c.l.eng.status.Line(a.Status))
 	w.Write(c.l.eng.date.line(time.Unix(0, c.l.now)))
 	a.Header.Emit(w)
 	c.fileFraming()
-	c.writeConnectionHeader()
-	w.WriteString("\r\n")
+	c.endHead()
 	if a.File == nil {
 		w.Write(a.Body)
 		c.respBytes = int64(len(a.Body))
@@ -128,7 +128,7 @@ func (c *lconn) pumpFile() {
 		}
 	}
 	if c.chunkOut {
-		c.wr.WriteString("0\r\n\r\n")
+		http1.WriteLastChunk(&c.wr, nil)
 	}
 	c.fileDone(nil)
 }

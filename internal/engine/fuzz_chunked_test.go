@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http/httputil"
 	"testing"
+
+	"github.com/helios-lb/helios/internal/http1"
 )
 
 // chunkedVectors are chunked bodies built on known smuggling vectors:
@@ -47,7 +49,7 @@ var chunkedVectors = []string{
 // optional body limit. It checks that every way gives what decoding the
 // whole input at once gives (the same bytes and trailer, or the same
 // error), that decoding stops at the end of the body (what follows is left
-// for the next message), that the trailer stays within maxTrailerBytes
+// for the next message), that the trailer stays within http1.MaxTrailerBytes
 // and the body within its limit, that the output re-encodes and decodes
 // the same, and that it is what net/http/httputil's chunked reader
 // decodes when that reader accepts the input too.
@@ -95,13 +97,13 @@ func FuzzChunkedBody(f *testing.F) {
 		}
 		if ref.err != nil {
 			switch ref.err {
-			case errMalformedChunk, errTrailerTooLarge, errBodyTooLarge, io.ErrUnexpectedEOF:
+			case http1.ErrMalformedChunk, http1.ErrTrailerTooLarge, errBodyTooLarge, io.ErrUnexpectedEOF:
 			default:
 				t.Fatalf("%q: got error %v, want a malformed, too large or truncated body", in, ref.err)
 			}
 			return
 		}
-		if len(ref.trailer) > maxTrailerBytes || len(ref.data) > len(in) {
+		if len(ref.trailer) > http1.MaxTrailerBytes || len(ref.data) > len(in) {
 			t.Fatalf("%q: decoded %d bytes and %d of trailer from %d", in, len(ref.data), len(ref.trailer), len(in))
 		}
 		// The body ends with an empty line, and only what follows it is

@@ -434,13 +434,7 @@ type h2src struct{ c *lconn }
 
 func (r h2src) Read(p []byte) (int, error) {
 	st := r.c.h2s
-	n, err := st.read(p)
-	if n > 0 && st.s != nil {
-		st.calling++
-		st.s.Consumed(n)
-		st.calling--
-	}
-	return n, err
+	return st.readCrediting(p, st.s, &st.calling)
 }
 
 // streamEvent handles what the stream's connection tells its exchange:

@@ -22,7 +22,7 @@ func (c *lconn) streamRequest(rh *h2.RequestHead, end bool) error {
 	mem := &st.head
 	mem.reset()
 	r := &c.req
-	r.reset()
+	r.Reset()
 	if r.Header.Fields == nil {
 		// From the loop's free list, as an HTTP/1.1 head's (closeStream
 		// gives it back).
@@ -30,22 +30,22 @@ func (c *lconn) streamRequest(rh *h2.RequestHead, end bool) error {
 	}
 	lim := c.opts.limits()
 	r.Proto = httpmsg.HTTP2
-	r.minor = 1
-	r.keepAlive = true
+	r.Minor = 1
+	r.KeepAlive = true
 	r.Method = mem.copy(rh.Method)
-	if err := lim.checkMethod(r.Method); err != nil {
+	if err := lim.CheckMethod(r.Method); err != nil {
 		return err
 	}
 	if string(rh.Method) == "CONNECT" {
-		return &statusError{405, "CONNECT is not supported"}
+		return httpmsg.NewStatusError(405, "CONNECT is not supported")
 	}
 	r.Scheme = mem.copy(rh.Scheme)
 	r.Target = mem.copy(rh.Path)
-	r.rawTarget = r.Target
-	if err := checkTarget(r.Target); err != nil {
+	r.RawTarget = r.Target
+	if err := httpmsg.CheckTarget(r.Target); err != nil {
 		return err
 	}
-	r.Path = pathOf(r.Target)
+	r.Path = httpmsg.PathOf(r.Target)
 	r.Authority = mem.copy(rh.Authority)
 	cookies := 0
 	for i := range rh.Fields {
@@ -65,25 +65,25 @@ func (c *lconn) streamRequest(rh *h2.RequestHead, end bool) error {
 			continue
 		}
 		name, value := mem.pair(f.Name, f.Value)
-		if _, err := r.addField(name, value, lim); err != nil {
+		if _, err := lim.AddField(&r.Header, name, value); err != nil {
 			return err
 		}
 	}
 	if cookies > 0 {
 		// HTTP/2 may split cookies into several fields (§8.2.3); they
 		// go on as one.
-		if _, err := r.addField(cookieName, mem.join(rh.Fields, "cookie", "; "), lim); err != nil {
+		if _, err := lim.AddField(&r.Header, cookieName, mem.join(rh.Fields, "cookie", "; ")); err != nil {
 			return err
 		}
 	}
 	if len(r.Authority) == 0 {
-		return badRequest("missing Host header")
+		return httpmsg.BadRequest("missing Host header")
 	}
-	if !validHost(r.Authority) {
-		return badRequest("invalid Host")
+	if !httpmsg.ValidHost(r.Authority) {
+		return httpmsg.BadRequest("invalid Host")
 	}
-	r.hasHost = true
-	r.Host = stripPort(r.Authority)
+	r.HasHost = true
+	r.Host = httpmsg.StripPort(r.Authority)
 	switch {
 	case end:
 		r.ContentLength = 0

@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/helios-lb/helios/internal/http1"
 	"github.com/helios-lb/helios/internal/httpmsg"
 
 	"github.com/helios-lb/helios/internal/h2"
@@ -24,7 +25,7 @@ func (c *lconn) h2respond(status int, header *httpmsg.Header, body []byte) error
 	c.respStarted = true
 	c.respStatus = status
 	out := c.h2fixedFields(header)
-	withBody := fixedBodyAllowed(status)
+	withBody := http1.FixedBodyAllowed(status)
 	if withBody {
 		out.number(h2ContentLengthName, int64(len(body)))
 	}
@@ -129,7 +130,7 @@ func (c *lconn) h2startSend() {
 	out := &st.out
 	out.reset()
 	httpmsg.ResponseFields(out, &r.Response, true)
-	bodyOut, _, _ := framing(&c.req, r)
+	bodyOut, _, _ := http1.Framing(c.req.Method, c.req.Minor, &r.Response)
 	// An HTTP/2 backend's answer that ended with its head stays one
 	// HEADERS frame (gRPC's trailers-only answers must).
 	noBody := !bodyOut || u.h2 != nil && u.h2.headersOnly

@@ -61,6 +61,20 @@ func (m *streamBuf) read(p []byte) (int, error) {
 	return n, nil
 }
 
+// readCrediting reads as read does, and gives the bytes read back to the
+// flow-control window of s (nil once the stream has gone): that credit is
+// what lets the peer send more, so a reader that stops reading stops the
+// sender. calling counts the reader's calls into s under way.
+func (m *streamBuf) readCrediting(p []byte, s *h2.Stream, calling *int) (int, error) {
+	n, err := m.read(p)
+	if n > 0 && s != nil {
+		*calling++
+		s.Consumed(n)
+		*calling--
+	}
+	return n, err
+}
+
 // What a stream's buffer holds is what its reader has not taken yet,
 // which the flow-control window bounds (the sender gets credit back only
 // as the reader takes bytes): the bytes read are dropped from the front

@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/helios-lb/helios/internal/h2"
-	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/wire"
 )
 
@@ -25,7 +24,7 @@ import (
 // being dialled when none has (up to the backend's connection cap). The
 // exchange holds a lupconn in the stream role (h2 set, no socket of its
 // own): its request goes out as HEADERS and DATA — the head written by
-// the same code as an HTTP/1.1 request's (writeRequestHead: one httpmsg.Header
+// the same code as an HTTP/1.1 request's (http1.WriteRequestHead: one httpmsg.Header
 // policy, X-Forwarded-* included), its body as the stream's send window
 // allows — and the answer comes back rendered as an HTTP/1.1 message in
 // the lupconn's input (chunked, with the trailers, when it has no
@@ -179,24 +178,18 @@ func (c *lconn) connectH2(p *lpool) {
 // dialH2 starts a connection to p's backend for transport tr, opening
 // with the PROXY header pp naming ppFor (nil: none).
 func (l *loop) dialH2(p *lpool, tr *wire.Transport, pp []byte, ppFor netip.Addr) (*h2up, error) {
-	if !l.eng.takeFD() {
-		return nil, errNoDescriptor
-	}
-	fd, connected, err := l.connect(p)
+	var hu *h2up
+	connected, err := l.openSocket(p, func(fd int, _ bool) target {
+		hu = &h2up{l: l, pool: p, fd: fd, connecting: true, lastTick: l.now, tr: tr, pp: pp, ppFor: ppFor}
+		if d := tr.Settings.DialTimeout; d > 0 {
+			hu.connectBy = l.now + int64(d)
+		}
+		hu.fr = fdReader{fd: fd, p: l.poller}
+		hu.fw = fdWriter{fd: fd, p: l.poller, file: -1}
+		return hu
+	})
 	if err != nil {
-		l.releaseFD()
 		return nil, err
-	}
-	hu := &h2up{l: l, pool: p, fd: fd, connecting: true, lastTick: l.now, tr: tr, pp: pp, ppFor: ppFor}
-	if d := tr.Settings.DialTimeout; d > 0 {
-		hu.connectBy = l.now + int64(d)
-	}
-	hu.fr = fdReader{fd: fd, p: l.poller}
-	hu.fw = fdWriter{fd: fd, p: l.poller, file: -1}
-	if err := l.register(fd, hu); err != nil {
-		netpoll.CloseFD(fd)
-		l.releaseFD()
-		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, err)
 	}
 	p.open++
 	p.h2 = append(p.h2, hu)
@@ -472,11 +465,11 @@ func (hu *h2up) OnResponse(s *h2.Stream, h *h2.ResponseHead, end bool) {
 	}
 	st := u.h2
 	r := &u.resp
-	r.reset()
+	r.Reset()
 	r.Status = h.Status
 	r.Proto = httpmsg.HTTP2
-	r.minor = 1
-	r.keepAlive = true
+	r.Minor = 1
+	r.KeepAlive = true
 	mem := &st.resp
 	mem.reset()
 	for i := range h.Fields {

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/helios-lb/helios/internal/h2"
+	"github.com/helios-lb/helios/internal/http1"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/wire"
 	"golang.org/x/net/http2"
@@ -94,13 +95,7 @@ func (r h2upSrc) Read(p []byte) (int, error) {
 	if !st.unread() && st.err != nil {
 		return 0, st.err
 	}
-	n, err := st.read(p)
-	if n > 0 && st.s != nil {
-		st.calling++
-		st.s.Consumed(n)
-		st.calling--
-	}
-	return n, err
+	return st.readCrediting(p, st.s, &st.calling)
 }
 
 // sendRequestH2 opens the exchange's stream and sends its request: the
@@ -199,13 +194,13 @@ func (c *lconn) h2requestHead(st *h2upStream, bodyLen int64) {
 		cl = bodyLen
 	case r.ContentLength > 0:
 		cl = r.ContentLength
-	case r.ContentLength == 0 && !methodWithoutBody(r.Method) && hasField(&r.Header, httpmsg.KindContentLength):
+	case r.ContentLength == 0 && !http1.MethodWithoutBody(r.Method) && r.Header.HasKind(httpmsg.KindContentLength):
 		cl = 0
 	}
 	if cl >= 0 {
 		out.number(h2ContentLengthName, cl)
 	}
-	if c.req.teTrailers() {
+	if teTrailers(&c.req.Header) {
 		out.fs = append(out.fs, h2.Field{Name: h2TEName, Value: h2TrailersValue})
 	}
 	h.Fields = out.fs
@@ -368,10 +363,10 @@ func (c *lconn) h2upEnd() {
 	u.sending = false
 }
 
-// teTrailers reports whether the request's TE field names "trailers".
-func (r *request) teTrailers() bool {
-	for i := range r.Header.Fields {
-		f := &r.Header.Fields[i]
+// teTrailers reports whether a request's TE field names "trailers".
+func teTrailers(h *httpmsg.Header) bool {
+	for i := range h.Fields {
+		f := &h.Fields[i]
 		if f.Kind != httpmsg.KindTE {
 			continue
 		}

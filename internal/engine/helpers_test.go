@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -165,3 +166,6 @@ type lineSink struct{ b []byte }
 func (s *lineSink) Field(name, value []byte) {
 	s.b = append(append(append(append(s.b, name...), ": "...), value...), "\r\n"...)
 }
+
+// equalStrings reports whether a and b hold the same strings in order.
+func equalStrings(a, b []string) bool { return slices.Equal(a, b) }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/listener"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
@@ -88,7 +89,7 @@ func postOf(size int) string {
 func parseCL(head string) int64 {
 	f := headFields(head)
 	if v := f["content-length"]; len(v) == 1 {
-		n, _ := parseContentLength([]byte(v[0]))
+		n, _ := httpmsg.ParseContentLength([]byte(v[0]))
 		return n
 	}
 	return 0

@@ -95,8 +95,8 @@ type Options struct {
 }
 
 // limits returns the parser's bounds.
-func (o *Options) limits() limits {
-	return limits{maxFields: o.MaxHeaderCount, maxMethod: o.MaxMethodBytes, underscores: o.UnderscoresInHeaders}
+func (o *Options) limits() httpmsg.Limits {
+	return httpmsg.Limits{MaxFields: o.MaxHeaderCount, MaxMethod: o.MaxMethodBytes, Underscores: o.UnderscoresInHeaders}
 }
 
 // ConnMemory returns what one client connection may hold in buffers at

@@ -6,7 +6,7 @@ import (
 	"os"
 
 	"github.com/helios-lb/helios/internal/bodybuf"
-	"github.com/helios-lb/helios/internal/httpmsg"
+	"github.com/helios-lb/helios/internal/http1"
 	"github.com/helios-lb/helios/internal/wire"
 )
 
@@ -26,7 +26,7 @@ import (
 // not wait for before the request begins.
 func (c *lconn) streamingBody() bool {
 	r := &c.req
-	return r.chunked || r.ContentLength > maxLoopBody || r.Expect100 && r.ContentLength > 0
+	return r.Chunked || r.ContentLength > maxLoopBody || r.Expect100 && r.ContentLength > 0
 }
 
 // holdSmallBody charges the connection's request buffers for a small body
@@ -77,7 +77,7 @@ func (c *lconn) sendContinue() {
 		return
 	}
 	c.ensureWriter()
-	c.wr.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+	c.wr.WriteString(http1.Continue)
 	c.ensureNoDelay()
 	c.flushOut()
 }
@@ -129,18 +129,15 @@ func (c *lconn) pumpReq() {
 			// The buffered start of a chunked body went out as one
 			// chunk; its end goes now that its file part has.
 			c.prefixCRLF = false
-			u.w.WriteString("\r\n")
+			http1.WriteChunkEnd(&u.w)
 		}
 		p, err := c.l.bodyPiece(&c.reqBody, c.opts.outputLimit()-len(u.fw.pending))
 		if len(p) > 0 {
 			c.bodySent = true
 			if chunked {
-				u.w.writeHex(int64(len(p)))
-				u.w.WriteString("\r\n")
-			}
-			u.w.Write(p)
-			if chunked {
-				u.w.WriteString("\r\n")
+				http1.WriteChunk(&u.w, p)
+			} else {
+				u.w.Write(p)
 			}
 			c.bodyDeadline = 0
 			if c.state == lsForward && u.state == upWaitHead {
@@ -157,9 +154,7 @@ func (c *lconn) pumpReq() {
 		case err == nil:
 		case err == io.EOF:
 			if chunked {
-				u.w.WriteString("0\r\n")
-				httpmsg.TrailerFields(&u.w, &c.reqTrailer().hdr)
-				u.w.WriteString("\r\n")
+				http1.WriteLastChunk(&u.w, &c.reqTrailer().hdr)
 			}
 			c.streaming = false
 			c.bodyDeadline = 0
@@ -495,8 +490,7 @@ func (c *lconn) spilled(gen uint32, err error) {
 func (c *lconn) sendBuffered() {
 	u := c.up
 	if c.req.ContentLength < 0 && c.bodyBuf == bufferedPrefix {
-		u.w.writeHex(c.bb.Len())
-		u.w.WriteString("\r\n")
+		http1.WriteChunkHead(&u.w, c.bb.Len())
 		c.prefixCRLF = true
 	}
 	u.w.Write(c.bb.Mem())

@@ -74,7 +74,7 @@ const spoolGrow = 1 << 20
 // reports whether the spool took the answer over (pump then returns).
 func (c *lconn) startSpool() bool {
 	u := c.up
-	if c.rs != nil || u == nil || u.h2 != nil || u.resp.streams || c.streaming || u.busy() || u.body.done {
+	if c.rs != nil || u == nil || u.h2 != nil || u.resp.Streams || c.streaming || u.busy() || u.body.done {
 		return false
 	}
 	rb := c.flow.ResponseBuffer()

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/helios-lb/helios/internal/httpmsg"
+	"github.com/helios-lb/helios/internal/http1"
 	"github.com/helios-lb/helios/internal/wire"
 	"golang.org/x/sys/unix"
 )
@@ -31,14 +31,13 @@ func (c *lconn) startSend() {
 	c.respStarted = true
 	c.respStatus = r.Status
 	c.ensureWriter()
-	bodyOut, chunkOut, closeAfter := framing(&c.req, r)
+	bodyOut, chunkOut, closeAfter := http1.Framing(c.req.Method, c.req.Minor, &r.Response)
 	if closeAfter {
 		c.closeAfter = true
 	}
 	c.chunkOut = chunkOut
-	writeResponseHead(&c.wr, r, bodyOut, chunkOut)
-	c.writeConnectionHeader()
-	c.wr.WriteString("\r\n")
+	http1.WriteResponseHead(&c.wr, &r.Response, bodyOut, chunkOut)
+	c.endHead()
 	// The head has been copied out: its bytes need not stay pinned.
 	u.rd.unpin()
 	if !bodyOut {
@@ -111,24 +110,17 @@ func (c *lconn) writePiece(p []byte) bool {
 // writeChunk writes a piece of an answer's body to an HTTP/1.1 client:
 // as a chunk when the answer goes out chunked (chunkOut).
 func (c *lconn) writeChunk(p []byte) {
-	w := &c.wr
 	if c.chunkOut {
-		w.writeHex(int64(len(p)))
-		w.WriteString("\r\n")
-	}
-	w.Write(p)
-	if c.chunkOut {
-		w.WriteString("\r\n")
+		http1.WriteChunk(&c.wr, p)
+	} else {
+		c.wr.Write(p)
 	}
 }
 
 // endChunks ends an answer that goes out chunked, with its trailer.
 func (c *lconn) endChunks(tr *trailerSection) {
 	if c.chunkOut {
-		w := &c.wr
-		w.WriteString("0\r\n")
-		httpmsg.TrailerFields(w, &tr.hdr)
-		w.WriteString("\r\n")
+		http1.WriteLastChunk(&c.wr, &tr.hdr)
 	}
 }
 
@@ -153,7 +145,7 @@ func (c *lconn) letGoUp(err error) {
 	u := c.up
 	c.up = nil
 	if u != nil {
-		u.release(err == nil && u.resp.keepAlive && u.body.done && !c.streaming && !u.busy())
+		u.release(err == nil && u.resp.KeepAlive && u.body.done && !c.streaming && !u.busy())
 		c.releaseUpWriterOf(u)
 	}
 }
@@ -276,16 +268,16 @@ func (c *lconn) flushOut() {
 func (c *lconn) closing() bool {
 	// A request body not read to its end leaves the connection
 	// unframed: it cannot carry another request.
-	return !c.req.keepAlive || c.closeAfter || c.bodyPending() || c.l.eng.draining.Load() || c.ll.draining.Load()
+	return !c.req.KeepAlive || c.closeAfter || c.bodyPending() || c.l.eng.draining.Load() || c.ll.draining.Load()
 }
 
-func (c *lconn) writeConnectionHeader() {
-	if c.closing() {
-		c.closeAfter = true
-		c.wr.WriteString("Connection: close\r\n")
-	} else if c.req.minor == 0 {
-		c.wr.WriteString("Connection: keep-alive\r\n")
-	}
+// endHead ends an answer's head to an HTTP/1.1 client: its Connection
+// field and the empty line.
+func (c *lconn) endHead() {
+	closing := c.closing()
+	c.closeAfter = c.closeAfter || closing
+	http1.WriteConnection(&c.wr, closing, c.req.Minor)
+	http1.EndHead(&c.wr)
 }
 
 func (c *lconn) ensureWriter() {

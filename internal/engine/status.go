@@ -2,34 +2,9 @@ package engine
 
 import (
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 )
-
-// statusLines holds pre-rendered "HTTP/1.1 NNN Reason\r\n" lines.
-type statusLines [600][]byte
-
-func newStatusLines() *statusLines {
-	var s statusLines
-	for code := 100; code < 600; code++ {
-		text := http.StatusText(code)
-		if text == "" {
-			text = "status code " + strconv.Itoa(code)
-		}
-		s[code] = []byte("HTTP/1.1 " + strconv.Itoa(code) + " " + text + "\r\n")
-	}
-	return &s
-}
-
-// line returns the status line for code (codes outside 100..599 are
-// rendered as 500; callers validate statuses before).
-func (s *statusLines) line(code int) []byte {
-	if code < 100 || code >= 600 {
-		code = 500
-	}
-	return s[code]
-}
 
 // dateCache renders the Date header once a second instead of per response.
 type dateCache struct {

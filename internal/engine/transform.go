@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/helios-lb/helios/internal/http1"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -183,9 +184,9 @@ func (c *lconn) fileFraming() {
 	if !c.transforming() {
 		return
 	}
-	if c.req.minor == 1 {
+	if c.req.Minor == 1 {
 		c.chunkOut = true
-		c.wr.WriteString("Transfer-Encoding: chunked\r\n")
+		http1.WriteChunkedFraming(&c.wr)
 		return
 	}
 	c.closeAfter = true

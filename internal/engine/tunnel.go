@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/helios-lb/helios/internal/http1"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/netpoll"
 )
@@ -54,9 +55,7 @@ func (c *lconn) startTunnel() {
 	c.respStatus = 101
 	c.ensureWriter()
 	w := &c.wr
-	w.WriteString("HTTP/1.1 101 Switching Protocols\r\n")
-	httpmsg.ResponseFields(w, &r.Response, true)
-	w.WriteString("Connection: Upgrade\r\n\r\n")
+	http1.WriteSwitching(w, &r.Response)
 	u.rd.unpin()
 	if b := u.rd.buffered(); len(b) > 0 {
 		// What the backend sent right behind its head.

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 
+	"github.com/helios-lb/helios/internal/http1"
 	"github.com/helios-lb/helios/internal/httpmsg"
 
 	"golang.org/x/sys/unix"
@@ -90,28 +91,42 @@ func (l *loop) dial(p *lpool) (*lupconn, error) {
 		}
 		return u, nil
 	}
+	var u *lupconn
+	if _, err := l.openSocket(p, func(fd int, connected bool) target {
+		u = &lupconn{l: l, pool: p, fd: fd, state: upConnecting}
+		u.fr = fdReader{fd: fd, p: l.poller}
+		u.fw = fdWriter{fd: fd, p: l.poller, file: -1}
+		if connected {
+			u.state = upIdle // connected already; sendRequest follows at once
+		}
+		return u
+	}); err != nil {
+		return nil, err
+	}
+	p.open++
+	return u, nil
+}
+
+// openSocket takes a descriptor, starts a non-blocking connect to p's
+// backend (connect) and registers the socket with the loop for the
+// connection mk makes of it (an HTTP/1.1 one, or an HTTP/2 session);
+// connected reports that the connect is done already. On failure the
+// socket is closed and its descriptor given back.
+func (l *loop) openSocket(p *lpool, mk func(fd int, connected bool) target) (connected bool, err error) {
 	if !l.eng.takeFD() {
-		return nil, errNoDescriptor
+		return false, errNoDescriptor
 	}
 	fd, connected, err := l.connect(p)
 	if err != nil {
 		l.releaseFD()
-		return nil, err
+		return false, err
 	}
-	p.open++
-	u := &lupconn{l: l, pool: p, fd: fd, state: upConnecting}
-	u.fr = fdReader{fd: fd, p: l.poller}
-	u.fw = fdWriter{fd: fd, p: l.poller, file: -1}
-	if connected {
-		u.state = upIdle // connected already; sendRequest follows at once
-	}
-	if err := l.register(fd, u); err != nil {
+	if err := l.register(fd, mk(fd, connected)); err != nil {
 		netpoll.CloseFD(fd)
-		p.open--
 		l.releaseFD()
-		return nil, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, err)
+		return false, fmt.Errorf("%w: dialing %s: %w", wire.ErrConnect, p.addr, err)
 	}
-	return u, nil
+	return connected, nil
 }
 
 // connect starts a non-blocking connect to p's backend; connected
@@ -230,7 +245,7 @@ func (c *lconn) sendRequest() {
 		u.pp = nil
 	}
 	hop := c.hop()
-	writeRequestHead(&u.w, &c.l.fwd, &c.req, &hop, bodyLen)
+	http1.WriteRequestHead(&u.w, &c.l.fwd, &c.req.Request, &hop, bodyLen)
 	switch {
 	case c.bodyBuf != notBuffered:
 		c.sendBuffered()
@@ -426,11 +441,11 @@ func (c *lconn) readUpHead() {
 	head := httpmsg.EqualFold(c.req.Method, "head")
 	for {
 		b := u.rd.buffered()
-		if end, _ := findHeadEnd(b, 0); end > 0 {
+		if end, _ := http1.FindHeadEnd(b, 0); end > 0 {
 			// Pin first: pinning may move the bytes (to make room for the
 			// body), and the parsed fields point into them.
 			u.rd.pinHead(end)
-			if err := parseResponse(u.rd.buf[u.rd.pin-end:u.rd.pin], &u.resp, head); err != nil {
+			if err := http1.ParseResponse(u.rd.buf[u.rd.pin-end:u.rd.pin], &u.resp, head); err != nil {
 				c.upFailed(fmt.Errorf("%w: %w", wire.ErrBackend, err), true)
 				return
 			}
@@ -483,7 +498,7 @@ func (c *lconn) gotHead() {
 		c.replay = false
 	}
 	switch {
-	case u.resp.chunked:
+	case u.resp.Chunked:
 		u.body.reset(&u.rd, bodyChunked, 0)
 	case u.resp.ContentLength < 0:
 		// Until the connection closes, or the stream ends.
@@ -529,7 +544,7 @@ func (c *lconn) dropUp(reuse bool) {
 		return
 	}
 	c.up = nil
-	if reuse && u.state == upBody && u.resp.keepAlive {
+	if reuse && u.state == upBody && u.resp.KeepAlive {
 		// A retry drops an answer: keep the connection if the rest of a
 		// small body is already here.
 		for !u.body.done {

@@ -106,14 +106,14 @@ func (w *writer) reserve(n int) bool {
 	return len(w.buf) >= n
 }
 
-func (w *writer) writeInt(v int64) {
+func (w *writer) WriteInt(v int64) {
 	if !w.reserve(20) {
 		return
 	}
 	w.n += len(strconv.AppendInt(w.buf[w.n:w.n], v, 10))
 }
 
-func (w *writer) writeHex(v int64) {
+func (w *writer) WriteHex(v int64) {
 	if !w.reserve(16) {
 		return
 	}

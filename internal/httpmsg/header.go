@@ -50,6 +50,12 @@ func (h *Header) GetKind(k Kind) ([]byte, bool) {
 	return nil, false
 }
 
+// HasKind reports whether h has a field of kind k that is not dropped.
+func (h *Header) HasKind(k Kind) bool {
+	_, ok := h.GetKind(k)
+	return ok
+}
+
 // Add appends a field. name and value must stay unchanged for the
 // message's life.
 func (h *Header) Add(name, value []byte) {

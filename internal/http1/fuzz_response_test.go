@@ -1,4 +1,4 @@
-package engine
+package http1
 
 import (
 	"bufio"
@@ -43,7 +43,7 @@ var responseVectors = []string{
 
 // FuzzParseResponse parses backend response heads (findHeadEnd and
 // parseResponse) and checks that a head either fails with
-// errMalformedResponse or parses into a consistent response: one framing
+// ErrMalformedResponse or parses into a consistent response: one framing
 // (none, fixed, chunked or until close), a connection that is not reused
 // after unsafe framing, and a head that, rendered for the client by
 // writeResponseHead, is clean on the wire and parses back to the same
@@ -62,19 +62,19 @@ func FuzzParseResponse(f *testing.F) {
 		f.Add([]byte(s), true, true)
 	}
 	f.Fuzz(func(t *testing.T, in []byte, forHEAD, http10Client bool) {
-		var r response
+		var r Response
 		// Whatever the bytes, parsing must not panic, and fail only one way.
-		if err := parseResponse(in, &r, forHEAD); err != nil && !errors.Is(err, errMalformedResponse) {
-			t.Fatalf("got %v, want nil or %v", err, errMalformedResponse)
+		if err := ParseResponse(in, &r, forHEAD); err != nil && !errors.Is(err, ErrMalformedResponse) {
+			t.Fatalf("got %v, want nil or %v", err, ErrMalformedResponse)
 		}
-		end, _ := findHeadEnd(in, 0)
+		end, _ := FindHeadEnd(in, 0)
 		if end < 0 {
 			return // the engines wait for more
 		}
 		head := in[:end]
-		if err := parseResponse(head, &r, forHEAD); err != nil {
-			if !errors.Is(err, errMalformedResponse) {
-				t.Fatalf("%q: got %v, want nil or %v", head, err, errMalformedResponse)
+		if err := ParseResponse(head, &r, forHEAD); err != nil {
+			if !errors.Is(err, ErrMalformedResponse) {
+				t.Fatalf("%q: got %v, want nil or %v", head, err, ErrMalformedResponse)
 			}
 			return
 		}
@@ -95,10 +95,10 @@ func noResponseBody(status int, forHEAD bool) bool {
 }
 
 // checkResponse checks what parseResponse made of head on its own terms.
-func checkResponse(t *testing.T, head []byte, r *response, forHEAD bool) {
+func checkResponse(t *testing.T, head []byte, r *Response, forHEAD bool) {
 	t.Helper()
-	if r.Status < 100 || r.Status > 599 || r.minor > 1 {
-		t.Fatalf("%q: got status %d, HTTP/1.%d", head, r.Status, r.minor)
+	if r.Status < 100 || r.Status > 599 || r.Minor > 1 {
+		t.Fatalf("%q: got status %d, HTTP/1.%d", head, r.Status, r.Minor)
 	}
 	// RFC 9112 §4: reason-phrase = *( HTAB / SP / VCHAR / obs-text ).
 	if !httpmsg.ValidValue(r.Reason) {
@@ -112,14 +112,14 @@ func checkResponse(t *testing.T, head []byte, r *response, forHEAD bool) {
 	n := countKinds(r.Header.Fields)
 	switch {
 	case noResponseBody(r.Status, forHEAD):
-		if r.ContentLength != 0 || r.chunked || r.untilClose {
-			t.Fatalf("%q: got length %d, chunked %v, until close %v; want no body", head, r.ContentLength, r.chunked, r.untilClose)
+		if r.ContentLength != 0 || r.Chunked || r.UntilClose {
+			t.Fatalf("%q: got length %d, chunked %v, until close %v; want no body", head, r.ContentLength, r.Chunked, r.UntilClose)
 		}
-	case r.chunked:
-		if r.ContentLength != -1 || r.untilClose || n[httpmsg.KindTransferEncoding] == 0 {
-			t.Fatalf("%q: chunked with length %d, until close %v", head, r.ContentLength, r.untilClose)
+	case r.Chunked:
+		if r.ContentLength != -1 || r.UntilClose || n[httpmsg.KindTransferEncoding] == 0 {
+			t.Fatalf("%q: chunked with length %d, until close %v", head, r.ContentLength, r.UntilClose)
 		}
-	case r.untilClose:
+	case r.UntilClose:
 		if r.ContentLength != -1 {
 			t.Fatalf("%q: until close with length %d", head, r.ContentLength)
 		}
@@ -128,19 +128,19 @@ func checkResponse(t *testing.T, head []byte, r *response, forHEAD bool) {
 			t.Fatalf("%q: got length %d, with %d Transfer-Encoding fields; want a length and none", head, r.ContentLength, n[httpmsg.KindTransferEncoding])
 		}
 		for _, f := range r.Header.Fields {
-			if cl, _ := parseContentLength(f.Value); f.Kind == httpmsg.KindContentLength && cl != r.ContentLength {
+			if cl, _ := httpmsg.ParseContentLength(f.Value); f.Kind == httpmsg.KindContentLength && cl != r.ContentLength {
 				t.Fatalf("%q: got length %d, want %q", head, r.ContentLength, f.Value)
 			}
 		}
 	}
 	closeTok, keepTok := connectionTokens(r.Header.Fields)
-	unsafe := r.untilClose || // the end of the body is the end of the connection
-		r.minor == 0 && n[httpmsg.KindTransferEncoding] > 0 || // RFC 9112 §6.1: faulty framing
+	unsafe := r.UntilClose || // the end of the body is the end of the connection
+		r.Minor == 0 && n[httpmsg.KindTransferEncoding] > 0 || // RFC 9112 §6.1: faulty framing
 		!noResponseBody(r.Status, forHEAD) && n[httpmsg.KindTransferEncoding] > 0 && n[httpmsg.KindContentLength] > 0 // RFC 9112 §6.3 rule 3
-	if r.keepAlive && (unsafe || closeTok || r.minor == 0 && !keepTok) {
+	if r.KeepAlive && (unsafe || closeTok || r.Minor == 0 && !keepTok) {
 		t.Fatalf("%q: connection kept alive", head)
 	}
-	if !r.keepAlive && !unsafe && !closeTok && (r.minor == 1 || keepTok) {
+	if !r.KeepAlive && !unsafe && !closeTok && (r.Minor == 1 || keepTok) {
 		t.Fatalf("%q: connection not kept alive", head)
 	}
 }
@@ -148,48 +148,48 @@ func checkResponse(t *testing.T, head []byte, r *response, forHEAD bool) {
 // checkRelayedResponse renders r as the engines send it to a client that
 // made a GET (HEAD with forHEAD) in HTTP/1.1 (HTTP/1.0 with http10Client),
 // and checks the result on the wire and parsed again.
-func checkRelayedResponse(t *testing.T, r *response, forHEAD, http10Client bool) {
+func checkRelayedResponse(t *testing.T, r *Response, forHEAD, http10Client bool) {
 	t.Helper()
-	req := request{Request: httpmsg.Request{Method: []byte("GET")}, minor: 1}
+	req := Request{Request: httpmsg.Request{Method: []byte("GET")}, Minor: 1}
 	if forHEAD {
 		req.Method = []byte("HEAD")
 	}
 	if http10Client {
-		req.minor = 0
+		req.Minor = 0
 	}
-	bodyOut, chunkOut, closeAfter := framing(&req, r)
-	render := func(r *response, chunkOut bool) []byte {
-		return renderHead(t, func(w *writer) {
-			writeResponseHead(w, r, bodyOut, chunkOut)
+	bodyOut, chunkOut, closeAfter := Framing(req.Method, req.Minor, &r.Response)
+	render := func(r *Response, chunkOut bool) []byte {
+		return renderHead(t, func(w Sink) {
+			WriteResponseHead(w, &r.Response, bodyOut, chunkOut)
 			w.WriteString("\r\n")
 		})
 	}
 	out := render(r, chunkOut)
 	checkWireHead(t, out)
-	var r2 response
-	if err := parseResponse(out, &r2, forHEAD); err != nil {
+	var r2 Response
+	if err := ParseResponse(out, &r2, forHEAD); err != nil {
 		t.Fatalf("relayed head %q: got %v, want it parsed", out, err)
 	}
-	if r2.Status != r.Status || !bytes.Equal(r2.Reason, r.Reason) || r2.minor != 1 {
-		t.Fatalf("relayed head %q: got status line %d %q HTTP/1.%d, want %d %q HTTP/1.1", out, r2.Status, r2.Reason, r2.minor, r.Status, r.Reason)
+	if r2.Status != r.Status || !bytes.Equal(r2.Reason, r.Reason) || r2.Minor != 1 {
+		t.Fatalf("relayed head %q: got status line %d %q HTTP/1.%d, want %d %q HTTP/1.1", out, r2.Status, r2.Reason, r2.Minor, r.Status, r.Reason)
 	}
 	switch {
 	case !bodyOut:
-		if r2.ContentLength != 0 || r2.chunked || r2.untilClose {
+		if r2.ContentLength != 0 || r2.Chunked || r2.UntilClose {
 			t.Fatalf("relayed head %q has a body", out)
 		}
 	case chunkOut:
 		// An HTTP/1.1 client gets chunks whatever the backend's framing.
-		if !r2.chunked || !r2.keepAlive {
-			t.Fatalf("relayed head %q: got chunked %v, keep-alive %v; want both", out, r2.chunked, r2.keepAlive)
+		if !r2.Chunked || !r2.KeepAlive {
+			t.Fatalf("relayed head %q: got chunked %v, keep-alive %v; want both", out, r2.Chunked, r2.KeepAlive)
 		}
-	case r.chunked || r.untilClose:
+	case r.Chunked || r.UntilClose:
 		// An HTTP/1.0 client reads to the close.
-		if !r2.untilClose || !closeAfter {
-			t.Fatalf("relayed head %q: got until close %v, closing %v; want both", out, r2.untilClose, closeAfter)
+		if !r2.UntilClose || !closeAfter {
+			t.Fatalf("relayed head %q: got until close %v, closing %v; want both", out, r2.UntilClose, closeAfter)
 		}
 	default:
-		if r2.ContentLength != r.ContentLength || r2.chunked || r2.untilClose {
+		if r2.ContentLength != r.ContentLength || r2.Chunked || r2.UntilClose {
 			t.Fatalf("relayed head %q: got length %d, want %d", out, r2.ContentLength, r.ContentLength)
 		}
 	}
@@ -201,7 +201,7 @@ func checkRelayedResponse(t *testing.T, r *response, forHEAD, http10Client bool)
 		switch {
 		case f.Drop, f.Kind.HopByHop(),
 			f.Kind == httpmsg.KindTrailer && !chunkOut,
-			f.Kind == httpmsg.KindContentLength && (r.chunked || r.untilClose || r.Status == 204):
+			f.Kind == httpmsg.KindContentLength && (r.Chunked || r.UntilClose || r.Status == 204):
 			continue
 		}
 		want = append(want, f)
@@ -214,7 +214,7 @@ func checkRelayedResponse(t *testing.T, r *response, forHEAD, http10Client bool)
 		t.Fatalf("relayed head %q: got fields %q, want %q", out, got, wantLines)
 	}
 	// What was relayed, relayed again, is the same bytes.
-	bodyOut2, chunkOut2, _ := framing(&req, &r2)
+	bodyOut2, chunkOut2, _ := Framing(req.Method, req.Minor, &r2.Response)
 	if bodyOut2 != bodyOut || chunkOut2 != chunkOut {
 		t.Fatalf("relayed head %q: framing changed from body %v, chunked %v to %v, %v", out, bodyOut, chunkOut, bodyOut2, chunkOut2)
 	}
@@ -230,7 +230,7 @@ func checkRelayedResponse(t *testing.T, r *response, forHEAD, http10Client bool)
 // backends (several Transfer-Encoding fields, codings before chunked, any
 // HTTP/1.x version), because it only ever reuses a connection whose
 // framing is unambiguous; those differences are not checked.
-func compareResponseWithNetHTTP(t *testing.T, head []byte, r *response, forHEAD bool) {
+func compareResponseWithNetHTTP(t *testing.T, head []byte, r *Response, forHEAD bool) {
 	t.Helper()
 	method := http.MethodGet
 	if forHEAD {
@@ -244,21 +244,21 @@ func compareResponseWithNetHTTP(t *testing.T, head []byte, r *response, forHEAD 
 	if resp.StatusCode != r.Status {
 		t.Fatalf("%q: net/http got status %d, Helios %d", head, resp.StatusCode, r.Status)
 	}
-	if resp.Close && r.keepAlive {
+	if resp.Close && r.KeepAlive {
 		t.Fatalf("%q: net/http closes the connection, Helios keeps it", head)
 	}
 	if noResponseBody(r.Status, forHEAD) {
 		return
 	}
-	if r.minor == 0 && countKinds(r.Header.Fields)[httpmsg.KindTransferEncoding] > 0 {
+	if r.Minor == 0 && countKinds(r.Header.Fields)[httpmsg.KindTransferEncoding] > 0 {
 		// net/http ignores Transfer-Encoding in HTTP/1.0 messages (its
 		// issue 12785); Helios applies RFC 9112 §6.3 and then closes.
 		return
 	}
 	goChunked := len(resp.TransferEncoding) > 0
 	goUntilClose := !goChunked && resp.ContentLength < 0
-	if goChunked != r.chunked || goUntilClose != r.untilClose || !goChunked && !goUntilClose && resp.ContentLength != r.ContentLength {
+	if goChunked != r.Chunked || goUntilClose != r.UntilClose || !goChunked && !goUntilClose && resp.ContentLength != r.ContentLength {
 		t.Fatalf("%q: net/http got chunked %v, length %d; Helios chunked %v, until close %v, length %d",
-			head, goChunked, resp.ContentLength, r.chunked, r.untilClose, r.ContentLength)
+			head, goChunked, resp.ContentLength, r.Chunked, r.UntilClose, r.ContentLength)
 	}
 }

@@ -1,8 +1,9 @@
-package engine
+package http1
 
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,9 +16,9 @@ func statusOf(err error) int {
 	if err == nil {
 		return 0
 	}
-	var se *statusError
+	var se *httpmsg.StatusError
 	if errors.As(err, &se) {
-		return se.status
+		return se.Status
 	}
 	return -1
 }
@@ -31,12 +32,12 @@ type reqSummary struct {
 	Expect100, HostOverride            bool
 }
 
-func summarize(r *request) reqSummary {
+func summarize(r *Request) reqSummary {
 	return reqSummary{
 		Method: string(r.Method), URI: string(r.Target), Path: string(r.Path),
-		Host: string(r.Host), Authority: string(r.Authority), Minor: r.minor,
-		CL: r.ContentLength, Chunked: r.chunked, KeepAlive: r.keepAlive, Upgrade: (r.Upgrade != nil),
-		Expect100: r.Expect100, HostOverride: r.hostOverride,
+		Host: string(r.Host), Authority: string(r.Authority), Minor: r.Minor,
+		CL: r.ContentLength, Chunked: r.Chunked, KeepAlive: r.KeepAlive, Upgrade: (r.Upgrade != nil),
+		Expect100: r.Expect100, HostOverride: r.HostOverride,
 	}
 }
 
@@ -234,30 +235,18 @@ var requestOKTests = []struct {
 func TestParseRequestOK(t *testing.T) {
 	for _, tt := range requestOKTests {
 		t.Run(tt.name, func(t *testing.T) {
-			var r request
-			if err := parseRequest([]byte(tt.head), &r); err != nil {
+			var r Request
+			if err := ParseRequest([]byte(tt.head), &r, httpmsg.Limits{}); err != nil {
 				t.Fatalf("got error %v, want none", err)
 			}
 			if got := summarize(&r); got != tt.want {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
-			if got := droppedNames(&r.Header); !equalStrings(got, tt.dropped) {
+			if got := droppedNames(&r.Header); !slices.Equal(got, tt.dropped) {
 				t.Errorf("dropped: got %v, want %v", got, tt.dropped)
 			}
 		})
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // requestRejectTests are request heads Helios refuses, with the status they
@@ -346,8 +335,8 @@ var requestRejectTests = []struct {
 func TestParseRequestRejects(t *testing.T) {
 	for _, tt := range requestRejectTests {
 		t.Run(tt.name, func(t *testing.T) {
-			var r request
-			err := parseRequest([]byte(crlf(tt.head)), &r)
+			var r Request
+			err := ParseRequest([]byte(crlf(tt.head)), &r, httpmsg.Limits{})
 			if got := statusOf(err); got != tt.status {
 				t.Errorf("got status %v (%v), want %v", got, err, tt.status)
 			}
@@ -362,27 +351,27 @@ func TestParseRequestLimits(t *testing.T) {
 	tests := []struct {
 		name    string
 		head    string
-		lim     limits
+		lim     httpmsg.Limits
 		status  int
 		dropped []string
 	}{
 		{name: "100 fields by default", head: hundred},
-		{name: "fewer allowed", head: hundred, lim: limits{maxFields: 50}, status: 431},
+		{name: "fewer allowed", head: hundred, lim: httpmsg.Limits{MaxFields: 50}, status: 431},
 		{name: "32-byte method", head: strings.Repeat("M", 32) + " / HTTP/1.1\nHost: a\n\n"},
-		{name: "shorter methods allowed", head: "PROPFIND / HTTP/1.1\nHost: a\n\n", lim: limits{maxMethod: 7}, status: 501},
+		{name: "shorter methods allowed", head: "PROPFIND / HTTP/1.1\nHost: a\n\n", lim: httpmsg.Limits{MaxMethod: 7}, status: 501},
 		{
 			name: "underscores dropped by default", head: "GET / HTTP/1.1\nHost: a\nX_Forwarded_For: 6.6.6.6\nX-Real: 1\nContent_Length: 5\n\n",
 			dropped: []string{"x_forwarded_for", "content_length"},
 		},
 		{
 			name: "underscores kept when allowed", head: "GET / HTTP/1.1\nHost: a\nX_Forwarded_For: 6.6.6.6\n\n",
-			lim: limits{underscores: true},
+			lim: httpmsg.Limits{Underscores: true},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var r request
-			err := parseRequestLimits([]byte(crlf(tt.head)), &r, tt.lim)
+			var r Request
+			err := ParseRequest([]byte(crlf(tt.head)), &r, tt.lim)
 			if got := statusOf(err); got != tt.status {
 				t.Fatalf("got status %v (%v), want %v", got, err, tt.status)
 			}
@@ -396,12 +385,12 @@ func TestParseRequestLimits(t *testing.T) {
 // TestParseRequestReuse checks that a request parsed into a reused struct
 // carries nothing over from the previous one.
 func TestParseRequestReuse(t *testing.T) {
-	var r request
+	var r Request
 	first := crlf("POST /a HTTP/1.1\nHost: a\nContent-Length: 5\nConnection: close, X-Y\nX-Y: 1\nExpect: 100-continue\n\n")
-	if err := parseRequest([]byte(first), &r); err != nil {
+	if err := ParseRequest([]byte(first), &r, httpmsg.Limits{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := parseRequest([]byte(crlf("GET /b HTTP/1.1\nHost: b\n\n")), &r); err != nil {
+	if err := ParseRequest([]byte(crlf("GET /b HTTP/1.1\nHost: b\n\n")), &r, httpmsg.Limits{}); err != nil {
 		t.Fatal(err)
 	}
 	want := reqSummary{Method: "GET", URI: "/b", Path: "/b", Host: "b", Authority: "b", Minor: 1, CL: 0, KeepAlive: true}
@@ -484,12 +473,12 @@ var responseTests = []struct {
 func TestParseResponse(t *testing.T) {
 	for _, tt := range responseTests {
 		t.Run(tt.name, func(t *testing.T) {
-			var r response
-			if err := parseResponse([]byte(crlf(tt.head)), &r, tt.forHEAD); err != nil {
+			var r Response
+			if err := ParseResponse([]byte(crlf(tt.head)), &r, tt.forHEAD); err != nil {
 				t.Fatalf("got error %v, want none", err)
 			}
-			got := respSummary{Status: r.Status, Minor: r.minor, Reason: string(r.Reason), CL: r.ContentLength,
-				Chunked: r.chunked, UntilClose: r.untilClose, KeepAlive: r.keepAlive}
+			got := respSummary{Status: r.Status, Minor: r.Minor, Reason: string(r.Reason), CL: r.ContentLength,
+				Chunked: r.Chunked, UntilClose: r.UntilClose, KeepAlive: r.KeepAlive}
 			if got != tt.want {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
@@ -528,10 +517,10 @@ var responseRejectTests = []struct {
 func TestParseResponseRejects(t *testing.T) {
 	for _, tt := range responseRejectTests {
 		t.Run(tt.name, func(t *testing.T) {
-			var r response
-			err := parseResponse([]byte(crlf(tt.head)), &r, false)
-			if !errors.Is(err, errMalformedResponse) {
-				t.Errorf("got %v, want %v", err, errMalformedResponse)
+			var r Response
+			err := ParseResponse([]byte(crlf(tt.head)), &r, false)
+			if !errors.Is(err, ErrMalformedResponse) {
+				t.Errorf("got %v, want %v", err, ErrMalformedResponse)
 			}
 		})
 	}
@@ -556,7 +545,7 @@ func TestFindHeadEnd(t *testing.T) {
 	for _, h := range headEndTests {
 		t.Run(h.name+"/whole", func(t *testing.T) {
 			b := []byte(h.head + tail)
-			if end, _ := findHeadEnd(b, 0); end != len(h.head) {
+			if end, _ := FindHeadEnd(b, 0); end != len(h.head) {
 				t.Errorf("got %v, want %v", end, len(h.head))
 			}
 		})
@@ -575,7 +564,7 @@ func TestFindHeadEnd(t *testing.T) {
 	}
 	t.Run("incomplete", func(t *testing.T) {
 		for _, s := range []string{"", "\r", "GET / HTTP/1.1\r\n", "GET / HTTP/1.1\r\nHost: a\r\n", "GET / HTTP/1.1\r\nHost: a\r\n\r", "GET /\n\r"} {
-			if end, sc := findHeadEnd([]byte(s), 0); end != -1 || sc < 0 || sc > len(s) {
+			if end, sc := FindHeadEnd([]byte(s), 0); end != -1 || sc < 0 || sc > len(s) {
 				t.Errorf("%q: got (%v, %v), want (-1, 0..%v)", s, end, sc, len(s))
 			}
 		}
@@ -592,7 +581,7 @@ func feedHead(s string, next func(left int) int) int {
 		if n > len(s) {
 			n = len(s)
 		}
-		end, sc := findHeadEnd([]byte(s[:n]), scanned)
+		end, sc := FindHeadEnd([]byte(s[:n]), scanned)
 		if end > 0 {
 			return end
 		}
@@ -622,7 +611,7 @@ func TestParseContentLength(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := parseContentLength([]byte(tt.in))
+			got, ok := httpmsg.ParseContentLength([]byte(tt.in))
 			if got != tt.want || ok != tt.ok {
 				t.Errorf("got (%v, %v), want (%v, %v)", got, ok, tt.want, tt.ok)
 			}
@@ -664,9 +653,9 @@ const typicalHead = "GET /api/v1/items?id=42 HTTP/1.1\r\n" +
 
 func TestParseRequestAllocs(t *testing.T) {
 	head := []byte(typicalHead)
-	var r request
+	var r Request
 	allocs := testing.AllocsPerRun(100, func() {
-		if err := parseRequest(head, &r); err != nil {
+		if err := ParseRequest(head, &r, httpmsg.Limits{}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -677,11 +666,11 @@ func TestParseRequestAllocs(t *testing.T) {
 
 func BenchmarkParseRequest(b *testing.B) {
 	head := []byte(typicalHead)
-	var r request
+	var r Request
 	b.ReportAllocs()
 	b.SetBytes(int64(len(head)))
 	for b.Loop() {
-		if err := parseRequest(head, &r); err != nil {
+		if err := ParseRequest(head, &r, httpmsg.Limits{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package engine
+package http1
 
 import (
 	"bufio"
@@ -108,19 +108,19 @@ func FuzzParseRequest(f *testing.F) {
 		f.Add([]byte(s), true)
 	}
 	f.Fuzz(func(t *testing.T, in []byte, underscores bool) {
-		lim := limits{underscores: underscores}
-		var r request
+		lim := httpmsg.Limits{Underscores: underscores}
+		var r Request
 		// Whatever the bytes, parsing must not panic, and fail only with
 		// an error status.
-		checkRequestError(t, in, parseRequestLimits(in, &r, lim))
+		checkRequestError(t, in, ParseRequest(in, &r, lim))
 		// RFC 9112 §2.2: the engines drop empty lines before a request.
 		b := bytes.TrimLeft(in, "\r\n")
-		end, _ := findHeadEnd(b, 0)
+		end, _ := FindHeadEnd(b, 0)
 		if end < 0 {
 			return // the engines wait for more
 		}
 		head := b[:end]
-		err := parseRequestLimits(head, &r, lim)
+		err := ParseRequest(head, &r, lim)
 		compareRequestWithNetHTTP(t, head, &r, err)
 		if err != nil {
 			checkRequestError(t, head, err)
@@ -147,33 +147,33 @@ func checkRequestError(t *testing.T, head []byte, err error) {
 
 // checkRequest checks what parseRequestLimits made of head on its own
 // terms.
-func checkRequest(t *testing.T, head []byte, r *request, lim limits) {
+func checkRequest(t *testing.T, head []byte, r *Request, lim httpmsg.Limits) {
 	t.Helper()
-	if !httpmsg.IsToken(r.Method) || r.minor > 1 {
-		t.Fatalf("%q: got method %q, HTTP/1.%d", head, r.Method, r.minor)
+	if !httpmsg.IsToken(r.Method) || r.Minor > 1 {
+		t.Fatalf("%q: got method %q, HTTP/1.%d", head, r.Method, r.Minor)
 	}
 	if len(r.Target) == 0 || (r.Target[0] != '/' && string(r.Target) != "*") || !bytes.HasPrefix(r.Target, r.Path) {
 		t.Fatalf("%q: got uri %q, path %q; want origin-form or *, and a path that starts it", head, r.Target, r.Path)
 	}
-	if !validHost(r.Authority) || !bytes.HasPrefix(r.Authority, r.Host) {
+	if !httpmsg.ValidHost(r.Authority) || !bytes.HasPrefix(r.Authority, r.Host) {
 		t.Fatalf("%q: got host %q, authority %q", head, r.Host, r.Authority)
 	}
 	n := countKinds(r.Header.Fields)
 	if n[httpmsg.KindContentLength] > 0 && n[httpmsg.KindTransferEncoding] > 0 {
 		t.Fatalf("%q: accepted with both Content-Length and Transfer-Encoding", head)
 	}
-	if n[httpmsg.KindHost] > 1 || n[httpmsg.KindHost] == 0 && r.minor == 1 && !r.hostOverride {
+	if n[httpmsg.KindHost] > 1 || n[httpmsg.KindHost] == 0 && r.Minor == 1 && !r.HostOverride {
 		t.Fatalf("%q: accepted with %d Host fields", head, n[httpmsg.KindHost])
 	}
-	if !r.hostOverride && n[httpmsg.KindHost] == 1 {
+	if !r.HostOverride && n[httpmsg.KindHost] == 1 {
 		if v, _ := r.Header.Get("host"); !bytes.Equal(v, r.Authority) || len(v) == 0 {
 			t.Fatalf("%q: got authority %q, want the Host field %q, not empty", head, r.Authority, v)
 		}
 	}
 	switch {
-	case r.chunked:
-		if r.ContentLength != -1 || r.minor != 1 || n[httpmsg.KindTransferEncoding] != 1 {
-			t.Fatalf("%q: chunked with length %d, HTTP/1.%d, %d Transfer-Encoding fields", head, r.ContentLength, r.minor, n[httpmsg.KindTransferEncoding])
+	case r.Chunked:
+		if r.ContentLength != -1 || r.Minor != 1 || n[httpmsg.KindTransferEncoding] != 1 {
+			t.Fatalf("%q: chunked with length %d, HTTP/1.%d, %d Transfer-Encoding fields", head, r.ContentLength, r.Minor, n[httpmsg.KindTransferEncoding])
 		}
 	case n[httpmsg.KindTransferEncoding] > 0:
 		t.Fatalf("%q: accepted with a Transfer-Encoding other than chunked", head)
@@ -186,40 +186,40 @@ func checkRequest(t *testing.T, head []byte, r *request, lim limits) {
 		if !httpmsg.IsToken(f.Name) || !httpmsg.ValidValue(f.Value) || !bytes.Equal(httpmsg.TrimOWS(f.Value), f.Value) {
 			t.Fatalf("%q: field %q: %q accepted", head, f.Name, f.Value)
 		}
-		if cl, ok := parseContentLength(f.Value); f.Kind == httpmsg.KindContentLength && (!ok || cl != r.ContentLength) {
+		if cl, ok := httpmsg.ParseContentLength(f.Value); f.Kind == httpmsg.KindContentLength && (!ok || cl != r.ContentLength) {
 			t.Fatalf("%q: got length %d, want %q", head, r.ContentLength, f.Value)
 		}
-		if !lim.underscores && bytes.IndexByte(f.Name, '_') >= 0 && !f.Drop {
+		if !lim.Underscores && bytes.IndexByte(f.Name, '_') >= 0 && !f.Drop {
 			t.Fatalf("%q: field %q kept, want it dropped (underscores_in_headers off)", head, f.Name)
 		}
 	}
 	closeTok, keepTok := connectionTokens(r.Header.Fields)
-	if r.keepAlive != (!closeTok && (r.minor == 1 || keepTok)) {
-		t.Fatalf("%q: got keep-alive %v with close %v, keep-alive %v in HTTP/1.%d", head, r.keepAlive, closeTok, keepTok, r.minor)
+	if r.KeepAlive != (!closeTok && (r.Minor == 1 || keepTok)) {
+		t.Fatalf("%q: got keep-alive %v with close %v, keep-alive %v in HTTP/1.%d", head, r.KeepAlive, closeTok, keepTok, r.Minor)
 	}
-	if r.Expect100 && r.minor != 1 || (r.Upgrade != nil) && r.minor != 1 {
-		t.Fatalf("%q: got expect %v, upgrade %v in HTTP/1.%d", head, r.Expect100, (r.Upgrade != nil), r.minor)
+	if r.Expect100 && r.Minor != 1 || (r.Upgrade != nil) && r.Minor != 1 {
+		t.Fatalf("%q: got expect %v, upgrade %v in HTTP/1.%d", head, r.Expect100, (r.Upgrade != nil), r.Minor)
 	}
 }
 
 // checkForwardedRequest renders r for the backend as the engines do
 // (bodyLen as writeRequestHead takes it), from a peer that is a trusted
 // proxy or not, and checks the result on the wire and parsed again.
-func checkForwardedRequest(t *testing.T, r *request, bodyLen int64, trusted bool) {
+func checkForwardedRequest(t *testing.T, r *Request, bodyLen int64, trusted bool) {
 	t.Helper()
 	var fw httpmsg.Forwarder
 	hop := httpmsg.Hop{Peer: fuzzClient, Trusted: trusted, Backend: fuzzBackend}
-	out := renderHead(t, func(w *writer) { writeRequestHead(w, &fw, r, &hop, bodyLen) })
+	out := renderHead(t, func(w Sink) { WriteRequestHead(w, &fw, &r.Request, &hop, bodyLen) })
 	checkWireHead(t, out)
-	var r2 request
-	if err := parseRequestLimits(out, &r2, limits{underscores: true, maxFields: 1 << 20}); err != nil {
+	var r2 Request
+	if err := ParseRequest(out, &r2, httpmsg.Limits{Underscores: true, MaxFields: 1 << 20}); err != nil {
 		t.Fatalf("forwarded head %q: got %v, want it parsed", out, err)
 	}
-	if !bytes.Equal(r2.Method, r.Method) || !bytes.Equal(r2.rawTarget, r.Target) || r2.minor != 1 || r2.hostOverride {
-		t.Fatalf("forwarded head %q: got %q %q HTTP/1.%d, want %q %q HTTP/1.1 in origin-form", out, r2.Method, r2.rawTarget, r2.minor, r.Method, r.Target)
+	if !bytes.Equal(r2.Method, r.Method) || !bytes.Equal(r2.RawTarget, r.Target) || r2.Minor != 1 || r2.HostOverride {
+		t.Fatalf("forwarded head %q: got %q %q HTTP/1.%d, want %q %q HTTP/1.1 in origin-form", out, r2.Method, r2.RawTarget, r2.Minor, r.Method, r.Target)
 	}
 	wantAuthority := string(r.Authority)
-	if !r.hasHost && !r.hostOverride {
+	if !r.HasHost && !r.HostOverride {
 		wantAuthority = fuzzBackend
 	}
 	if string(r2.Authority) != wantAuthority {
@@ -230,11 +230,11 @@ func checkForwardedRequest(t *testing.T, r *request, bodyLen int64, trusted bool
 	case bodyLen >= 0:
 		wantCL = bodyLen
 	}
-	if r2.chunked != (r.chunked && bodyLen < 0) || r2.ContentLength != wantCL {
-		t.Fatalf("forwarded head %q: got chunked %v, length %d; want %v, %d", out, r2.chunked, r2.ContentLength, r.chunked && bodyLen < 0, wantCL)
+	if r2.Chunked != (r.Chunked && bodyLen < 0) || r2.ContentLength != wantCL {
+		t.Fatalf("forwarded head %q: got chunked %v, length %d; want %v, %d", out, r2.Chunked, r2.ContentLength, r.Chunked && bodyLen < 0, wantCL)
 	}
-	if (r2.Upgrade != nil) != (r.Upgrade != nil) || !r2.keepAlive {
-		t.Fatalf("forwarded head %q: got upgrade %v, keep-alive %v; want %v, true", out, (r2.Upgrade != nil), r2.keepAlive, (r.Upgrade != nil))
+	if (r2.Upgrade != nil) != (r.Upgrade != nil) || !r2.KeepAlive {
+		t.Fatalf("forwarded head %q: got upgrade %v, keep-alive %v; want %v, true", out, (r2.Upgrade != nil), r2.KeepAlive, (r.Upgrade != nil))
 	}
 	// Fields: the end-to-end ones in order, none the parser marked to
 	// drop, and only the hop-by-hop and X-Forwarded-* ones Helios writes.
@@ -330,13 +330,13 @@ func checkForwardedRequest(t *testing.T, r *request, bodyLen int64, trusted bool
 // writes itself.
 var netHTTPExceptions = []struct {
 	name, why string
-	applies   func(r *request) bool
+	applies   func(r *Request) bool
 }{
 	{
 		name: "Content-Length fields with the same value, spelled differently",
 		why: "RFC 9110 §8.6 lets a recipient accept several Content-Length values that are the same decimal " +
 			"number (5 and 05); net/http compares their spellings. Helios forwards one Content-Length of its own.",
-		applies: func(r *request) bool {
+		applies: func(r *Request) bool {
 			var first []byte
 			for _, f := range r.Header.Fields {
 				if f.Kind == httpmsg.KindContentLength {
@@ -353,8 +353,8 @@ var netHTTPExceptions = []struct {
 		name: "a target net/url cannot parse",
 		why: "Helios checks a target only for bytes that would break the request line and forwards it as " +
 			"received, as nginx does; net/http parses it as a URL and refuses, for example, a bad percent-escape.",
-		applies: func(r *request) bool {
-			_, err := url.ParseRequestURI(string(r.rawTarget))
+		applies: func(r *Request) bool {
+			_, err := url.ParseRequestURI(string(r.RawTarget))
 			return err != nil
 		},
 	},
@@ -367,7 +367,7 @@ var netHTTPExceptions = []struct {
 // accepts is allowed: it is stricter by design (obs-fold, whitespace
 // before the colon, Transfer-Encoding in HTTP/1.0, both Content-Length and
 // Transfer-Encoding, empty Host, and more).
-func compareRequestWithNetHTTP(t *testing.T, head []byte, r *request, err error) {
+func compareRequestWithNetHTTP(t *testing.T, head []byte, r *Request, err error) {
 	t.Helper()
 	goReq, goErr := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
 	if err != nil {
@@ -383,13 +383,13 @@ func compareRequestWithNetHTTP(t *testing.T, head []byte, r *request, err error)
 	}
 	goChunked := len(goReq.TransferEncoding) > 0
 	wantCL := max(r.ContentLength, 0)
-	if r.chunked {
+	if r.Chunked {
 		wantCL = -1
 	}
-	if goReq.Method != string(r.Method) || goReq.RequestURI != string(r.rawTarget) || goReq.Host != string(r.Authority) ||
-		goChunked != r.chunked || goReq.ContentLength != wantCL || goReq.Close == r.keepAlive {
+	if goReq.Method != string(r.Method) || goReq.RequestURI != string(r.RawTarget) || goReq.Host != string(r.Authority) ||
+		goChunked != r.Chunked || goReq.ContentLength != wantCL || goReq.Close == r.KeepAlive {
 		t.Fatalf("%q: net/http got %s %s host %q, chunked %v, length %d, close %v; Helios %s %s host %q, chunked %v, length %d, keep-alive %v",
 			head, goReq.Method, goReq.RequestURI, goReq.Host, goChunked, goReq.ContentLength, goReq.Close,
-			r.Method, r.rawTarget, r.Authority, r.chunked, r.ContentLength, r.keepAlive)
+			r.Method, r.RawTarget, r.Authority, r.Chunked, r.ContentLength, r.KeepAlive)
 	}
 }

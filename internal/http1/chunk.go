@@ -1,0 +1,101 @@
+package http1
+
+import (
+	"bytes"
+	"errors"
+
+	"github.com/helios-lb/helios/internal/httpmsg"
+)
+
+// Errors of a message's framing.
+var (
+	// ErrMalformedChunk is a chunked body that breaks RFC 9112 §7.1.
+	ErrMalformedChunk = errors.New("http1: malformed chunked encoding")
+	// ErrMalformedResponse is a backend's response head that breaks RFC 9112.
+	ErrMalformedResponse = errors.New("http1: malformed response")
+	// ErrTrailerTooLarge is a trailer section over MaxTrailerBytes.
+	ErrTrailerTooLarge = errors.New("http1: trailer section too large")
+)
+
+// MaxTrailerBytes bounds the trailer section of a chunked body.
+const MaxTrailerBytes = 16 << 10
+
+// MaxChunkLine bounds a chunk-size line (with its extensions).
+const MaxChunkLine = 4096
+
+// ParseChunkSize parses "hex[;ext]" with at most 15 significant hex
+// digits, so the size cannot overflow. Leading zeros do not count: RFC
+// 9112 §7.1 puts no bound on them (the line itself is bounded).
+func ParseChunkSize(line []byte) (int64, bool) {
+	if i := bytes.IndexByte(line, ';'); i >= 0 {
+		line = line[:i]
+	}
+	line = httpmsg.TrimOWS(line)
+	if len(line) == 0 {
+		return 0, false
+	}
+	for len(line) > 1 && line[0] == '0' {
+		line = line[1:]
+	}
+	if len(line) > 15 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range line {
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		n = n<<4 | int64(d)
+	}
+	return n, true
+}
+
+// Read implements io.Reader over the decoded body, for handlers that want
+
+// ParseTrailerLine splits a line of a chunked body's trailer section
+// into its name and value, or reports that it is malformed.
+func ParseTrailerLine(line []byte) (name, value []byte, ok bool) {
+	name, value, problem := fieldLine(line)
+	if problem != "" || !httpmsg.ValidValue(value) {
+		return nil, nil, false
+	}
+	return name, value, true
+}
+
+// WriteChunk writes p as one chunk of a chunked body.
+func WriteChunk(w Sink, p []byte) {
+	WriteChunkHead(w, int64(len(p)))
+	w.Write(p)
+	WriteChunkEnd(w)
+}
+
+// WriteChunkHead writes the size line of a chunk of n bytes; its data and
+// closing CRLF follow.
+func WriteChunkHead(w Sink, n int64) {
+	w.WriteHex(n)
+	w.WriteString("\r\n")
+}
+
+// WriteLastChunk ends a chunked body: the last chunk, the trailer section
+// (its fields that may travel in a trailer) and the empty line.
+func WriteLastChunk(w Sink, trailer *httpmsg.Header) {
+	w.WriteString("0\r\n")
+	if trailer != nil {
+		httpmsg.TrailerFields(w, trailer)
+	}
+	w.WriteString("\r\n")
+}
+
+// WriteChunkedFraming writes the field that says a body goes chunked.
+func WriteChunkedFraming(w Sink) { w.WriteString("Transfer-Encoding: chunked\r\n") }
+
+// WriteChunkEnd ends a chunk's data, written after WriteChunkHead.
+func WriteChunkEnd(w Sink) { w.WriteString("\r\n") }

@@ -121,18 +121,18 @@ func ParseRequest(head []byte, r *Request, lim httpmsg.Limits) error {
 
 	var (
 		hostSeen, clSeen, teSeen int
-		connValues               [4][]byte
-		nConn                    int
+		conn                     connFields
 		teValue                  []byte
 	)
-	for len(rest) > 0 {
-		line, rest = nextLine(rest)
-		if len(line) == 0 {
+	for {
+		var name, value []byte
+		var problem string
+		name, value, rest, problem = nextField(rest)
+		if name == nil {
+			if problem != "" {
+				return httpmsg.BadRequest(problem)
+			}
 			break
-		}
-		name, value, problem := fieldLine(line)
-		if problem != "" {
-			return httpmsg.BadRequest(problem)
 		}
 		k, err := lim.AddField(&r.Header, name, value)
 		if err != nil {
@@ -158,10 +158,7 @@ func ParseRequest(head []byte, r *Request, lim httpmsg.Limits) error {
 			teSeen++
 			teValue = value
 		case httpmsg.KindConnection:
-			if nConn < len(connValues) {
-				connValues[nConn] = value
-				nConn++
-			} else {
+			if !conn.add(value) {
 				return httpmsg.BadRequest("too many Connection headers")
 			}
 		case httpmsg.KindExpect:
@@ -211,11 +208,7 @@ func ParseRequest(head []byte, r *Request, lim httpmsg.Limits) error {
 		r.ContentLength = 0
 	}
 
-	var closeTok, keepTok, upTok bool
-	for i := 0; i < nConn; i++ {
-		c, k, u := r.Header.MarkConnectionOptions(connValues[i])
-		closeTok, keepTok, upTok = closeTok || c, keepTok || k, upTok || u
-	}
+	closeTok, keepTok, upTok := conn.mark(&r.Header)
 	r.KeepAlive = !closeTok && (r.Minor == 1 || keepTok)
 	if upTok {
 		if v, ok := r.Header.GetKind(httpmsg.KindUpgrade); ok && r.Minor == 1 {
@@ -223,6 +216,49 @@ func ParseRequest(head []byte, r *Request, lim httpmsg.Limits) error {
 		}
 	}
 	return nil
+}
+
+// nextField takes the next field line off rest (RFC 9112 §5): its name
+// and value (nil at the empty line that ends the head, or at rest's end)
+// and what follows, or what is wrong with the line (fieldLine).
+func nextField(rest []byte) (name, value, after []byte, problem string) {
+	if len(rest) == 0 {
+		return nil, nil, nil, ""
+	}
+	line, after := nextLine(rest)
+	if len(line) == 0 {
+		return nil, nil, after, ""
+	}
+	name, value, problem = fieldLine(line)
+	return name, value, after, problem
+}
+
+// connFields gathers a head's Connection fields (four at most: more is
+// refused) until the head is read, when their options mark the fields
+// they name as hop-by-hop.
+type connFields struct {
+	v [4][]byte
+	n int
+}
+
+// add keeps a Connection field's value; false: one too many.
+func (c *connFields) add(v []byte) bool {
+	if c.n == len(c.v) {
+		return false
+	}
+	c.v[c.n] = v
+	c.n++
+	return true
+}
+
+// mark marks in h the fields the options name and reports the close,
+// keep-alive and upgrade options.
+func (c *connFields) mark(h *httpmsg.Header) (closeTok, keepTok, upTok bool) {
+	for _, v := range c.v[:c.n] {
+		cl, k, u := h.MarkConnectionOptions(v)
+		closeTok, keepTok, upTok = closeTok || cl, keepTok || k, upTok || u
+	}
+	return closeTok, keepTok, upTok
 }
 
 // fieldLine splits a field line of a head (RFC 9112 §5) into its name and

@@ -63,18 +63,18 @@ func ParseResponse(head []byte, r *Response, headRequest bool) error {
 	}
 	var (
 		clSeen, teSeen int
-		connValues     [4][]byte
-		nConn          int
+		conn           connFields
 		teLast         []byte
 	)
-	for len(rest) > 0 {
-		line, rest = nextLine(rest)
-		if len(line) == 0 {
-			break
-		}
-		name, value, problem := fieldLine(line)
+	for {
+		var name, value []byte
+		var problem string
+		name, value, rest, problem = nextField(rest)
 		if problem != "" {
 			return ErrMalformedResponse
+		}
+		if name == nil {
+			break
 		}
 		if !httpmsg.ValidValue(value) {
 			return ErrMalformedResponse
@@ -93,22 +93,16 @@ func ParseResponse(head []byte, r *Response, headRequest bool) error {
 			teSeen++
 			teLast = value
 		case httpmsg.KindConnection:
-			if nConn == len(connValues) {
+			if !conn.add(value) {
 				return ErrMalformedResponse
 			}
-			connValues[nConn] = value
-			nConn++
 		case httpmsg.KindTrailer:
 			r.HasTrailer = true
 		case httpmsg.KindContentType, httpmsg.KindOther:
 			r.Streams = r.Streams || streamField(k, name, value)
 		}
 	}
-	var closeTok, keepTok bool
-	for i := 0; i < nConn; i++ {
-		c, k, _ := r.Header.MarkConnectionOptions(connValues[i])
-		closeTok, keepTok = closeTok || c, keepTok || k
-	}
+	closeTok, keepTok, _ := conn.mark(&r.Header)
 	r.KeepAlive = !closeTok && (r.Minor == 1 || keepTok)
 	if teSeen > 0 && r.Minor == 0 {
 		// RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding has

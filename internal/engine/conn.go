@@ -268,51 +268,7 @@ func (c *lconn) setDeadline(kind uint8, d time.Duration) {
 
 // event handles readiness of the client socket.
 func (c *lconn) event(ev uint32) {
-	if c.h2s != nil {
-		c.streamEvent(ev)
-		return
-	}
-	if ev == evTimeout {
-		c.expired()
-		return
-	}
-	if c.state == lsH2 {
-		c.h2event(ev)
-		return
-	}
-	if c.state == lsHello {
-		c.readHello()
-		return
-	}
-	if c.state == lsProxy {
-		if ev&evRdHup != 0 {
-			c.fr.rdhup = true
-		}
-		c.fr.drained = false
-		c.readProxy()
-		return
-	}
-	if c.state == lsHandshake || c.state == lsClosing {
-		c.handshakeEvent()
-		return
-	}
-	if ev&(evErr|evHup) != 0 && ev&evIn == 0 {
-		c.gone(errors.New("connection reset"))
-		return
-	}
-	if ev&evRdHup != 0 {
-		c.fr.rdhup = true
-	}
-	if ev&evOut != 0 && c.fw.busy() {
-		c.writable()
-		if c.state == lsClosed {
-			return
-		}
-	}
-	if ev&(evIn|evRdHup|evHup|evErr) != 0 {
-		c.fr.drained = false
-		c.readable()
-	}
+	c.client().event(c, ev)
 }
 
 func (c *lconn) readable() {
@@ -398,11 +354,7 @@ func (c *lconn) serveInput() {
 		}
 		if c.state == lsIdle {
 			c.opts = c.ll.opts.Load()
-			if c.h2s != nil {
-				if !c.streamHead() {
-					return
-				}
-			} else if !c.readHead() {
+			if !c.client().readHead(c) {
 				return // waiting for more bytes, or refused, or closed
 			}
 		}

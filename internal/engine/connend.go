@@ -7,7 +7,6 @@ import (
 
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/wire"
-	"golang.org/x/net/http2"
 )
 
 // How a client connection ends: the client gone, an abort, a crash in a
@@ -117,26 +116,7 @@ func (c *lconn) crash() {
 		if recover() == nil {
 			return
 		}
-		if c.h2s != nil {
-			// A stream: forget it; its connection goes on.
-			c.l.streams.remove(c)
-			if s := c.h2s.s; s != nil {
-				s.SetUser(nil)
-				s.Reset(http2.ErrCodeInternal)
-			}
-			c.state = lsClosed
-			return
-		}
-		if c.fd >= 0 {
-			// Its state is beyond use: close the sockets and let the
-			// garbage collector have the rest.
-			c.l.closeFD(c.fd)
-			c.l.conns.remove(c)
-			c.l.nconns.Add(-1)
-			c.releaseSlots()
-			c.fd = -1
-			c.state = lsClosed
-		}
+		c.client().abandon(c)
 	}()
 	c.close()
 }
@@ -186,43 +166,7 @@ func (c *lconn) timeout() {
 
 // close releases the connection.
 func (c *lconn) close() {
-	if c.h2s != nil {
-		c.closeStream()
-		return
-	}
-	if c.state == lsClosed || c.state == lsClosing {
-		return
-	}
-	if c.state == lsHandshake && c.sock.blocking {
-		// Its handshake goroutine still uses the socket: stop it, and
-		// close when it is done (handshaken).
-		c.state = lsClosing
-		c.sock.cancel()
-		return
-	}
-	c.state = lsClosed
-	if c.h2 != nil {
-		c.closeH2()
-	}
-	c.dropExchange()
-	c.l.closeFD(c.fd)
-	c.fd = -1
-	c.l.conns.remove(c)
-	c.l.nconns.Add(-1)
-	c.releaseSlots()
-	if c.rd.buf != nil {
-		c.l.headBufs.put(c.rd.buf)
-		c.rd.buf = nil
-	}
-	c.dropFields()
-	if c.wr.buf != nil {
-		c.l.writeBufs.put(c.wr.buf)
-	}
-	c.wr.reset(nil, nil)
-	c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
-	c.nodelay = false
-	c.tls, c.sock = nil, nil
-	c.l.freeConn(c)
+	c.client().close(c)
 }
 
 // dropExchange lets go of what an exchange holds when its connection (or

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"time"
 
-	"github.com/helios-lb/helios/internal/http1"
 	"github.com/helios-lb/helios/internal/httpmsg"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -54,13 +52,7 @@ func (c *lconn) Query() []byte {
 
 // Proto returns "HTTP/1.0" or "HTTP/1.1", as the client sent.
 func (c *lconn) Proto() []byte {
-	if c.h2s != nil {
-		return proto20
-	}
-	if c.req.Minor == 0 {
-		return proto10
-	}
-	return proto11
+	return c.client().proto(c)
 }
 
 // TLSVersion returns the version the connection's handshake agreed on,
@@ -144,21 +136,7 @@ func (c *lconn) Respond(status int, header *httpmsg.Header, body []byte) error {
 		return errors.New("h1: response already started")
 	}
 	header = c.answerHeader(header, true)
-	if c.h2s != nil {
-		return c.h2respond(status, header, body)
-	}
-	c.respStarted = true
-	c.respStatus = status
-	c.ensureWriter()
-	w := &c.wr
-	http1.WriteFixedHead(w, c.l.eng.status.Line(status), c.l.eng.date.line(time.Unix(0, c.l.now)), header, status, len(body))
-	c.endHead()
-	c.respBytes = http1.WriteFixedBody(w, status, c.req.Method, body)
-	if w.err != nil {
-		c.broken = true
-		return wrapClientErr(w.err)
-	}
-	return nil
+	return c.client().respond(c, status, header, body)
 }
 
 func (c *lconn) respondText(status int, msg string) {

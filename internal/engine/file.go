@@ -2,11 +2,8 @@ package engine
 
 import (
 	"errors"
-	"fmt"
 	"io"
-	"time"
 
-	"github.com/helios-lb/helios/internal/http1"
 	"github.com/helios-lb/helios/internal/wire"
 )
 
@@ -33,104 +30,13 @@ func (c *lconn) serveFile(fs wire.Files) {
 	if a.File == nil {
 		c.releaseTransform() // no file's bytes to transform
 	}
-	if c.h2s != nil {
-		c.h2serveFile(a)
-		return
-	}
-	c.ensureWriter()
-	w := &c.wr
-	w.Write(c.l.eng.status.Line(a.Status))
-	w.Write(c.l.eng.date.line(time.Unix(0, c.l.now)))
-	a.Header.Emit(w)
-	c.fileFraming()
-	c.endHead()
-	if a.File == nil {
-		w.Write(a.Body)
-		c.respBytes = int64(len(a.Body))
-		c.fileDone(nil)
-		return
-	}
-	if b := a.File.Bytes(); b != nil && !c.transforming() {
-		// A small file the planner holds in memory: its range leaves
-		// with the head, in one write.
-		w.Write(b[a.Offset : a.Offset+a.Length])
-		c.respBytes = a.Length
-		c.fileDone(nil)
-		return
-	}
-	c.state = lsFile
-	c.file.off, c.file.end = a.Offset, a.Offset+a.Length
-	if c.tls == nil && !c.transforming() {
-		// The head goes first (the writer's buffer, then pending), the
-		// range behind it, in one segment when it fits (MSG_MORE, as
-		// nginx's tcp_nopush).
-		c.fw.more = true
-		c.flushOut()
-		c.fw.more = false
-		if c.wr.err != nil {
-			c.fileDone(fmt.Errorf("%w: %w", wire.ErrClientGone, c.wr.err))
-			return
-		}
-		c.fw.queueFile(a.File.Fd(), c.file.off, c.file.end)
-	}
-	c.pumpFile()
+	c.client().serveFile(c, a)
 }
 
 // pumpFile sends the file range until it is done or the client has to be
 // waited for (writable() resumes).
 func (c *lconn) pumpFile() {
-	if c.h2s != nil {
-		c.h2pumpFile()
-		return
-	}
-	if c.tls == nil && !c.transforming() {
-		done, err := c.fw.flushPending()
-		switch {
-		case err != nil:
-			c.fileDone(fmt.Errorf("%w: %w", wire.ErrClientGone, err))
-		case done:
-			c.respBytes = c.file.end - c.file.Offset
-			c.fileDone(nil)
-		default:
-			c.respBytes = c.fw.fileOff - c.file.Offset
-			c.setDeadline(dlWrite, c.opts.WriteTimeout)
-		}
-		return
-	}
-	buf := c.l.scratch()
-	for c.file.off < c.file.end {
-		if len(c.fw.pending) > c.opts.outputLimit() {
-			c.flushOut()
-			if c.wr.err != nil {
-				c.fileDone(fmt.Errorf("%w: %w", wire.ErrClientGone, c.wr.err))
-				return
-			}
-			if c.fw.busy() {
-				// The socket is full: writable() resumes.
-				c.setDeadline(dlWrite, c.opts.WriteTimeout)
-				return
-			}
-		}
-		p, ok, err := c.filePiece(buf)
-		if !ok {
-			return
-		}
-		if len(p) > 0 { // an empty chunk would end the body
-			c.writeChunk(p)
-		}
-		if c.wr.err != nil {
-			c.fileDone(fmt.Errorf("%w: %w", wire.ErrClientGone, c.wr.err))
-			return
-		}
-		if err != nil && c.file.off < c.file.end {
-			c.fileDone(fmt.Errorf("reading %w", errFileShort(err)))
-			return
-		}
-	}
-	if c.chunkOut {
-		http1.WriteLastChunk(&c.wr, nil)
-	}
-	c.fileDone(nil)
+	c.client().pumpFile(c)
 }
 
 // errFileShort is the error of a file that turned out shorter than

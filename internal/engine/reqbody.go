@@ -262,10 +262,9 @@ func (c *lconn) startBuffering(lim wire.BufferLimits) {
 // one body at a time, one of the body's own; nil when the listener has
 // no budget. A buffer keeps its account, so what it gives back goes to
 // the account it took from, even once its connection is gone.
-func (c *lconn) bufferAccount() *bodybuf.Account {
-	if c.h2s == nil {
-		return c.opts.bufferAccount()
-	}
+func (c *lconn) bufferAccount() *bodybuf.Account { return c.client().bufferAccount(c) }
+
+func (h2client) bufferAccount(c *lconn) *bodybuf.Account {
 	pc := c.h2s.parent
 	h := pc.h2
 	if h == nil {

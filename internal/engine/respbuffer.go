@@ -132,14 +132,9 @@ func (c *lconn) spoolPump() bool {
 			return false
 		}
 		if c.up == nil || rs.inflight || !c.spoolIn() {
-			if c.h2s == nil {
-				// Send what there is while the spool waits.
-				c.ensureNoDelay()
-				c.flushOut()
-				if c.broken {
-					c.sendDone(nil) // the writer's error: the client is gone
-					return true
-				}
+			// Send what there is while the spool waits.
+			if !c.client().flush(c) {
+				return true
 			}
 			c.spoolWait(out)
 			return true
@@ -153,17 +148,8 @@ func (c *lconn) spoolPump() bool {
 // timeout while it is attached; a disk write bounds itself.
 func (c *lconn) spoolWait(out int) {
 	switch {
-	case out == outBlocked && c.h2s != nil:
-		// The client's windows bound this wait (the connection's stall
-		// timeout), as in h2pump.
-		if len(c.h2s.carry) == 0 && c.h2s.s != nil {
-			c.h2s.s.WaitWritable()
-		}
-		c.deadline, c.dkind = 0, dlNone
 	case out == outBlocked:
-		if c.dkind != dlWrite {
-			c.setDeadline(dlWrite, c.opts.WriteTimeout)
-		}
+		c.client().waitWritable(c)
 	case c.up != nil && !c.rs.inflight:
 		c.setDeadline(dlUpBody, c.tr.Settings.ReadTimeout)
 	default:
@@ -177,9 +163,9 @@ func (c *lconn) spoolWait(out int) {
 func (c *lconn) spoolOut() int {
 	rs := c.rs
 	for {
-		room, canEnd := c.clientRoom()
-		if c.h2s != nil && c.h2s.s == nil {
-			c.sendDone(errStreamGone)
+		room, canEnd, err := c.client().room(c)
+		if err != nil {
+			c.sendDone(err)
 			return outEnded
 		}
 		if rs.done && rs.Len() == 0 && canEnd {
@@ -206,33 +192,13 @@ func (c *lconn) spoolOut() int {
 			c.sendDone(err)
 			return outEnded
 		}
-		if c.h2s != nil {
-			c.respBytes += int64(len(p))
-			if len(p) > 0 {
-				c.h2data(p, false)
-			}
-			rs.Advance(n)
-			continue
-		}
 		// Advance before writing: a write that finds the client gone
 		// ends the exchange and lets the spool go.
 		rs.Advance(n)
-		if len(p) > 0 && !c.writePiece(p) {
+		if len(p) > 0 && !c.client().writePiece(c, p) {
 			return outEnded
 		}
 	}
-}
-
-// clientRoom returns how much of the answer the client takes now, and
-// whether the answer's end may be written.
-func (c *lconn) clientRoom() (room int, canEnd bool) {
-	if st := c.h2s; st != nil {
-		if !c.h2flushCarry() || st.s == nil {
-			return 0, false
-		}
-		return st.s.SendWindow(), true
-	}
-	return c.opts.outputLimit() - len(c.fw.pending), true
 }
 
 // spoolEnd ends a buffered answer whose bytes have all gone to the client.
@@ -244,11 +210,8 @@ func (c *lconn) spoolEnd() {
 	switch {
 	case rs.err != nil:
 		c.sendDone(rs.err)
-	case c.h2s != nil:
-		c.h2endBody(&rs.trailer)
 	default:
-		c.endChunks(&rs.trailer)
-		c.sendDone(nil)
+		c.client().endBody(c, &rs.trailer)
 	}
 }
 
@@ -398,9 +361,7 @@ func (c *lconn) spoolWritten(j spillJob, f *os.File, n int, err error) {
 		rs.Close()
 		return
 	}
-	if c.h2s != nil && c.h2s.s != nil {
-		c.l.hold(c.h2s.parent.h2)
-	}
+	c.client().hold(c)
 	c.pump()
 }
 

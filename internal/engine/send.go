@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"io"
 
 	"github.com/helios-lb/helios/internal/http1"
 	"github.com/helios-lb/helios/internal/wire"
@@ -23,29 +22,7 @@ func (c *lconn) startSend() {
 		return
 	}
 	c.transformHead(&r.Response)
-	if c.h2s != nil {
-		c.h2startSend()
-		return
-	}
-	c.state = lsSend
-	c.respStarted = true
-	c.respStatus = r.Status
-	c.ensureWriter()
-	bodyOut, chunkOut, closeAfter := http1.Framing(c.req.Method, c.req.Minor, &r.Response)
-	if closeAfter {
-		c.closeAfter = true
-	}
-	c.chunkOut = chunkOut
-	http1.WriteResponseHead(&c.wr, &r.Response, bodyOut, chunkOut)
-	c.endHead()
-	// The head has been copied out: its bytes need not stay pinned.
-	u.rd.unpin()
-	if !bodyOut {
-		u.body.done = true
-		c.sendDone(nil)
-		return
-	}
-	c.pump()
+	c.client().startSend(c)
 }
 
 // pump moves response body from the backend to the client until one of
@@ -54,44 +31,7 @@ func (c *lconn) pump() {
 	if c.rs != nil && c.spoolPump() {
 		return // a buffered answer (respbuffer.go)
 	}
-	if c.h2s != nil {
-		c.h2pump()
-		return
-	}
-	u := c.up
-	for {
-		if len(c.fw.pending) > c.opts.outputLimit() {
-			if c.startSpool() {
-				return
-			}
-			c.setDeadline(dlWrite, c.opts.WriteTimeout)
-			return // writable() resumes
-		}
-		p, ok, err := c.bodyOut(c.opts.outputLimit() - len(c.fw.pending))
-		if !ok || len(p) > 0 && !c.writePiece(p) {
-			return
-		}
-		switch {
-		case err == nil:
-		case err == io.EOF:
-			c.endChunks(u.respTrailer())
-			c.sendDone(nil)
-			return
-		case err == errWouldBlock:
-			// Send what there is while the backend is quiet.
-			c.ensureNoDelay()
-			c.flushOut()
-			if c.broken {
-				c.sendDone(nil) // the writer's error: the client is gone
-				return
-			}
-			c.setDeadline(dlUpBody, c.tr.Settings.ReadTimeout)
-			return
-		default:
-			c.sendDone(fmt.Errorf("%w: reading response body: %w", wire.ErrBackend, err))
-			return
-		}
-	}
+	c.client().pump(c)
 }
 
 // writePiece writes a piece of the answer's body to the client (a chunk
@@ -174,56 +114,7 @@ func (c *lconn) finish() {
 
 // endOutput flushes the answer and moves to the next request, or closes.
 func (c *lconn) endOutput() {
-	if c.h2s != nil {
-		c.streamDone()
-		return
-	}
-	closing := c.closing()
-	c.flushOut()
-	if c.state == lsClosed {
-		return
-	}
-	if c.broken {
-		// The client went away as its answer went out: serve it no
-		// more (its pipelined requests least of all).
-		c.close()
-		return
-	}
-	if len(c.fw.pending) > 0 {
-		c.closeAfter = closing
-		c.state = lsFlush
-		c.setDeadline(dlWrite, c.opts.WriteTimeout)
-		return
-	}
-	if closing {
-		c.close()
-		return
-	}
-	c.ensureNoDelay()
-	c.releaseWriter()
-	c.state = lsIdle
-	c.deadline, c.dkind = 0, dlNone
-	// Read on when input is waiting: buffered, announced by an edge
-	// while busy, or possibly left in the socket because the last read
-	// filled the buffer (edge-triggered: no new edge comes for bytes
-	// that are already there).
-	if !c.serving && (c.readPending || len(c.rd.buffered()) > 0 || c.maybeMore()) {
-		c.readPending = false
-		c.serveInput()
-		return
-	}
-	if c.readPending {
-		c.readPending = false
-	}
-	if len(c.rd.buffered()) == 0 {
-		if c.rd.buf != nil {
-			c.l.headBufs.put(c.rd.buf)
-			c.rd.buf = nil
-			c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
-		}
-		c.dropFields()
-		c.setDeadline(dlIdle, c.opts.IdleTimeout)
-	}
+	c.client().endOutput(c)
 }
 
 // dropFields gives the request head's field array back to the loop

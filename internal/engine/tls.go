@@ -347,13 +347,7 @@ func (s tlsSink) Write(p []byte) (int, error) { return s.c.tls.Write(p) }
 
 // src returns what the connection's plaintext is read from.
 func (c *lconn) src() io.Reader {
-	if c.h2s != nil {
-		return h2src{c}
-	}
-	if c.tls != nil {
-		return tlsSource{c}
-	}
-	return &c.fr
+	return c.client().src(c)
 }
 
 // sink returns what the connection's plaintext is written to.
@@ -368,8 +362,5 @@ func (c *lconn) sink() io.Writer {
 // so: bytes the socket may still hold, or plaintext a tls.Conn decrypted
 // and holds.
 func (c *lconn) maybeMore() bool {
-	if c.h2s != nil {
-		return c.h2s.inR < len(c.h2s.in)
-	}
-	return !c.fr.drained || c.tls != nil
+	return c.client().maybeMore(c)
 }

@@ -59,10 +59,7 @@ func (t *trailerSection) copyFrom(o *trailerSection) {
 // reqTrailer returns the trailer section of the exchange's request body:
 // its chunked body's, or its stream's.
 func (c *lconn) reqTrailer() *trailerSection {
-	if c.h2s != nil {
-		return &c.h2s.trailer
-	}
-	return c.reqBody.trailers()
+	return c.client().reqTrailer(c)
 }
 
 // respTrailer returns the trailer section of the answer u reads: its

@@ -142,15 +142,10 @@ func (c *lconn) spoolTransformEnd() bool {
 		c.sendDone(err)
 		return false
 	}
-	if c.h2s == nil {
-		return len(p) == 0 || c.writePiece(p)
+	if len(p) > 0 && !c.client().writePiece(c, p) {
+		return false
 	}
-	if len(p) > 0 {
-		c.respBytes += int64(len(p))
-		c.h2data(p, false)
-	}
-	// A stream reset meanwhile is ended by its reset (OnReset).
-	return c.h2s.s != nil && len(c.h2s.carry) == 0
+	return c.client().wrote(c)
 }
 
 // filePiece reads the next piece of a file answer's range into buf (at

@@ -361,12 +361,10 @@ func (u *lupconn) event(ev uint32) {
 		if c == nil {
 			return
 		}
-		if c.h2s != nil && c.h2s.s != nil {
-			// What this event makes of the stream's answer (its head,
-			// body and end, say) goes out with the rest of the loop's
-			// batch, in one write.
-			u.l.hold(c.h2s.parent.h2)
-		}
+		// What this event makes of an HTTP/2 stream's answer (its
+		// head, body and end, say) goes out with the rest of the loop's
+		// batch, in one write.
+		c.client().hold(c)
 		if u.h2 != nil && ev&evOut != 0 {
 			c.pumpReqH2()
 			if c.up != u {

@@ -42,21 +42,7 @@ func (c *lconn) proxyHeaderFor(p *lpool) []byte {
 // PROXY header said, or the socket's own (looked up once per
 // connection).
 func (c *lconn) destAddr() netip.AddrPort {
-	if c.h2s != nil {
-		return c.h2s.parent.destAddr()
-	}
-	e := c.edgeState()
-	if !e.dest.IsValid() && c.fd >= 0 {
-		if sa, err := unix.Getsockname(c.fd); err == nil {
-			switch sa := sa.(type) {
-			case *unix.SockaddrInet4:
-				e.dest = netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))
-			case *unix.SockaddrInet6:
-				e.dest = netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), uint16(sa.Port))
-			}
-		}
-	}
-	return e.dest
+	return c.client().destAddr(c)
 }
 
 // writeProxyHeader writes a connection's PROXY header straight to its

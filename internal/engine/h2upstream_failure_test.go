@@ -192,7 +192,7 @@ func testH2UpPing(t *testing.T, k netpoll.Kind) {
 			})
 			p := startH2UpProxy(t, k, h2upTo(be.addr))
 			c := newUpClient(t, p.addr, false)
-			done := make(chan h2Resp, 1)
+			done := make(chan clientResp, 1)
 			go func() {
 				r, err := c.do(context.Background(), "GET", "/held", nil, false, nil)
 				if err != nil {

@@ -235,40 +235,10 @@ func startH2CBackend(t testing.TB, maxStreams uint32, h http.Handler) *h2cBacken
 func serveH2C(t testing.TB, ln net.Listener, maxStreams uint32, h http.Handler) *h2cBackend {
 	b := &h2cBackend{addr: ln.Addr().String()}
 	srv := &http2.Server{MaxConcurrentStreams: maxStreams}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-		wg    sync.WaitGroup
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b.accepts.Add(1)
-			mu.Lock()
-			conns = append(conns, nc)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				srv.ServeConn(nc, &http2.ServeConnOpts{Handler: h, BaseConfig: &http.Server{}})
-				nc.Close()
-				b.closed.Add(1)
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
+	serveConns(t, ln, &b.accepts, func(nc net.Conn) {
+		srv.ServeConn(nc, &http2.ServeConnOpts{Handler: h, BaseConfig: &http.Server{}})
+		nc.Close()
+		b.closed.Add(1)
 	})
 	return b
 }
@@ -505,7 +475,7 @@ func newUpClient(t testing.TB, addr string, h2 bool) *upClient {
 // do sends a request and reads its answer whole. A body sent chunked
 // has no declared length (HTTP/1.1 chunked, HTTP/2 without
 // content-length); a "Host" entry of hdr is the request's host.
-func (c *upClient) do(ctx context.Context, method, path string, body []byte, chunked bool, hdr http.Header) (h2Resp, error) {
+func (c *upClient) do(ctx context.Context, method, path string, body []byte, chunked bool, hdr http.Header) (clientResp, error) {
 	ctx, cancel := context.WithTimeout(ctx, testTimeout)
 	defer cancel()
 	var rd io.Reader
@@ -517,7 +487,7 @@ func (c *upClient) do(ctx context.Context, method, path string, body []byte, chu
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return h2Resp{}, err
+		return clientResp{}, err
 	}
 	if chunked {
 		req.ContentLength = -1
@@ -529,17 +499,11 @@ func (c *upClient) do(ctx context.Context, method, path string, body []byte, chu
 		}
 		req.Header[k] = vs
 	}
-	resp, err := c.rt.RoundTrip(req)
-	if err != nil {
-		return h2Resp{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return h2Resp{status: resp.StatusCode, proto: resp.Proto, header: resp.Header, trailer: resp.Trailer, body: string(b), length: resp.ContentLength}, err
+	return roundTrip(c.rt, req)
 }
 
 // get sends a GET and fails the test if it fails.
-func (c *upClient) get(t testing.TB, path string) h2Resp {
+func (c *upClient) get(t testing.TB, path string) clientResp {
 	t.Helper()
 	r, err := c.do(context.Background(), "GET", path, nil, false, nil)
 	if err != nil {

@@ -202,8 +202,9 @@ func startH2UpProxyWith(t testing.TB, k netpoll.Kind, cfg loopConfig) (*loopProx
 	return p, nil
 }
 
-// matrixResp is an answer a cell's client read whole.
-type matrixResp struct {
+// clientResp is an answer a client of the proxy read whole, body and
+// trailers included: a matrix cell's, an h2Client's or an upClient's.
+type clientResp struct {
 	status  int
 	proto   string
 	header  http.Header
@@ -214,38 +215,44 @@ type matrixResp struct {
 
 // do sends req (its URL a path) and reads the answer whole, checking that
 // it came over the cell's client protocol.
-func (c *cell) do(req *http.Request) (matrixResp, error) {
+func (c *cell) do(req *http.Request) (clientResp, error) {
 	c.t.Helper()
 	return c.doIn(c.t, req)
 }
 
 // doIn is do reporting to t (a fuzz target's, say, rather than the
 // cell's).
-func (c *cell) doIn(t testing.TB, req *http.Request) (matrixResp, error) {
+func (c *cell) doIn(t testing.TB, req *http.Request) (clientResp, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(req.Context(), testTimeout)
 	defer cancel()
 	u := c.base + req.URL.String()
 	r2, err := http.NewRequestWithContext(ctx, req.Method, u, req.Body)
 	if err != nil {
-		return matrixResp{}, err
+		return clientResp{}, err
 	}
 	r2.Header, r2.Trailer, r2.ContentLength, r2.Host = req.Header, req.Trailer, req.ContentLength, req.Host
-	resp, err := c.tr.RoundTrip(r2)
-	if err != nil {
-		return matrixResp{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	out := matrixResp{status: resp.StatusCode, proto: resp.Proto, header: resp.Header, trailer: resp.Trailer, body: string(b), length: resp.ContentLength}
-	if want := c.client.protoName(); resp.Proto != want {
-		t.Errorf("answer came over %s, want %s", resp.Proto, want)
+	out, err := roundTrip(c.tr, r2)
+	if want := c.client.protoName(); out.proto != "" && out.proto != want {
+		t.Errorf("answer came over %s, want %s", out.proto, want)
 	}
 	return out, err
 }
 
+// roundTrip sends req on rt and reads the answer whole; err is what
+// failed (the answer as far as it came with it).
+func roundTrip(rt http.RoundTripper, req *http.Request) (clientResp, error) {
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		return clientResp{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return clientResp{status: resp.StatusCode, proto: resp.Proto, header: resp.Header, trailer: resp.Trailer, body: string(b), length: resp.ContentLength}, err
+}
+
 // get sends a GET for path.
-func (c *cell) get(path string, hdr http.Header) (matrixResp, error) {
+func (c *cell) get(path string, hdr http.Header) (clientResp, error) {
 	req, _ := http.NewRequest("GET", path, nil)
 	if hdr != nil {
 		req.Header = hdr

@@ -9,14 +9,12 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/wire"
@@ -27,107 +25,7 @@ import (
 // HTTP/2 clients and backends that fail: resets, backend failures,
 // stream timeouts, stalled bodies, clients that close, early answers.
 
-// streams: the request ends as 499 (not the backend's fault), the backend
-// connection is closed rather than pooled, and the client's connection
-// goes on serving its other streams.
-func TestLoopH2ClientResets(t *testing.T) { run(t, testLoopH2ClientResets) }
-
-func testLoopH2ClientResets(t *testing.T, k netpoll.Kind) {
-	tests := []struct {
-		name string
-		// midBody: the backend sends its head and part of its body
-		// before it stalls, and the client reads some of it first.
-		midBody bool
-	}{
-		{"at the backend", false},
-		{"mid-body", true},
-	}
-	for _, m := range h2Modes {
-		for _, tt := range tests {
-			t.Run(m.name+"/"+tt.name, func(t *testing.T) {
-				reached := make(chan struct{}, 1)
-				closed := make(chan struct{}, 1)
-				be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
-					head := readReqHead(br)
-					if head == "" {
-						return
-					}
-					if strings.HasPrefix(head, "GET /quick ") {
-						io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nquick")
-						return
-					}
-					if tt.midBody {
-						io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 10000000\r\n\r\n")
-						nc.Write(bytes.Repeat([]byte("m"), 64<<10))
-					}
-					reached <- struct{}{}
-					// Nothing more comes from the proxy on this
-					// connection: a read returns when it is closed.
-					io.Copy(io.Discard, br)
-					closed <- struct{}{}
-				})
-				stats := &h2.Stats{}
-				cfg := loopTo(be.addr)
-				cfg.opts.HTTP2.Stats = stats
-				p, tp := startH2Proxy(t, k, cfg, m.tls)
-				c := newH2Client(t, p.addr, tp)
-				ctx, cancel := context.WithCancel(context.Background())
-				defer cancel()
-				req, _ := http.NewRequestWithContext(ctx, "GET", c.base+"/slow", nil)
-				resDone := make(chan error, 1)
-				go func() {
-					resp, err := c.tr.RoundTrip(req)
-					if err == nil {
-						// Some of the body, then the client gives up.
-						_, err = io.ReadFull(resp.Body, make([]byte, 1000))
-						cancel()
-						_, err2 := io.ReadAll(resp.Body)
-						resp.Body.Close()
-						if err == nil {
-							err = err2
-						}
-					}
-					resDone <- err
-				}()
-				select {
-				case <-reached:
-				case <-time.After(testTimeout):
-					t.Fatal("the request did not reach the backend")
-				}
-				if !tt.midBody {
-					cancel()
-				}
-				if err := <-resDone; err == nil {
-					t.Fatal("the client got its whole answer, want it to have given up")
-				}
-				rec := p.nextRec(t)
-				if rec.Status != proxy.StatusClientClosed || !errors.Is(rec.Err, wire.ErrClientGone) {
-					t.Errorf("got (%v, %v), want (%v, %v)", rec.Status, rec.Err, proxy.StatusClientClosed, wire.ErrClientGone)
-				}
-				select {
-				case <-closed:
-				case <-time.After(testTimeout):
-					t.Fatal("the backend connection was not closed")
-				}
-				if got := p.guard.outcomes(); len(got) != 1 || got[0] != proxy.Ignored {
-					t.Errorf("got outcomes %v, want [Ignored]", got)
-				}
-				if n := p.idleBackendConns(); n != 0 {
-					t.Errorf("got %d idle backend connections, want 0", n)
-				}
-				if n := stats.PeerResets.Load(); n != 1 {
-					t.Errorf("got %d resets from the client counted, want 1", n)
-				}
-				if r := c.get("/quick"); r.status != 200 || r.body != "quick" {
-					t.Errorf("next stream: got (%d, %q), want (200, quick)", r.status, r.body)
-				}
-				if n := c.dials.Load(); n != 1 {
-					t.Errorf("got %d client connections, want 1 (the reset costs its stream only)", n)
-				}
-			})
-		}
-	}
-}
+// Clients that reset their streams: TestMatrixClientGone.
 
 // TestLoopH2BackendFailures has the backend fail a stream's request in
 // each way it can: the stream gets the pipeline's answer (502, 504) or,

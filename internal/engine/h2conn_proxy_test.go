@@ -721,6 +721,3 @@ func (p *loopProxy) headerBlockBytes() int {
 	}
 	return n
 }
-
-// TestLoopH2ClientResets has the client reset its stream (RST_STREAM
-// CANCEL) while the backend has not answered, and while the answer

@@ -12,9 +12,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -108,15 +110,29 @@ type cell struct {
 	mode
 	t     testing.TB
 	p     *loopProxy
-	be    *matrixBackend
+	be    *matrixBackend // nil in a cell started by startFront
 	tr    *http.Transport
 	base  string
 	front *testTLS
+	// dials counts the client's connections to the proxy.
+	dials atomic.Int32
+	// h2stats counts what the proxy's HTTP/2 listener saw (the streams
+	// its clients reset, say), unless the test's configuration brought
+	// its own.
+	h2stats *h2.Stats
 }
 
 // matrix runs f in every cell the options leave, as subtests named
 // poller/client-backend.
 func matrix(t *testing.T, f func(t *testing.T, c *cell), opts ...matrixOpt) {
+	modes(t, func(t *testing.T, m mode, o matrixOpts) { f(t, startCell(t, m, o.cfg)) }, opts...)
+}
+
+// modes runs f in every mode the options leave, as subtests named
+// poller/client-backend, starting nothing: for a test whose backend is
+// its own (scripted to fail in ways a real server is not), which starts
+// the rest of its cell with startFront.
+func modes(t *testing.T, f func(t *testing.T, m mode, o matrixOpts), opts ...matrixOpt) {
 	o := matrixOpts{clients: allClients, backends: allBackends}
 	for _, opt := range opts {
 		opt(&o)
@@ -129,7 +145,7 @@ func matrix(t *testing.T, f func(t *testing.T, c *cell), opts ...matrixOpt) {
 					if o.parallel {
 						t.Parallel()
 					}
-					f(t, startCell(t, m, o.cfg))
+					f(t, m, o)
 				})
 			}
 		}
@@ -140,9 +156,23 @@ func matrix(t *testing.T, f func(t *testing.T, c *cell), opts ...matrixOpt) {
 // test ends.
 func startCell(t testing.TB, m mode, cfg loopConfig) *cell {
 	t.Helper()
+	be := startMatrixBackend(t, m.backend)
+	cfg.backends = []string{be.addr}
+	if m.backend.tls() {
+		cfg.clientTLS = &matrixClientTLS{roots: be.roots, h2: m.backend.http2()}
+	}
+	c := startFront(t, m, cfg)
+	c.be = be
+	return c
+}
+
+// startFront starts a cell's proxy, forwarding as cfg says (its backends
+// set by the caller, and for a TLS backend protocol its clientTLS), and
+// its client; both stop when the test ends. The cell's backend protocol
+// sets the transport's protocol and TLS.
+func startFront(t testing.TB, m mode, cfg loopConfig) *cell {
+	t.Helper()
 	c := &cell{mode: m, t: t}
-	c.be = startMatrixBackend(t, m.backend)
-	cfg.backends = []string{c.be.addr}
 	if cfg.to == (wire.TransportSettings{}) {
 		cfg.to = defaultTransport
 	}
@@ -153,9 +183,15 @@ func startCell(t testing.TB, m mode, cfg loopConfig) *cell {
 		cfg.to.Protocol = wire.ProtoH2
 	}
 	if m.backend.tls() {
+		if cfg.clientTLS == nil {
+			t.Fatalf("%s: a TLS backend protocol without the client TLS to reach it", m)
+		}
 		cfg.to.TLS = true
-		cfg.clientTLS = &matrixClientTLS{roots: c.be.roots, h2: m.backend.http2()}
 	}
+	if cfg.opts.HTTP2.Stats == nil {
+		cfg.opts.HTTP2.Stats = &h2.Stats{}
+	}
+	c.h2stats = cfg.opts.HTTP2.Stats
 	if m.client.tls() {
 		c.front = h2TLS(t)
 		cfg.opts.TLS = c.front
@@ -168,6 +204,11 @@ func startCell(t testing.TB, m mode, cfg loopConfig) *cell {
 		c.p = startLoopProxy(t, m.poller, cfg)
 	}
 	c.tr = &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 16}
+	c.tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c.dials.Add(1)
+		d := net.Dialer{Timeout: testTimeout}
+		return d.DialContext(ctx, network, addr)
+	}
 	c.tr.Protocols = new(http.Protocols)
 	switch m.client {
 	case clientH1:
@@ -275,6 +316,9 @@ type matrixBackend struct {
 	roots *x509.CertPool
 	srv   *httptest.Server
 	proto backendProto
+	// accepts and closed count the connections the backend accepted and
+	// the ones it has seen closed.
+	accepts, closed atomic.Int32
 
 	mu      sync.Mutex
 	handler http.HandlerFunc
@@ -311,6 +355,14 @@ func startMatrixBackend(t testing.TB, proto backendProto) *matrixBackend {
 		hf(w, r)
 	})
 	b.srv = httptest.NewUnstartedServer(h)
+	b.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			b.accepts.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			b.closed.Add(1)
+		}
+	}
 	b.srv.Config.Protocols = new(http.Protocols)
 	switch proto {
 	case backendH1, backendH1TLS:

@@ -280,6 +280,16 @@ func (c *cell) doIn(t testing.TB, req *http.Request) (clientResp, error) {
 	return out, err
 }
 
+// raw dials the cell's proxy with a client that reads and writes bytes
+// (over TLS for a TLS client protocol).
+func (c *cell) raw(t testing.TB) *rawClient {
+	t.Helper()
+	if c.front != nil {
+		return dialTLS(t, c.p.addr, c.front)
+	}
+	return dialRaw(t, c.p.addr)
+}
+
 // roundTrip sends req on rt and reads the answer whole; err is what
 // failed (the answer as far as it came with it).
 func roundTrip(rt http.RoundTripper, req *http.Request) (clientResp, error) {

@@ -247,13 +247,7 @@ func testLoopH2CleartextAfterTLSHasNoTLSVersion(t *testing.T, k netpoll.Kind) {
 			p.pipe.Swap(&proxy.Graph{Routes: g.Routes, Upstreams: g.Upstreams, Recorder: versionRecorder{p, vers}})
 			nextVersion := func() string {
 				t.Helper()
-				select {
-				case v := <-vers:
-					return v
-				case <-time.After(testTimeout):
-					t.Fatal("no request recorded")
-					return ""
-				}
+				return recv(t, vers, "a request recorded")
 			}
 
 			c := dialTLS(t, addr, tp)

@@ -233,13 +233,7 @@ func readRawBody(br *bufio.Reader, head string) (string, error) {
 // nextRequest returns what the backend received next.
 func nextRequest(t testing.TB, got <-chan h1Request) h1Request {
 	t.Helper()
-	select {
-	case r := <-got:
-		return r
-	case <-time.After(testTimeout):
-		t.Fatal("no request reached the backend")
-		return h1Request{}
-	}
+	return recv(t, got, "a request at the backend")
 }
 
 // h2Raw is an HTTP/2 client that writes and reads frames itself. It

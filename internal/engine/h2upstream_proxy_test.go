@@ -187,16 +187,10 @@ func TestH2UpTrailersOnly(t *testing.T) { run(t, testH2UpTrailersOnly) }
 func testH2UpTrailersOnly(t *testing.T, k netpoll.Kind) {
 	got := make(chan *h2PeerReq, 4)
 	be := startH2Peer(t, nil, func(pc *h2Peer) {
-		for {
-			ev, err := pc.next()
-			if err != nil {
-				return
-			}
-			if ev.req != nil {
-				got <- ev.req
-				pc.headers(ev.req.id, true, ":status", "200", "content-type", "application/grpc", "grpc-status", "7", "grpc-message", "denied")
-			}
-		}
+		eachPeerRequest(pc, func(req *h2PeerReq) {
+			got <- req
+			pc.headers(req.id, true, ":status", "200", "content-type", "application/grpc", "grpc-status", "7", "grpc-message", "denied")
+		})
 	})
 	p := startH2UpProxy(t, k, h2upTo(be.addr))
 	t.Run("h2c", func(t *testing.T) {
@@ -363,19 +357,12 @@ func testH2UpRetryUnprocessed(t *testing.T, k netpoll.Kind) {
 					var reqs atomic.Int32
 					bodies := make(chan string, 8)
 					be := startH2Peer(t, nil, func(pc *h2Peer) {
-						for {
-							ev, err := pc.next()
-							if err != nil {
-								return
+						eachPeerRequest(pc, func(req *h2PeerReq) {
+							bodies <- string(req.body)
+							if tt.act(pc, req, int(reqs.Add(1))) {
+								pc.answer(req.id, "ok:"+string(req.body))
 							}
-							if ev.req == nil {
-								continue
-							}
-							bodies <- string(ev.req.body)
-							if tt.act(pc, ev.req, int(reqs.Add(1))) {
-								pc.answer(ev.req.id, "ok:"+string(ev.req.body))
-							}
-						}
+						})
 					})
 					p := startH2UpProxy(t, k, h2upTo(be.addr))
 					c := newUpClient(t, p.addr, ck.h2)
@@ -421,20 +408,13 @@ func testH2UpRefusedBufferedBodyRetried(t *testing.T, k netpoll.Kind) {
 	body := randomBody(300<<10, 23)
 	var reqs atomic.Int32
 	be := startH2Peer(t, nil, func(pc *h2Peer) {
-		for {
-			ev, err := pc.next()
-			if err != nil {
+		eachPeerRequest(pc, func(req *h2PeerReq) {
+			if reqs.Add(1) == 1 {
+				pc.rst(req.id, http2.ErrCodeRefusedStream)
 				return
 			}
-			if ev.req == nil {
-				continue
-			}
-			if reqs.Add(1) == 1 {
-				pc.rst(ev.req.id, http2.ErrCodeRefusedStream)
-				continue
-			}
-			pc.answer(ev.req.id, fmt.Sprintf("%x", sha256.Sum256(ev.req.body)))
-		}
+			pc.answer(req.id, fmt.Sprintf("%x", sha256.Sum256(req.body)))
+		})
 	})
 	p := startH2UpProxy(t, k, h2upTo(be.addr))
 	bufferRoute(t, p, wire.BufferLimits{Memory: 64 << 10, File: 1 << 20, Dir: t.TempDir()})

@@ -72,13 +72,7 @@ func startH2UpProxy(t *testing.T, k netpoll.Kind, cfg loopConfig) *loopProxy {
 	t.Cleanup(func() {
 		waitFor(t, "every backend stream to end once the clients closed", func() bool { return p.backendStreams() == 0 })
 		p.checkInvariants()
-		for _, l := range p.eng.loops {
-			var errs []string
-			l.do(func() { errs = l.h2upQuiescentErrors() })
-			for _, e := range errs {
-				t.Errorf("loop %d: %s", l.id, e)
-			}
-		}
+		p.checkLoops(t, (*loop).h2upQuiescentErrors)
 	})
 	return p
 }
@@ -380,6 +374,20 @@ func (pc *h2Peer) next() (h2PeerEv, error) {
 			return h2PeerEv{reset: f.StreamID, code: f.ErrCode}, nil
 		case *http2.GoAwayFrame:
 			return h2PeerEv{}, fmt.Errorf("got GOAWAY %v", f.ErrCode)
+		}
+	}
+}
+
+// eachPeerRequest runs f for each request the peer receives whole, until
+// its connection ends.
+func eachPeerRequest(pc *h2Peer, f func(req *h2PeerReq)) {
+	for {
+		ev, err := pc.next()
+		if err != nil {
+			return
+		}
+		if ev.req != nil {
+			f(ev.req)
 		}
 	}
 }

@@ -43,6 +43,18 @@ func startRawBackend(t testing.TB, serve func(nc net.Conn, br *bufio.Reader)) *r
 		t.Fatal(err)
 	}
 	b := &rawBackend{addr: ln.Addr().String()}
+	serveConns(t, ln, &b.accepts, func(nc net.Conn) {
+		nc.SetDeadline(time.Now().Add(testTimeout))
+		serve(nc, bufio.NewReader(nc))
+	})
+	return b
+}
+
+// serveConns accepts connections on ln, counting them in accepts, and
+// runs serve on each on a goroutine of its own, closing the connection
+// when serve returns. When the test ends the listener and every
+// connection are closed and the goroutines waited for.
+func serveConns(t testing.TB, ln net.Listener, accepts *atomic.Int32, serve func(nc net.Conn)) {
 	var (
 		mu    sync.Mutex
 		conns []net.Conn
@@ -56,8 +68,7 @@ func startRawBackend(t testing.TB, serve func(nc net.Conn, br *bufio.Reader)) *r
 			if err != nil {
 				return
 			}
-			b.accepts.Add(1)
-			nc.SetDeadline(time.Now().Add(testTimeout))
+			accepts.Add(1)
 			mu.Lock()
 			conns = append(conns, nc)
 			mu.Unlock()
@@ -65,7 +76,7 @@ func startRawBackend(t testing.TB, serve func(nc net.Conn, br *bufio.Reader)) *r
 			go func() {
 				defer wg.Done()
 				defer nc.Close()
-				serve(nc, bufio.NewReader(nc))
+				serve(nc)
 			}()
 		}
 	}()
@@ -78,7 +89,6 @@ func startRawBackend(t testing.TB, serve func(nc net.Conn, br *bufio.Reader)) *r
 		mu.Unlock()
 		wg.Wait()
 	})
-	return b
 }
 
 // readReqHead reads a request head; "" at EOF.
@@ -109,20 +119,39 @@ func headFields(head string) map[string][]string {
 	return m
 }
 
+// headBackend reads the requests on each connection head by head (a
+// request's body is not read) and has answer write each one's answer.
+func headBackend(t testing.TB, answer func(nc net.Conn, head string)) *rawBackend {
+	return startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
+		for head := readReqHead(br); head != ""; head = readReqHead(br) {
+			answer(nc, head)
+		}
+	})
+}
+
+// requestBackend reads the requests on each connection whole, the body
+// as framed on the wire (readRawBody), and has answer write each one's
+// answer.
+func requestBackend(t testing.TB, answer func(nc net.Conn, r h1Request)) *rawBackend {
+	return startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
+		for head := readReqHead(br); head != ""; head = readReqHead(br) {
+			body, err := readRawBody(br, head)
+			if err != nil {
+				return
+			}
+			answer(nc, h1Request{head, body})
+		}
+	})
+}
+
 // okBackend answers every request on a connection with a fixed 200 and
 // hands each request head to heads.
 func okBackend(t testing.TB, heads chan<- string) *rawBackend {
-	return startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
-		for {
-			h := readReqHead(br)
-			if h == "" {
-				return
-			}
-			if heads != nil {
-				heads <- h
-			}
-			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	return headBackend(t, func(nc net.Conn, head string) {
+		if heads != nil {
+			heads <- head
 		}
+		io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 	})
 }
 

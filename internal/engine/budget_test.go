@@ -121,7 +121,7 @@ func testLoopH2StalledUploadsBounded(t *testing.T, k netpoll.Kind) {
 			dir := t.TempDir()
 			bufferRoute(t, p, wire.BufferLimits{Memory: 64 << 10, File: 16 << 20, Dir: dir, Stream: true})
 			c := newH2Client(t, p.addr, tp)
-			got := make(chan h2Resp, streams)
+			got := make(chan clientResp, streams)
 			for i := 0; i < streams; i++ {
 				go func() {
 					r, _ := c.do(context.Background(), "POST", "/up", stallingBody(t, sent), nil, nil)
@@ -183,24 +183,14 @@ func testLoopH2StalledUploadsBounded(t *testing.T, k netpoll.Kind) {
 func TestLoopBufferBudgets(t *testing.T) { run(t, testLoopBufferBudgets) }
 
 func testLoopBufferBudgets(t *testing.T, k netpoll.Kind) {
-	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
-		for {
-			head := readReqHead(br)
-			if head == "" {
-				return
-			}
-			body, err := readRawBody(br, head)
-			if err != nil {
-				return
-			}
-			n := len(body)
-			if strings.Contains(strings.ToLower(head), "transfer-encoding: chunked") {
-				r, _ := http.ReadRequest(bufio.NewReader(strings.NewReader(head + body)))
-				b, _ := io.ReadAll(r.Body)
-				n = len(b)
-			}
-			fmt.Fprintf(nc, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%d", len(fmt.Sprint(n)), n)
+	be := requestBackend(t, func(nc net.Conn, r h1Request) {
+		n := len(r.body)
+		if strings.Contains(strings.ToLower(r.head), "transfer-encoding: chunked") {
+			req, _ := http.ReadRequest(bufio.NewReader(strings.NewReader(r.head + r.body)))
+			b, _ := io.ReadAll(req.Body)
+			n = len(b)
 		}
+		fmt.Fprintf(nc, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%d", len(fmt.Sprint(n)), n)
 	})
 	const body = 1 << 20
 	tests := []struct {

@@ -9,14 +9,12 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/wire"
@@ -27,191 +25,8 @@ import (
 // HTTP/2 clients and backends that fail: resets, backend failures,
 // stream timeouts, stalled bodies, clients that close, early answers.
 
-// streams: the request ends as 499 (not the backend's fault), the backend
-// connection is closed rather than pooled, and the client's connection
-// goes on serving its other streams.
-func TestLoopH2ClientResets(t *testing.T) { run(t, testLoopH2ClientResets) }
-
-func testLoopH2ClientResets(t *testing.T, k netpoll.Kind) {
-	tests := []struct {
-		name string
-		// midBody: the backend sends its head and part of its body
-		// before it stalls, and the client reads some of it first.
-		midBody bool
-	}{
-		{"at the backend", false},
-		{"mid-body", true},
-	}
-	for _, m := range h2Modes {
-		for _, tt := range tests {
-			t.Run(m.name+"/"+tt.name, func(t *testing.T) {
-				reached := make(chan struct{}, 1)
-				closed := make(chan struct{}, 1)
-				be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
-					head := readReqHead(br)
-					if head == "" {
-						return
-					}
-					if strings.HasPrefix(head, "GET /quick ") {
-						io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nquick")
-						return
-					}
-					if tt.midBody {
-						io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 10000000\r\n\r\n")
-						nc.Write(bytes.Repeat([]byte("m"), 64<<10))
-					}
-					reached <- struct{}{}
-					// Nothing more comes from the proxy on this
-					// connection: a read returns when it is closed.
-					io.Copy(io.Discard, br)
-					closed <- struct{}{}
-				})
-				stats := &h2.Stats{}
-				cfg := loopTo(be.addr)
-				cfg.opts.HTTP2.Stats = stats
-				p, tp := startH2Proxy(t, k, cfg, m.tls)
-				c := newH2Client(t, p.addr, tp)
-				ctx, cancel := context.WithCancel(context.Background())
-				defer cancel()
-				req, _ := http.NewRequestWithContext(ctx, "GET", c.base+"/slow", nil)
-				resDone := make(chan error, 1)
-				go func() {
-					resp, err := c.tr.RoundTrip(req)
-					if err == nil {
-						// Some of the body, then the client gives up.
-						_, err = io.ReadFull(resp.Body, make([]byte, 1000))
-						cancel()
-						_, err2 := io.ReadAll(resp.Body)
-						resp.Body.Close()
-						if err == nil {
-							err = err2
-						}
-					}
-					resDone <- err
-				}()
-				select {
-				case <-reached:
-				case <-time.After(testTimeout):
-					t.Fatal("the request did not reach the backend")
-				}
-				if !tt.midBody {
-					cancel()
-				}
-				if err := <-resDone; err == nil {
-					t.Fatal("the client got its whole answer, want it to have given up")
-				}
-				rec := p.nextRec(t)
-				if rec.Status != proxy.StatusClientClosed || !errors.Is(rec.Err, wire.ErrClientGone) {
-					t.Errorf("got (%v, %v), want (%v, %v)", rec.Status, rec.Err, proxy.StatusClientClosed, wire.ErrClientGone)
-				}
-				select {
-				case <-closed:
-				case <-time.After(testTimeout):
-					t.Fatal("the backend connection was not closed")
-				}
-				if got := p.guard.outcomes(); len(got) != 1 || got[0] != proxy.Ignored {
-					t.Errorf("got outcomes %v, want [Ignored]", got)
-				}
-				if n := p.idleBackendConns(); n != 0 {
-					t.Errorf("got %d idle backend connections, want 0", n)
-				}
-				if n := stats.PeerResets.Load(); n != 1 {
-					t.Errorf("got %d resets from the client counted, want 1", n)
-				}
-				if r := c.get("/quick"); r.status != 200 || r.body != "quick" {
-					t.Errorf("next stream: got (%d, %q), want (200, quick)", r.status, r.body)
-				}
-				if n := c.dials.Load(); n != 1 {
-					t.Errorf("got %d client connections, want 1 (the reset costs its stream only)", n)
-				}
-			})
-		}
-	}
-}
-
-// TestLoopH2BackendFailures has the backend fail a stream's request in
-// each way it can: the stream gets the pipeline's answer (502, 504) or,
-// once its answer has begun, a reset; the record says the backend failed;
-// retries work as for HTTP/1.1; and the connection serves its next stream.
-func TestLoopH2BackendFailures(t *testing.T) { run(t, testLoopH2BackendFailures) }
-
-func testLoopH2BackendFailures(t *testing.T, k netpoll.Kind) {
-	answering := func(t *testing.T, resp string) string {
-		return startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
-			if readReqHead(br) != "" {
-				io.WriteString(nc, resp)
-			}
-		}).addr
-	}
-	tests := []struct {
-		name    string
-		cfg     func(t *testing.T) loopConfig
-		status  int // the answer's, or 0 for a reset stream
-		body    string
-		wantErr error
-		attempt int
-	}{
-		{name: "dial refused", cfg: func(t *testing.T) loopConfig { return loopTo(deadAddr(t)) },
-			status: 502, body: string(bodyBadGateway), wantErr: wire.ErrConnect, attempt: 1},
-		{name: "malformed head", cfg: func(t *testing.T) loopConfig {
-			return loopTo(answering(t, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nx"))
-		}, status: 502, body: string(bodyBadGateway), wantErr: wire.ErrBackend, attempt: 1},
-		{name: "101 nobody asked for", cfg: func(t *testing.T) loopConfig {
-			return loopTo(answering(t, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"))
-		}, status: 502, body: string(bodyBadGateway), wantErr: wire.ErrBackend, attempt: 1},
-		{name: "no head in time", cfg: func(t *testing.T) loopConfig {
-			be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
-				readReqHead(br)
-				io.Copy(io.Discard, br)
-			})
-			cfg := loopTo(be.addr)
-			cfg.to.ResponseHeaderTimeout = 100 * time.Millisecond
-			return cfg
-		}, status: 504, wantErr: wire.ErrTimeout, attempt: 1},
-		{name: "closes mid body", cfg: func(t *testing.T) loopConfig {
-			return loopTo(answering(t, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b"))
-		}, status: 0, wantErr: wire.ErrBackend, attempt: 1},
-		{name: "connect error retried on the next backend", cfg: func(t *testing.T) loopConfig {
-			cfg := loopConfig{backends: []string{deadAddr(t), okBackend(t, nil).addr}, to: defaultTransport}
-			cfg.retry = proxy.RetryPolicy{Attempts: 1, OnConnectError: true}
-			return cfg
-		}, status: 200, body: "ok", attempt: 2},
-	}
-	for _, m := range h2Modes {
-		for _, tt := range tests {
-			t.Run(m.name+"/"+tt.name, func(t *testing.T) {
-				p, tp := startH2Proxy(t, k, tt.cfg(t), m.tls)
-				c := newH2Client(t, p.addr, tp)
-				r, err := c.do(context.Background(), "GET", "/x", nil, nil, nil)
-				switch {
-				case tt.status == 0:
-					// Which code resets it: TestLoopH2BackendFailureMidBodyIsInternalError.
-					var se http2.StreamError
-					if !errors.As(err, &se) {
-						t.Errorf("got (%v, %d, %q), want the stream reset", err, r.status, r.body)
-					}
-				case err != nil:
-					t.Errorf("got %v, want an answer", err)
-				case r.status != tt.status || tt.body != "" && r.body != tt.body:
-					t.Errorf("got (%d, %q), want (%d, %q)", r.status, r.body, tt.status, tt.body)
-				}
-				rec := p.nextRec(t)
-				if tt.wantErr != nil && !errors.Is(rec.Err, tt.wantErr) || tt.wantErr == nil && rec.Err != nil {
-					t.Errorf("record: got %v, want %v", rec.Err, tt.wantErr)
-				}
-				if rec.Attempts != tt.attempt {
-					t.Errorf("record: got %d attempts, want %d", rec.Attempts, tt.attempt)
-				}
-				if r := c.get("/fixed/next"); r.status != 200 || r.body != "fixed" {
-					t.Errorf("next stream: got (%d, %q), want (200, fixed)", r.status, r.body)
-				}
-				if n := c.dials.Load(); n != 1 {
-					t.Errorf("got %d client connections, want 1 (a failed stream costs its stream only)", n)
-				}
-			})
-		}
-	}
-}
+// Clients that reset their streams: TestMatrixClientGone; backends that
+// fail: TestMatrixScriptedBackendFailures.
 
 // TestLoopH2AnswerBeforeBody answers a request whose body the client has
 // not sent (a fixed answer reads none): the answer goes out whole, then

@@ -141,18 +141,12 @@ func TestLoopH2PanicInForwardedAnswer(t *testing.T) {
 func testH2Panic(t *testing.T, k netpoll.Kind, tlsOn bool, path string) {
 	var slowSeen atomic.Bool
 	release := make(chan struct{})
-	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
-		for {
-			head := readReqHead(br)
-			if head == "" {
-				return
-			}
-			if strings.HasPrefix(head, "GET /slow ") {
-				slowSeen.Store(true)
-				<-release
-			}
-			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbody")
+	be := headBackend(t, func(nc net.Conn, head string) {
+		if strings.HasPrefix(head, "GET /slow ") {
+			slowSeen.Store(true)
+			<-release
 		}
+		io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbody")
 	})
 	t.Cleanup(func() {
 		select {
@@ -167,7 +161,7 @@ func testH2Panic(t *testing.T, k netpoll.Kind, tlsOn bool, path string) {
 	c := newH2Client(t, p.addr, tp)
 	c.get("/fixed/warm")
 	<-p.recs
-	slow := make(chan h2Resp, 1)
+	slow := make(chan clientResp, 1)
 	go func() {
 		r, err := c.do(context.Background(), "GET", "/slow", nil, nil, nil)
 		if err != nil {
@@ -253,13 +247,7 @@ func testLoopH2CleartextAfterTLSHasNoTLSVersion(t *testing.T, k netpoll.Kind) {
 			p.pipe.Swap(&proxy.Graph{Routes: g.Routes, Upstreams: g.Upstreams, Recorder: versionRecorder{p, vers}})
 			nextVersion := func() string {
 				t.Helper()
-				select {
-				case v := <-vers:
-					return v
-				case <-time.After(testTimeout):
-					t.Fatal("no request recorded")
-					return ""
-				}
+				return recv(t, vers, "a request recorded")
 			}
 
 			c := dialTLS(t, addr, tp)

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -102,24 +101,18 @@ func testLoopH2Proxy(t *testing.T, k netpoll.Kind) {
 func TestLoopH2WireFields(t *testing.T) { run(t, testLoopH2WireFields) }
 
 func testLoopH2WireFields(t *testing.T, k netpoll.Kind) {
-	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
-		for {
-			head := readReqHead(br)
-			if head == "" {
-				return
-			}
-			switch {
-			case strings.HasPrefix(head, "GET /chunked "):
-				io.WriteString(nc, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\nProxy-Connection: x\r\n"+
-					"Upgrade: h2c\r\nTE: trailers\r\nX-UPPER: 1\r\nContent-Type: text/plain\r\nTrailer: X-Sum\r\n\r\n"+
-					"5\r\nhello\r\n0\r\nX-Sum: 42\r\n\r\n")
-			case strings.HasPrefix(head, "GET /204 "):
-				io.WriteString(nc, "HTTP/1.1 204 No Content\r\nX-Empty: yes\r\n\r\n")
-			case strings.HasPrefix(head, "HEAD "):
-				io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
-			default:
-				io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-			}
+	be := headBackend(t, func(nc net.Conn, head string) {
+		switch {
+		case strings.HasPrefix(head, "GET /chunked "):
+			io.WriteString(nc, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\nProxy-Connection: x\r\n"+
+				"Upgrade: h2c\r\nTE: trailers\r\nX-UPPER: 1\r\nContent-Type: text/plain\r\nTrailer: X-Sum\r\n\r\n"+
+				"5\r\nhello\r\n0\r\nX-Sum: 42\r\n\r\n")
+		case strings.HasPrefix(head, "GET /204 "):
+			io.WriteString(nc, "HTTP/1.1 204 No Content\r\nX-Empty: yes\r\n\r\n")
+		case strings.HasPrefix(head, "HEAD "):
+			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
+		default:
+			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		}
 	})
 	for _, m := range h2Modes {
@@ -525,7 +518,7 @@ func testLoopH2ManyStreams(t *testing.T, k netpoll.Kind) {
 			for i := 0; i < n; i++ {
 				go func() {
 					var (
-						r    h2Resp
+						r    clientResp
 						err  error
 						want string
 					)
@@ -728,6 +721,3 @@ func (p *loopProxy) headerBlockBytes() int {
 	}
 	return n
 }
-
-// TestLoopH2ClientResets has the client reset its stream (RST_STREAM
-// CANCEL) while the backend has not answered, and while the answer

@@ -132,39 +132,23 @@ func (c *h2Client) close() {
 	}
 }
 
-// h2Resp is an answer an h2Client read, body and trailers included.
-type h2Resp struct {
-	status  int
-	proto   string
-	header  http.Header
-	trailer http.Header
-	body    string
-	length  int64
-}
-
 // do sends a request and reads its answer whole; err is what failed.
-func (c *h2Client) do(ctx context.Context, method, path string, body io.Reader, hdr http.Header, trailer http.Header) (h2Resp, error) {
+func (c *h2Client) do(ctx context.Context, method, path string, body io.Reader, hdr http.Header, trailer http.Header) (clientResp, error) {
 	ctx, cancel := context.WithTimeout(ctx, testTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
-		return h2Resp{}, err
+		return clientResp{}, err
 	}
 	for k, vs := range hdr {
 		req.Header[k] = vs
 	}
 	req.Trailer = trailer
-	resp, err := c.tr.RoundTrip(req)
-	if err != nil {
-		return h2Resp{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return h2Resp{status: resp.StatusCode, proto: resp.Proto, header: resp.Header, trailer: resp.Trailer, body: string(b), length: resp.ContentLength}, err
+	return roundTrip(c.tr, req)
 }
 
 // get sends a GET and fails the test if it fails.
-func (c *h2Client) get(path string) h2Resp {
+func (c *h2Client) get(path string) clientResp {
 	c.t.Helper()
 	r, err := c.do(context.Background(), "GET", path, nil, nil, nil)
 	if err != nil {
@@ -195,19 +179,9 @@ func (r h1Request) parsed(t testing.TB) (*http.Request, string) {
 // recordingBackend reads each request whole, hands it to got and sends
 // answer.
 func recordingBackend(t testing.TB, answer string, got chan<- h1Request) *rawBackend {
-	return startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
-		for {
-			head := readReqHead(br)
-			if head == "" {
-				return
-			}
-			body, err := readRawBody(br, head)
-			if err != nil {
-				return
-			}
-			got <- h1Request{head, body}
-			io.WriteString(nc, answer)
-		}
+	return requestBackend(t, func(nc net.Conn, r h1Request) {
+		got <- r
+		io.WriteString(nc, answer)
 	})
 }
 
@@ -259,13 +233,7 @@ func readRawBody(br *bufio.Reader, head string) (string, error) {
 // nextRequest returns what the backend received next.
 func nextRequest(t testing.TB, got <-chan h1Request) h1Request {
 	t.Helper()
-	select {
-	case r := <-got:
-		return r
-	case <-time.After(testTimeout):
-		t.Fatal("no request reached the backend")
-		return h1Request{}
-	}
+	return recv(t, got, "a request at the backend")
 }
 
 // h2Raw is an HTTP/2 client that writes and reads frames itself. It

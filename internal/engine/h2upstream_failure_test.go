@@ -55,21 +55,14 @@ func testH2UpBackendConnectionBreaks(t *testing.T, k netpoll.Kind) {
 		for _, tt := range tests {
 			t.Run(ck.name+"/"+tt.name, func(t *testing.T) {
 				be := startH2Peer(t, nil, func(pc *h2Peer) {
-					for {
-						ev, err := pc.next()
-						if err != nil {
-							return
-						}
-						if ev.req == nil {
-							continue
-						}
+					eachPeerRequest(pc, func(req *h2PeerReq) {
 						if pc.n == 1 {
-							tt.cut(pc, ev.req.id)
-							pc.cut()
+							tt.cut(pc, req.id)
+							pc.cut() // and next fails: the loop ends
 							return
 						}
-						pc.answer(ev.req.id, "next")
-					}
+						pc.answer(req.id, "next")
+					})
 				})
 				p := startH2UpProxy(t, k, h2upTo(be.addr))
 				c := newUpClient(t, p.addr, ck.h2)
@@ -192,7 +185,7 @@ func testH2UpPing(t *testing.T, k netpoll.Kind) {
 			})
 			p := startH2UpProxy(t, k, h2upTo(be.addr))
 			c := newUpClient(t, p.addr, false)
-			done := make(chan h2Resp, 1)
+			done := make(chan clientResp, 1)
 			go func() {
 				r, err := c.do(context.Background(), "GET", "/held", nil, false, nil)
 				if err != nil {

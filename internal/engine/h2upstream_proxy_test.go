@@ -12,10 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/helios-lb/helios/internal/netpoll"
-	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/wire"
 	"golang.org/x/net/http2"
 )
@@ -189,16 +187,10 @@ func TestH2UpTrailersOnly(t *testing.T) { run(t, testH2UpTrailersOnly) }
 func testH2UpTrailersOnly(t *testing.T, k netpoll.Kind) {
 	got := make(chan *h2PeerReq, 4)
 	be := startH2Peer(t, nil, func(pc *h2Peer) {
-		for {
-			ev, err := pc.next()
-			if err != nil {
-				return
-			}
-			if ev.req != nil {
-				got <- ev.req
-				pc.headers(ev.req.id, true, ":status", "200", "content-type", "application/grpc", "grpc-status", "7", "grpc-message", "denied")
-			}
-		}
+		eachPeerRequest(pc, func(req *h2PeerReq) {
+			got <- req
+			pc.headers(req.id, true, ":status", "200", "content-type", "application/grpc", "grpc-status", "7", "grpc-message", "denied")
+		})
 	})
 	p := startH2UpProxy(t, k, h2upTo(be.addr))
 	t.Run("h2c", func(t *testing.T) {
@@ -365,19 +357,12 @@ func testH2UpRetryUnprocessed(t *testing.T, k netpoll.Kind) {
 					var reqs atomic.Int32
 					bodies := make(chan string, 8)
 					be := startH2Peer(t, nil, func(pc *h2Peer) {
-						for {
-							ev, err := pc.next()
-							if err != nil {
-								return
+						eachPeerRequest(pc, func(req *h2PeerReq) {
+							bodies <- string(req.body)
+							if tt.act(pc, req, int(reqs.Add(1))) {
+								pc.answer(req.id, "ok:"+string(req.body))
 							}
-							if ev.req == nil {
-								continue
-							}
-							bodies <- string(ev.req.body)
-							if tt.act(pc, ev.req, int(reqs.Add(1))) {
-								pc.answer(ev.req.id, "ok:"+string(ev.req.body))
-							}
-						}
+						})
 					})
 					p := startH2UpProxy(t, k, h2upTo(be.addr))
 					c := newUpClient(t, p.addr, ck.h2)
@@ -423,20 +408,13 @@ func testH2UpRefusedBufferedBodyRetried(t *testing.T, k netpoll.Kind) {
 	body := randomBody(300<<10, 23)
 	var reqs atomic.Int32
 	be := startH2Peer(t, nil, func(pc *h2Peer) {
-		for {
-			ev, err := pc.next()
-			if err != nil {
+		eachPeerRequest(pc, func(req *h2PeerReq) {
+			if reqs.Add(1) == 1 {
+				pc.rst(req.id, http2.ErrCodeRefusedStream)
 				return
 			}
-			if ev.req == nil {
-				continue
-			}
-			if reqs.Add(1) == 1 {
-				pc.rst(ev.req.id, http2.ErrCodeRefusedStream)
-				continue
-			}
-			pc.answer(ev.req.id, fmt.Sprintf("%x", sha256.Sum256(ev.req.body)))
-		}
+			pc.answer(req.id, fmt.Sprintf("%x", sha256.Sum256(req.body)))
+		})
 	})
 	p := startH2UpProxy(t, k, h2upTo(be.addr))
 	bufferRoute(t, p, wire.BufferLimits{Memory: 64 << 10, File: 1 << 20, Dir: t.TempDir()})
@@ -451,95 +429,5 @@ func testH2UpRefusedBufferedBodyRetried(t *testing.T, k netpoll.Kind) {
 	checkRecord(t, p, 200, nil)
 	if got := reqs.Load(); got != 2 {
 		t.Errorf("got %d requests at the backend, want 2", got)
-	}
-}
-
-// TestH2UpClientGone has the client go away while its request is at a
-// slow h2c backend, before the answer's head or in its body: an HTTP/2
-// client resets its stream, an HTTP/1.1 client closes its connection.
-// The backend's stream is reset (its handler's context is cancelled),
-// the record says the client went, and the backend connection serves
-// the next request (no new dial, none closed).
-func TestH2UpClientGone(t *testing.T) { run(t, testH2UpClientGone) }
-
-func testH2UpClientGone(t *testing.T, k netpoll.Kind) {
-	for _, ck := range upClientKinds {
-		for _, midBody := range []bool{false, true} {
-			name := ck.name + "/at the backend"
-			if midBody {
-				name = ck.name + "/mid-body"
-			}
-			t.Run(name, func(t *testing.T) {
-				reached := make(chan struct{}, 1)
-				cancelled := make(chan struct{}, 1)
-				be := startH2CBackend(t, 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					if r.URL.Path == "/quick" {
-						io.WriteString(w, "quick")
-						return
-					}
-					if midBody {
-						w.Header().Set("Content-Length", "10000000")
-						w.Write(bytes.Repeat([]byte("m"), 64<<10))
-						w.(http.Flusher).Flush()
-					}
-					reached <- struct{}{}
-					select {
-					case <-r.Context().Done():
-						cancelled <- struct{}{}
-					case <-time.After(testTimeout):
-					}
-				}))
-				p := startH2UpProxy(t, k, h2upTo(be.addr))
-				if ck.h2 {
-					c := newUpClient(t, p.addr, true)
-					ctx, cancel := context.WithCancel(context.Background())
-					defer cancel()
-					req, _ := http.NewRequestWithContext(ctx, "GET", c.base+"/slow", nil)
-					done := make(chan error, 1)
-					go func() {
-						resp, err := c.rt.RoundTrip(req)
-						if err == nil {
-							_, err = io.ReadFull(resp.Body, make([]byte, 1000))
-							cancel()
-							_, err2 := io.ReadAll(resp.Body)
-							resp.Body.Close()
-							if err == nil {
-								err = err2
-							}
-						}
-						done <- err
-					}()
-					recv(t, reached, "the request at the backend")
-					cancel()
-					if err := recv(t, done, "the client to give up"); err == nil {
-						t.Fatal("the client got its whole answer, want it to have given up")
-					}
-				} else {
-					c := dialRaw(t, p.addr)
-					c.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-					recv(t, reached, "the request at the backend")
-					if midBody {
-						c.readHead()
-						if _, err := io.ReadFull(c.br, make([]byte, 1000)); err != nil {
-							t.Fatalf("reading some of the body: %v", err)
-						}
-					}
-					c.nc.Close()
-				}
-				recv(t, cancelled, "the backend's stream to be reset")
-				checkRecord(t, p, proxy.StatusClientClosed, wire.ErrClientGone)
-				if got := p.guard.outcomes(); len(got) != 1 || got[0] != proxy.Ignored {
-					t.Errorf("got outcomes %v, want [Ignored]", got)
-				}
-				c := newUpClient(t, p.addr, ck.h2)
-				if r := c.get(t, "/quick"); r.status != 200 || r.body != "quick" {
-					t.Errorf("next request: got (%d, %q), want (200, quick)", r.status, r.body)
-				}
-				checkRecord(t, p, 200, nil)
-				if a, cl := be.accepts.Load(), be.closed.Load(); a != 1 || cl != 0 {
-					t.Errorf("got %d backend connections dialled and %d closed, want 1 and 0 (a reset costs its stream only)", a, cl)
-				}
-			})
-		}
 	}
 }

@@ -72,13 +72,7 @@ func startH2UpProxy(t *testing.T, k netpoll.Kind, cfg loopConfig) *loopProxy {
 	t.Cleanup(func() {
 		waitFor(t, "every backend stream to end once the clients closed", func() bool { return p.backendStreams() == 0 })
 		p.checkInvariants()
-		for _, l := range p.eng.loops {
-			var errs []string
-			l.do(func() { errs = l.h2upQuiescentErrors() })
-			for _, e := range errs {
-				t.Errorf("loop %d: %s", l.id, e)
-			}
-		}
+		p.checkLoops(t, (*loop).h2upQuiescentErrors)
 	})
 	return p
 }
@@ -235,40 +229,10 @@ func startH2CBackend(t testing.TB, maxStreams uint32, h http.Handler) *h2cBacken
 func serveH2C(t testing.TB, ln net.Listener, maxStreams uint32, h http.Handler) *h2cBackend {
 	b := &h2cBackend{addr: ln.Addr().String()}
 	srv := &http2.Server{MaxConcurrentStreams: maxStreams}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-		wg    sync.WaitGroup
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b.accepts.Add(1)
-			mu.Lock()
-			conns = append(conns, nc)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				srv.ServeConn(nc, &http2.ServeConnOpts{Handler: h, BaseConfig: &http.Server{}})
-				nc.Close()
-				b.closed.Add(1)
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
+	serveConns(t, ln, &b.accepts, func(nc net.Conn) {
+		srv.ServeConn(nc, &http2.ServeConnOpts{Handler: h, BaseConfig: &http.Server{}})
+		nc.Close()
+		b.closed.Add(1)
 	})
 	return b
 }
@@ -414,6 +378,20 @@ func (pc *h2Peer) next() (h2PeerEv, error) {
 	}
 }
 
+// eachPeerRequest runs f for each request the peer receives whole, until
+// its connection ends.
+func eachPeerRequest(pc *h2Peer, f func(req *h2PeerReq)) {
+	for {
+		ev, err := pc.next()
+		if err != nil {
+			return
+		}
+		if ev.req != nil {
+			f(ev.req)
+		}
+	}
+}
+
 // headers writes a header block on stream id; fields are name, value
 // pairs.
 func (pc *h2Peer) headers(id uint32, end bool, fields ...string) error {
@@ -505,7 +483,7 @@ func newUpClient(t testing.TB, addr string, h2 bool) *upClient {
 // do sends a request and reads its answer whole. A body sent chunked
 // has no declared length (HTTP/1.1 chunked, HTTP/2 without
 // content-length); a "Host" entry of hdr is the request's host.
-func (c *upClient) do(ctx context.Context, method, path string, body []byte, chunked bool, hdr http.Header) (h2Resp, error) {
+func (c *upClient) do(ctx context.Context, method, path string, body []byte, chunked bool, hdr http.Header) (clientResp, error) {
 	ctx, cancel := context.WithTimeout(ctx, testTimeout)
 	defer cancel()
 	var rd io.Reader
@@ -517,7 +495,7 @@ func (c *upClient) do(ctx context.Context, method, path string, body []byte, chu
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return h2Resp{}, err
+		return clientResp{}, err
 	}
 	if chunked {
 		req.ContentLength = -1
@@ -529,17 +507,11 @@ func (c *upClient) do(ctx context.Context, method, path string, body []byte, chu
 		}
 		req.Header[k] = vs
 	}
-	resp, err := c.rt.RoundTrip(req)
-	if err != nil {
-		return h2Resp{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return h2Resp{status: resp.StatusCode, proto: resp.Proto, header: resp.Header, trailer: resp.Trailer, body: string(b), length: resp.ContentLength}, err
+	return roundTrip(c.rt, req)
 }
 
 // get sends a GET and fails the test if it fails.
-func (c *upClient) get(t testing.TB, path string) h2Resp {
+func (c *upClient) get(t testing.TB, path string) clientResp {
 	t.Helper()
 	r, err := c.do(context.Background(), "GET", path, nil, false, nil)
 	if err != nil {

@@ -290,11 +290,17 @@ func (p *loopProxy) closeListener() {
 // free twice), which would let two connections write into one. It holds
 // at any time, exchanges in flight or not.
 func (p *loopProxy) checkInvariants() {
-	t := p.t
+	p.t.Helper()
+	p.checkLoops(p.t, (*loop).invariantErrors)
+}
+
+// checkLoops fails t with what check finds wrong on each loop, run on
+// the loop's goroutine.
+func (p *loopProxy) checkLoops(t testing.TB, check func(l *loop) []string) {
 	t.Helper()
 	for _, l := range p.eng.loops {
 		var errs []string
-		l.do(func() { errs = l.invariantErrors() })
+		l.do(func() { errs = check(l) })
 		for _, e := range errs {
 			t.Errorf("loop %d: %s", l.id, e)
 		}

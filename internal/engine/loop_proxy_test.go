@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,9 +15,7 @@ import (
 	"time"
 
 	"github.com/helios-lb/helios/internal/netpoll"
-	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/realip"
-	"github.com/helios-lb/helios/internal/wire"
 )
 
 // The backend side of the engine, on every driver (run): the request and
@@ -400,132 +397,7 @@ func testLoopProxyRetryDrops(t *testing.T, k netpoll.Kind) {
 	}
 }
 
-func TestLoopProxyBackendFailures(t *testing.T) { run(t, testLoopProxyBackendFailures) }
-
-func testLoopProxyBackendFailures(t *testing.T, k netpoll.Kind) {
-	t.Run("closes mid fixed body", func(t *testing.T) {
-		be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
-			readReqHead(br)
-			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b")
-		})
-		p := startLoopProxy(t, k, loopTo(be.addr))
-		c := dialRaw(t, p.addr)
-		c.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-		if _, err := c.tryRead("GET"); !errors.Is(err, io.ErrUnexpectedEOF) {
-			t.Errorf("got %v, want %v", err, io.ErrUnexpectedEOF)
-		}
-		c.expectClosed(time.Second)
-		if rec := p.nextRec(t); !errors.Is(rec.Err, wire.ErrBackend) {
-			t.Errorf("got %v, want %v", rec.Err, wire.ErrBackend)
-		}
-		if got := p.idleBackendConns(); got != 0 {
-			t.Errorf("got %d idle backend connections, want 0", got)
-		}
-	})
-	t.Run("closes mid chunked body", func(t *testing.T) {
-		be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
-			readReqHead(br)
-			io.WriteString(nc, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
-		})
-		p := startLoopProxy(t, k, loopTo(be.addr))
-		c := dialRaw(t, p.addr)
-		c.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-		if _, err := c.tryRead("GET"); !errors.Is(err, io.ErrUnexpectedEOF) {
-			t.Errorf("got %v, want %v", err, io.ErrUnexpectedEOF)
-		}
-		c.expectClosed(time.Second)
-	})
-	t.Run("malformed response head", func(t *testing.T) {
-		be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
-			readReqHead(br)
-			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nx")
-		})
-		p := startLoopProxy(t, k, loopTo(be.addr))
-		c := dialRaw(t, p.addr)
-		c.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-		if r := c.read("GET"); r.status != 502 {
-			t.Errorf("got %v, want 502", r.status)
-		}
-		if rec := p.nextRec(t); !errors.Is(rec.Err, wire.ErrBackend) {
-			t.Errorf("got %v, want %v", rec.Err, wire.ErrBackend)
-		}
-	})
-	t.Run("response header timeout", func(t *testing.T) {
-		be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
-			readReqHead(br)
-			io.Copy(io.Discard, br)
-		})
-		cfg := loopTo(be.addr)
-		cfg.to.ResponseHeaderTimeout = 100 * time.Millisecond
-		p := startLoopProxy(t, k, cfg)
-		c := dialRaw(t, p.addr)
-		c.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-		if r := c.read("GET"); r.status != 504 {
-			t.Errorf("got %v, want 504", r.status)
-		}
-		if rec := p.nextRec(t); !errors.Is(rec.Err, wire.ErrTimeout) {
-			t.Errorf("got %v, want %v", rec.Err, wire.ErrTimeout)
-		}
-	})
-	t.Run("body read timeout", func(t *testing.T) {
-		be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
-			readReqHead(br)
-			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
-			io.Copy(io.Discard, br)
-		})
-		cfg := loopTo(be.addr)
-		cfg.to.ReadTimeout = 100 * time.Millisecond
-		p := startLoopProxy(t, k, cfg)
-		c := dialRaw(t, p.addr)
-		c.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-		if _, err := c.tryRead("GET"); !errors.Is(err, io.ErrUnexpectedEOF) {
-			t.Errorf("got %v, want %v", err, io.ErrUnexpectedEOF)
-		}
-		if rec := p.nextRec(t); !errors.Is(rec.Err, wire.ErrTimeout) {
-			t.Errorf("got %v, want %v", rec.Err, wire.ErrTimeout)
-		}
-	})
-	t.Run("dial refused", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		p := startLoopProxy(t, k, loopTo(addr))
-		c := dialRaw(t, p.addr)
-		for i := 0; i < 2; i++ {
-			// The client connection stays fine: nothing was read wrongly.
-			c.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-			if r := c.read("GET"); r.status != 502 {
-				t.Errorf("got %v, want 502", r.status)
-			}
-			if rec := p.nextRec(t); !errors.Is(rec.Err, wire.ErrConnect) {
-				t.Errorf("got %v, want %v", rec.Err, wire.ErrConnect)
-			}
-		}
-	})
-	t.Run("connect error retried on the next backend", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		dead := ln.Addr().String()
-		ln.Close()
-		be := okBackend(t, nil)
-		cfg := loopConfig{backends: []string{dead, be.addr}, to: defaultTransport}
-		cfg.retry = proxy.RetryPolicy{Attempts: 1, OnConnectError: true}
-		p := startLoopProxy(t, k, cfg)
-		c := dialRaw(t, p.addr)
-		c.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-		if r := c.read("GET"); r.status != 200 || r.body != "ok" {
-			t.Errorf("got (%v, %q), want (200, ok)", r.status, r.body)
-		}
-		if rec := p.nextRec(t); rec.Attempts != 2 || rec.Status != 200 {
-			t.Errorf("record: got (%d attempts, %v), want (2, 200)", rec.Attempts, rec.Status)
-		}
-	})
-}
+// Backends that fail: TestMatrixScriptedBackendFailures.
 
 func TestLoopProxyResponseFraming(t *testing.T) { run(t, testLoopProxyResponseFraming) }
 

@@ -12,9 +12,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/helios-lb/helios/internal/h2"
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/wire"
 )
@@ -108,15 +110,29 @@ type cell struct {
 	mode
 	t     testing.TB
 	p     *loopProxy
-	be    *matrixBackend
+	be    *matrixBackend // nil in a cell started by startFront
 	tr    *http.Transport
 	base  string
 	front *testTLS
+	// dials counts the client's connections to the proxy.
+	dials atomic.Int32
+	// h2stats counts what the proxy's HTTP/2 listener saw (the streams
+	// its clients reset, say), unless the test's configuration brought
+	// its own.
+	h2stats *h2.Stats
 }
 
 // matrix runs f in every cell the options leave, as subtests named
 // poller/client-backend.
 func matrix(t *testing.T, f func(t *testing.T, c *cell), opts ...matrixOpt) {
+	modes(t, func(t *testing.T, m mode, o matrixOpts) { f(t, startCell(t, m, o.cfg)) }, opts...)
+}
+
+// modes runs f in every mode the options leave, as subtests named
+// poller/client-backend, starting nothing: for a test whose backend is
+// its own (scripted to fail in ways a real server is not), which starts
+// the rest of its cell with startFront.
+func modes(t *testing.T, f func(t *testing.T, m mode, o matrixOpts), opts ...matrixOpt) {
 	o := matrixOpts{clients: allClients, backends: allBackends}
 	for _, opt := range opts {
 		opt(&o)
@@ -129,7 +145,7 @@ func matrix(t *testing.T, f func(t *testing.T, c *cell), opts ...matrixOpt) {
 					if o.parallel {
 						t.Parallel()
 					}
-					f(t, startCell(t, m, o.cfg))
+					f(t, m, o)
 				})
 			}
 		}
@@ -140,9 +156,23 @@ func matrix(t *testing.T, f func(t *testing.T, c *cell), opts ...matrixOpt) {
 // test ends.
 func startCell(t testing.TB, m mode, cfg loopConfig) *cell {
 	t.Helper()
+	be := startMatrixBackend(t, m.backend)
+	cfg.backends = []string{be.addr}
+	if m.backend.tls() {
+		cfg.clientTLS = &matrixClientTLS{roots: be.roots, h2: m.backend.http2()}
+	}
+	c := startFront(t, m, cfg)
+	c.be = be
+	return c
+}
+
+// startFront starts a cell's proxy, forwarding as cfg says (its backends
+// set by the caller, and for a TLS backend protocol its clientTLS), and
+// its client; both stop when the test ends. The cell's backend protocol
+// sets the transport's protocol and TLS.
+func startFront(t testing.TB, m mode, cfg loopConfig) *cell {
+	t.Helper()
 	c := &cell{mode: m, t: t}
-	c.be = startMatrixBackend(t, m.backend)
-	cfg.backends = []string{c.be.addr}
 	if cfg.to == (wire.TransportSettings{}) {
 		cfg.to = defaultTransport
 	}
@@ -153,9 +183,15 @@ func startCell(t testing.TB, m mode, cfg loopConfig) *cell {
 		cfg.to.Protocol = wire.ProtoH2
 	}
 	if m.backend.tls() {
+		if cfg.clientTLS == nil {
+			t.Fatalf("%s: a TLS backend protocol without the client TLS to reach it", m)
+		}
 		cfg.to.TLS = true
-		cfg.clientTLS = &matrixClientTLS{roots: c.be.roots, h2: m.backend.http2()}
 	}
+	if cfg.opts.HTTP2.Stats == nil {
+		cfg.opts.HTTP2.Stats = &h2.Stats{}
+	}
+	c.h2stats = cfg.opts.HTTP2.Stats
 	if m.client.tls() {
 		c.front = h2TLS(t)
 		cfg.opts.TLS = c.front
@@ -168,6 +204,11 @@ func startCell(t testing.TB, m mode, cfg loopConfig) *cell {
 		c.p = startLoopProxy(t, m.poller, cfg)
 	}
 	c.tr = &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 16}
+	c.tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c.dials.Add(1)
+		d := net.Dialer{Timeout: testTimeout}
+		return d.DialContext(ctx, network, addr)
+	}
 	c.tr.Protocols = new(http.Protocols)
 	switch m.client {
 	case clientH1:
@@ -202,8 +243,9 @@ func startH2UpProxyWith(t testing.TB, k netpoll.Kind, cfg loopConfig) (*loopProx
 	return p, nil
 }
 
-// matrixResp is an answer a cell's client read whole.
-type matrixResp struct {
+// clientResp is an answer a client of the proxy read whole, body and
+// trailers included: a matrix cell's, an h2Client's or an upClient's.
+type clientResp struct {
 	status  int
 	proto   string
 	header  http.Header
@@ -214,38 +256,54 @@ type matrixResp struct {
 
 // do sends req (its URL a path) and reads the answer whole, checking that
 // it came over the cell's client protocol.
-func (c *cell) do(req *http.Request) (matrixResp, error) {
+func (c *cell) do(req *http.Request) (clientResp, error) {
 	c.t.Helper()
 	return c.doIn(c.t, req)
 }
 
 // doIn is do reporting to t (a fuzz target's, say, rather than the
 // cell's).
-func (c *cell) doIn(t testing.TB, req *http.Request) (matrixResp, error) {
+func (c *cell) doIn(t testing.TB, req *http.Request) (clientResp, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(req.Context(), testTimeout)
 	defer cancel()
 	u := c.base + req.URL.String()
 	r2, err := http.NewRequestWithContext(ctx, req.Method, u, req.Body)
 	if err != nil {
-		return matrixResp{}, err
+		return clientResp{}, err
 	}
 	r2.Header, r2.Trailer, r2.ContentLength, r2.Host = req.Header, req.Trailer, req.ContentLength, req.Host
-	resp, err := c.tr.RoundTrip(r2)
-	if err != nil {
-		return matrixResp{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	out := matrixResp{status: resp.StatusCode, proto: resp.Proto, header: resp.Header, trailer: resp.Trailer, body: string(b), length: resp.ContentLength}
-	if want := c.client.protoName(); resp.Proto != want {
-		t.Errorf("answer came over %s, want %s", resp.Proto, want)
+	out, err := roundTrip(c.tr, r2)
+	if want := c.client.protoName(); out.proto != "" && out.proto != want {
+		t.Errorf("answer came over %s, want %s", out.proto, want)
 	}
 	return out, err
 }
 
+// raw dials the cell's proxy with a client that reads and writes bytes
+// (over TLS for a TLS client protocol).
+func (c *cell) raw(t testing.TB) *rawClient {
+	t.Helper()
+	if c.front != nil {
+		return dialTLS(t, c.p.addr, c.front)
+	}
+	return dialRaw(t, c.p.addr)
+}
+
+// roundTrip sends req on rt and reads the answer whole; err is what
+// failed (the answer as far as it came with it).
+func roundTrip(rt http.RoundTripper, req *http.Request) (clientResp, error) {
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		return clientResp{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return clientResp{status: resp.StatusCode, proto: resp.Proto, header: resp.Header, trailer: resp.Trailer, body: string(b), length: resp.ContentLength}, err
+}
+
 // get sends a GET for path.
-func (c *cell) get(path string, hdr http.Header) (matrixResp, error) {
+func (c *cell) get(path string, hdr http.Header) (clientResp, error) {
 	req, _ := http.NewRequest("GET", path, nil)
 	if hdr != nil {
 		req.Header = hdr
@@ -268,6 +326,9 @@ type matrixBackend struct {
 	roots *x509.CertPool
 	srv   *httptest.Server
 	proto backendProto
+	// accepts and closed count the connections the backend accepted and
+	// the ones it has seen closed.
+	accepts, closed atomic.Int32
 
 	mu      sync.Mutex
 	handler http.HandlerFunc
@@ -304,6 +365,14 @@ func startMatrixBackend(t testing.TB, proto backendProto) *matrixBackend {
 		hf(w, r)
 	})
 	b.srv = httptest.NewUnstartedServer(h)
+	b.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			b.accepts.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			b.closed.Add(1)
+		}
+	}
 	b.srv.Config.Protocols = new(http.Protocols)
 	switch proto {
 	case backendH1, backendH1TLS:

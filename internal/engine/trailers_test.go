@@ -213,17 +213,3 @@ func testLoopRequestTrailerFieldsDropped(t *testing.T, k netpoll.Kind) {
 		})
 	}
 }
-
-// eachPeerRequest runs f for each request the peer receives whole, until
-// its connection ends.
-func eachPeerRequest(pc *h2Peer, f func(req *h2PeerReq)) {
-	for {
-		ev, err := pc.next()
-		if err != nil {
-			return
-		}
-		if ev.req != nil {
-			f(ev.req)
-		}
-	}
-}

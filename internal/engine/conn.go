@@ -284,12 +284,14 @@ func (c *lconn) readable() {
 			c.pumpReq()
 			return
 		}
-		if c.fr.rdhup {
+		if c.fr.rdhup || c.tls != nil {
 			// The client shut its side while its request is with a
 			// backend, or its answer streams from one: it has gone
 			// (nginx aborts such requests too). Waiting for the
 			// backend's next bytes to find out could take for ever (a
-			// long poll, an event stream), holding the backend.
+			// long poll, an event stream), holding the backend. A TLS
+			// client's close_notify comes before its FIN, as bytes to
+			// read (the portable poller reports no shutdown then).
 			if c.clientClosed() {
 				c.gone(errors.New("client closed the connection"))
 				return
@@ -301,11 +303,24 @@ func (c *lconn) readable() {
 	}
 }
 
-// clientClosed peeks at the socket: true when the client has closed its
-// side and sent nothing more (pipelined bytes are not a close).
+// clientClosed peeks at the socket (a TLS client's: reads its records):
+// true when the client has closed its side and sent nothing more
+// (pipelined bytes are not a close).
 func (c *lconn) clientClosed() bool {
 	if len(c.rd.buffered()) > 0 {
 		return false
+	}
+	if c.tls != nil {
+		// The socket holds records, not the client's bytes: a client
+		// that goes away sends a close_notify alert before its FIN,
+		// which only decrypting tells from a pipelined request. Read
+		// through TLS into the connection's reader, where a request
+		// stays for its turn.
+		if c.rd.buf == nil {
+			c.rd.reset(c.src(), c.l.headBufs.get())
+		}
+		err := c.rd.fill()
+		return err != nil && err != errWouldBlock && err != errBufferFull
 	}
 	var b [1]byte
 	n, _, err := unix.Recvfrom(c.fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)

@@ -45,13 +45,6 @@ func TestMatrixClientGone(t *testing.T) {
 // backend sends its head and part of its body before it stalls, and the
 // client reads some of it first.
 func testClientGone(t *testing.T, c *cell, midBody bool) {
-	if c.client == clientH1TLS {
-		// A gap of the engine's, not a behaviour: an HTTP/1.1 client
-		// closes its side with a close_notify alert before its FIN, and
-		// lconn.clientClosed peeks at the socket, where the alert is a
-		// byte to read, not a close: the request waits for the backend.
-		t.Skip("an HTTP/1.1 client over TLS that goes away is not noticed while its request is at the backend")
-	}
 	reached := make(chan struct{}, 1)
 	cancelled := make(chan struct{}, 1)
 	c.be.handle(func(w http.ResponseWriter, r *http.Request) {

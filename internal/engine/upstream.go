@@ -161,6 +161,13 @@ func (l *loop) connect(p *lpool) (fd int, connected bool, err error) {
 func (c *lconn) attempt() {
 	p := c.l.pool(c.tr, c.be.Addr, c.local)
 	c.state = lsForward
+	if c.tls != nil && !c.fr.drained {
+		// A TLS client's records were read whole, never to the socket's
+		// end: have the poller watch it again (the portable one waits
+		// for that), so that a client that goes away meanwhile is seen
+		// (readable, clientClosed).
+		c.l.poller.Drained(c.fd)
+	}
 	if !p.ready(c) {
 		return // resolved() resumes
 	}

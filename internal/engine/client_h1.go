@@ -80,7 +80,7 @@ func (h1client) close(c *lconn) {
 	c.l.nconns.Add(-1)
 	c.releaseSlots()
 	if c.rd.buf != nil {
-		c.l.headBufs.put(c.rd.buf)
+		c.l.putClientBuf(c.rd.buf)
 		c.rd.buf = nil
 	}
 	c.dropFields()
@@ -308,7 +308,7 @@ func (h1client) endOutput(c *lconn) {
 	}
 	if len(c.rd.buffered()) == 0 {
 		if c.rd.buf != nil {
-			c.l.headBufs.put(c.rd.buf)
+			c.l.putClientBuf(c.rd.buf)
 			c.rd.buf = nil
 			c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
 		}

@@ -148,7 +148,7 @@ func (c *lconn) proxyDone() {
 		if len(rest) > 0 {
 			c.sock.hello = append(c.sock.hello, rest...)
 		}
-		c.l.headBufs.put(c.rd.buf)
+		c.l.putClientBuf(c.rd.buf)
 		c.rd.reset(nil, nil)
 		c.rd.buf = nil
 		// The handshake reads the socket itself; the first read on the

@@ -470,7 +470,7 @@ func (c *lconn) readHead() bool {
 		case err == errWouldBlock:
 			if len(c.rd.buffered()) == 0 {
 				// Idle keep-alive connection: it holds no buffer.
-				c.l.headBufs.put(c.rd.buf)
+				c.l.putClientBuf(c.rd.buf)
 				c.rd.reset(c.src(), nil)
 				c.rd.buf = nil
 				c.dropFields()
@@ -500,7 +500,18 @@ func (c *lconn) readBody() bool {
 		return true
 	}
 	need := c.rd.pin + int(r.ContentLength)
-	if len(c.rd.buf) < need {
+	switch {
+	case len(c.rd.buf) >= need:
+	case need <= bodyBufSize && len(c.rd.buf) < bodyBufSize:
+		// Into a kept buffer of the loop's; the head moves with its
+		// bytes, and the old buffer goes back at once.
+		old := c.rd.buf
+		nb := c.l.bodyBufs.get()
+		copy(nb, old[:c.rd.w])
+		c.rd.buf = nb
+		c.req.Rebase(old, nb)
+		c.l.putClientBuf(old)
+	default:
 		c.rd.grow(need)
 	}
 	for len(c.rd.buffered()) < int(r.ContentLength) {

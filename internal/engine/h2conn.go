@@ -164,7 +164,7 @@ func (c *lconn) takeH2(pre []byte) {
 	c.rd.buf = nil
 	c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
 	c.startH2(pre)
-	c.l.headBufs.put(buf)
+	c.l.putClientBuf(buf)
 }
 
 // h2event handles readiness of an HTTP/2 connection's socket.
@@ -520,7 +520,7 @@ func (c *lconn) closeStream() {
 	c.dropExchange()
 	c.l.streams.remove(c)
 	if c.rd.buf != nil {
-		c.l.headBufs.put(c.rd.buf)
+		c.l.putClientBuf(c.rd.buf)
 		c.rd.buf = nil
 	}
 	c.dropFields()

@@ -177,6 +177,10 @@ type loop struct {
 	readBufs  bufList
 	headBufs  bufList
 	writeBufs bufList
+	// bodyBufs are client read buffers a small body was read whole into
+	// (bodyBufSize), kept, fewer, for the next: a 64 KiB upload would
+	// otherwise allocate its buffer per request.
+	bodyBufs bufList
 	// fieldBufs are request heads' field arrays, held, like a head's
 	// read buffer, only while a connection has a request in hand.
 	fieldBufs fieldList
@@ -263,6 +267,7 @@ func newLoop(e *Engine, id int) (*loop, error) {
 	return &loop{eng: e, id: id, poller: p, listeners: map[int]*LoopListener{},
 		pools: map[poolKey]*lpool{}, events: make([]netpoll.Event, 256),
 		readBufs: bufList{size: readBufSize}, headBufs: bufList{size: headBufSize}, writeBufs: bufList{size: writeBufSize},
+		bodyBufs:   bufList{size: bodyBufSize, max: 64},
 		h2ReadBufs: bufList{size: h2ReadBufSize}, h2OutBufs: bufList{size: h2OutBufSize}}, nil
 }
 
@@ -661,6 +666,8 @@ func (l *loop) closeAll() {
 // buffer.
 type bufList struct {
 	size int
+	// max bounds the buffers kept (0: 4096).
+	max  int
 	bufs [][]byte
 }
 
@@ -675,9 +682,23 @@ func (f *bufList) get() []byte {
 
 // put keeps b for reuse unless it has grown or the list is long enough.
 func (f *bufList) put(b []byte) {
-	if len(b) == f.size && len(f.bufs) < 4096 {
+	max := f.max
+	if max == 0 {
+		max = 4096
+	}
+	if len(b) == f.size && len(f.bufs) < max {
 		f.bufs = append(f.bufs, b)
 	}
+}
+
+// putClientBuf gives back a client connection's read buffer: a head's,
+// or one a small body was read into.
+func (l *loop) putClientBuf(b []byte) {
+	if len(b) == bodyBufSize {
+		l.bodyBufs.put(b)
+		return
+	}
+	l.headBufs.put(b)
 }
 
 // fieldList is a loop's free list of header field arrays.

@@ -157,7 +157,10 @@ const (
 	defaultOutputBufferBytes = 64 << 10
 	readBufSize              = 4 << 10
 	headBufSize              = 2 << 10
-	writeBufSize             = 4 << 10
+	// bodyBufSize is a client read buffer that holds a small request
+	// body whole behind a head of up to 4 KiB (readBody).
+	bodyBufSize  = maxLoopBody + 4<<10
+	writeBufSize = 4 << 10
 )
 
 var textPlain = httpmsg.HeaderOf("Content-Type", "text/plain; charset=utf-8")

@@ -31,6 +31,13 @@ func (r *Request) Reset() {
 	r.Chunked, r.KeepAlive = false, false
 }
 
+// Rebase points the slices of r that lie in from at the same offsets in
+// to (httpmsg.Request.Rebase), RawTarget included.
+func (r *Request) Rebase(from, to []byte) {
+	r.Request.Rebase(from, to)
+	r.RawTarget = httpmsg.RebaseSlice(r.RawTarget, from, to)
+}
+
 // FindHeadEnd returns the length of the head (through the empty line) in
 // b, or -1 when b does not yet hold a complete head. from is where a
 // previous call stopped scanning, so slow clients cost linear time.

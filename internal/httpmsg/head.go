@@ -1,5 +1,7 @@
 package httpmsg
 
+import "unsafe"
+
 // Proto is the HTTP version a message came in or goes out with.
 type Proto uint8
 
@@ -72,6 +74,46 @@ func (r *Request) Reset() {
 	h.Reset()
 	*r = Request{Header: h, ContentLength: -1}
 }
+
+// Rebase points the slices of r that lie in from at the same offsets in
+// to, a copy of from's bytes at least as long: a connection whose read
+// buffer is replaced by a larger one (to hold a body behind the head)
+// lets the old one go at once. Slices elsewhere (a rule's own memory, the
+// scheme's constants) are left alone.
+func (r *Request) Rebase(from, to []byte) {
+	rb := rebaser{from: from, to: to}
+	r.Method = rb.slice(r.Method)
+	r.Scheme = rb.slice(r.Scheme)
+	r.Authority = rb.slice(r.Authority)
+	r.Host = rb.slice(r.Host)
+	r.Target = rb.slice(r.Target)
+	r.Path = rb.slice(r.Path)
+	r.Upgrade = rb.slice(r.Upgrade)
+	for i := range r.Header.Fields {
+		f := &r.Header.Fields[i]
+		f.Name, f.Value = rb.slice(f.Name), rb.slice(f.Value)
+	}
+}
+
+// rebaser moves slices of from to the same offsets in to.
+type rebaser struct{ from, to []byte }
+
+// Slice returns s moved to to when it lies in from, else s.
+func (rb rebaser) slice(s []byte) []byte {
+	if len(s) == 0 || len(rb.from) == 0 {
+		return s
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(rb.from)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
+	if p < base || p >= base+uintptr(len(rb.from)) {
+		return s
+	}
+	off := int(p - base)
+	return rb.to[off : off+len(s) : off+len(s)]
+}
+
+// RebaseSlice moves one slice as Rebase moves a head's.
+func RebaseSlice(s, from, to []byte) []byte { return rebaser{from: from, to: to}.slice(s) }
 
 // HasBody reports whether the request carries a body.
 func (r *Request) HasBody() bool { return r.ContentLength != 0 }

@@ -308,7 +308,25 @@ func (b *body) Read(p []byte) (int, error) {
 // buf or in the reader's buffer, valid until the next call.
 func nextPiece(b *body, buf []byte) ([]byte, error) {
 	if !b.direct(len(buf)) {
-		return b.next()
+		if !b.behindBuffered(len(buf)) {
+			return b.next()
+		}
+		// The reader's buffer holds the start of the data (read with a
+		// head or a chunk's size line): copy it out and read what
+		// follows of the same chunk (or fixed body) straight behind it,
+		// so that it leaves in one piece, not two.
+		n, err := b.Read(buf)
+		if n == 0 || err != nil {
+			return buf[:n], err
+		}
+		if b.direct(len(buf) - n) {
+			m, err := b.Read(buf[n:])
+			if err != nil && err != errWouldBlock {
+				return nil, err // the exchange fails: its piece goes nowhere
+			}
+			n += m
+		}
+		return buf[:n], nil
 	}
 	n, err := b.Read(buf)
 	if n > 0 {
@@ -318,6 +336,17 @@ func nextPiece(b *body, buf []byte) ([]byte, error) {
 		err = io.EOF
 	}
 	return nil, err
+}
+
+// behindBuffered reports whether the reader's buffer holds data of a
+// fixed body or of a chunk that goes on past it, and the caller's buffer
+// (n bytes) is large enough to take more behind it (nextPiece).
+func (b *body) behindBuffered(n int) bool {
+	if n < 4096 || b.done || !(b.kind == bodyFixed || b.kind == bodyChunked && b.remaining > 0) {
+		return false
+	}
+	k := len(b.src.buffered())
+	return k > 0 && k < n && int64(k) < b.remaining
 }
 
 // direct reports whether a read of n bytes goes straight from the source

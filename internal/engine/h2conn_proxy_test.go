@@ -3,12 +3,10 @@ package engine
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,10 +19,16 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
-// HTTP/2 clients proxied and answered: heads, bodies, trailers, flow
-// control, files, many streams, and streams that abuse the limits.
+// HTTP/2 clients proxied and answered: heads, flow control, files, many
+// streams, and streams that abuse the limits. Request bodies, answer
+// trailers and large answers, which every client protocol has:
+// TestMatrixBodies, TestMatrixTrailers.
 
-// backend's hop-by-hop fields.
+// TestLoopH2Proxy proxies two streams of one connection to an HTTP/1.1
+// backend on one kept-alive connection: the request line and fields as
+// the backend reads them (no connection-specific field, no length for a
+// bodiless request), and the answer's fields, repeated ones too, without
+// the backend's hop-by-hop fields.
 func TestLoopH2Proxy(t *testing.T) {
 	const answer = "HTTP/1.1 201 Created\r\nX-Mixed-Case: Value\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n" +
 		"Connection: X-Hop, keep-alive\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\nContent-Length: 5\r\n\r\nhello"
@@ -229,76 +233,6 @@ func TestLoopH2Respond(t *testing.T) {
 	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
-// TestLoopH2RequestBodies sends request bodies on HTTP/2 streams: with a
-// declared length they reach the backend with it; without one they are
-// chunked, and the request's trailers arrive as the chunked body's
-// trailers; large ones (more than the stream's window) arrive whole.
-func TestLoopH2RequestBodies(t *testing.T) {
-	large := randomBody(3<<20+7, 1)
-	tests := []struct {
-		name    string
-		body    []byte
-		length  bool // the client declares the length
-		trailer http.Header
-		wantTE  string
-		wantCL  string
-		wantTr  http.Header // the trailers the backend reads
-	}{
-		{name: "declared length", body: []byte("hello"), length: true, wantCL: "5"},
-		{name: "no length: chunked", body: []byte("hello world"), wantTE: "chunked"},
-		{name: "no length, trailers", body: []byte("hello"), trailer: http.Header{"X-Sum": {"99"}, "X-Other": {"a"}},
-			wantTE: "chunked", wantTr: http.Header{"X-Sum": {"99"}, "X-Other": {"a"}}},
-		{name: "large, declared length", body: large, length: true, wantCL: strconv.Itoa(len(large))},
-		{name: "large, chunked", body: large, wantTE: "chunked"},
-		{name: "empty, chunked", body: []byte{}, wantTE: "chunked"},
-	}
-	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
-		got := make(chan h1Request, 1)
-		be := recordingBackend(t, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", got)
-		p, tp := startFrontTLS(t, m, loopTo(be.addr))
-		c := newH2Client(t, p.addr, tp)
-		for _, tt := range tests {
-			t.Run(tt.name, func(t *testing.T) {
-				var body io.Reader = bytes.NewReader(tt.body)
-				if !tt.length {
-					body = struct{ io.Reader }{body} // length unknown
-				}
-				var trailer http.Header
-				if tt.trailer != nil {
-					// Declared up front, sent after the body.
-					trailer = http.Header{}
-					for name := range tt.trailer {
-						trailer[name] = nil
-					}
-					body = &trailerFiller{r: body, dst: trailer, src: tt.trailer}
-				}
-				r, err := c.do(context.Background(), "POST", "/upload", body, nil, trailer)
-				if err != nil || r.status != 200 || r.body != "ok" {
-					t.Fatalf("got (%v, %d, %q), want (nil, 200, ok)", err, r.status, r.body)
-				}
-				req, data := nextRequest(t, got).parsed(t)
-				if data != string(tt.body) {
-					t.Errorf("body: got %d bytes (sum %x), want %d (sum %x)", len(data), sha256.Sum256([]byte(data)), len(tt.body), sha256.Sum256(tt.body))
-				}
-				if te := strings.Join(req.TransferEncoding, ","); te != tt.wantTE {
-					t.Errorf("transfer-encoding: got %q, want %q", te, tt.wantTE)
-				}
-				if cl := req.Header.Get("Content-Length"); cl != tt.wantCL {
-					t.Errorf("content-length: got %q, want %q", cl, tt.wantCL)
-				}
-				for name, vs := range tt.wantTr {
-					if got := req.Trailer[name]; !equalStrings(got, vs) {
-						t.Errorf("trailer %s: got %q, want %q", name, got, vs)
-					}
-				}
-				if rec := p.nextRec(t); rec.Status != 200 || rec.Err != nil {
-					t.Errorf("record: got (%v, %v), want (200, nil)", rec.Status, rec.Err)
-				}
-			})
-		}
-	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
-}
-
 // trailerFiller reads r, and sets the trailers from src into dst at its
 // end, as a client that computes them while sending does.
 type trailerFiller struct {
@@ -314,58 +248,6 @@ func (f *trailerFiller) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
-}
-
-// TestLoopH2ResponseTrailers relays an HTTP/1.1 backend's chunked answer
-// with trailers: the trailers arrive as HTTP/2 trailers, after the body.
-func TestLoopH2ResponseTrailers(t *testing.T) {
-	hb, _ := newHTTPBackend(t, httpMux())
-	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
-		p, tp := startFrontTLS(t, m, loopTo(hb.Listener.Addr().String()))
-		c := newH2Client(t, p.addr, tp)
-		r := c.get("/chunked")
-		if r.status != 200 || r.body != "part1,part2" || r.trailer.Get("X-Sum") != "42" {
-			t.Errorf("got (%d, %q, trailers %v), want (200, part1,part2, X-Sum 42)", r.status, r.body, r.trailer)
-		}
-		if rec := p.nextRec(t); rec.Status != 200 || rec.Err != nil || rec.Bytes != int64(len("part1,part2")) {
-			t.Errorf("record: got (%v, %v, %d bytes), want (200, nil, 11)", rec.Status, rec.Err, rec.Bytes)
-		}
-	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
-}
-
-// TestLoopH2LargeResponse relays answers of several MiB, more than the
-// client's windows, over HTTP/2: whole and intact, with a declared length
-// and chunked.
-func TestLoopH2LargeResponse(t *testing.T) {
-	big := randomBody(6<<20+3, 2)
-	mux := http.NewServeMux()
-	mux.HandleFunc("/length", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", strconv.Itoa(len(big)))
-		w.Write(big)
-	})
-	mux.HandleFunc("/chunked", func(w http.ResponseWriter, r *http.Request) {
-		for b := big; len(b) > 0; {
-			n := min(len(b), 100_000)
-			w.Write(b[:n])
-			w.(http.Flusher).Flush()
-			b = b[n:]
-		}
-	})
-	hb, _ := newHTTPBackend(t, mux)
-	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
-		p, tp := startFrontTLS(t, m, loopTo(hb.Listener.Addr().String()))
-		c := newH2Client(t, p.addr, tp)
-		for _, path := range []string{"/length", "/chunked"} {
-			r := c.get(path)
-			if r.status != 200 || r.body != string(big) {
-				t.Errorf("%s: got (%d, %d bytes, sum %x), want (200, %d bytes, sum %x)", path, r.status, len(r.body),
-					sha256.Sum256([]byte(r.body)), len(big), sha256.Sum256(big))
-			}
-			if rec := p.nextRec(t); rec.Status != 200 || rec.Err != nil || rec.Bytes != int64(len(big)) {
-				t.Errorf("%s: record: got (%v, %v, %d bytes), want (200, nil, %d)", path, rec.Status, rec.Err, rec.Bytes, len(big))
-			}
-		}
-	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
 // TestLoopH2FlowControl reads answers with small receive windows, given

@@ -353,6 +353,7 @@ type seenRequest struct {
 	body                     string
 	trailer                  http.Header
 	length                   int64
+	te                       []string // the transfer codings (HTTP/1.1)
 }
 
 func startMatrixBackend(t testing.TB, proto backendProto) *matrixBackend {
@@ -361,7 +362,7 @@ func startMatrixBackend(t testing.TB, proto backendProto) *matrixBackend {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		s := seenRequest{method: r.Method, uri: r.RequestURI, host: r.Host, proto: r.Proto, tls: r.TLS != nil,
-			header: r.Header.Clone(), body: string(body), trailer: r.Trailer.Clone(), length: r.ContentLength}
+			header: r.Header.Clone(), body: string(body), trailer: r.Trailer.Clone(), length: r.ContentLength, te: r.TransferEncoding}
 		b.mu.Lock()
 		b.seen = append(b.seen, s)
 		hf := b.handler

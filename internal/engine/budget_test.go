@@ -101,77 +101,73 @@ func stallingBody(t *testing.T, n int) io.Reader {
 // stream gets 408 once its body has stopped for the listener's wait for
 // body bytes; then nothing is held, no
 // temporary file is open.
-func TestLoopH2StalledUploadsBounded(t *testing.T) { run(t, testLoopH2StalledUploadsBounded) }
-
-func testLoopH2StalledUploadsBounded(t *testing.T, k netpoll.Kind) {
+func TestLoopH2StalledUploadsBounded(t *testing.T) {
 	be := silentBackend(t)
 	const (
 		streams = 4
 		sent    = 8 << 20 // per stream, of a larger body
 		connCap = 4 << 20
 	)
-	for _, m := range h2Modes {
-		t.Run(m.name, func(t *testing.T) {
-			cfg := loopTo(be.addr)
-			budget := withBudget(&cfg, 1<<30, 1<<30, connCap)
-			// A body that stops arriving for this long gets 408, as
-			// over HTTP/1.1.
-			cfg.opts.IdleTimeout = 2 * time.Second
-			p, tp := startH2Proxy(t, k, cfg, m.tls)
-			dir := t.TempDir()
-			bufferRoute(t, p, wire.BufferLimits{Memory: 64 << 10, File: 16 << 20, Dir: dir, Stream: true})
-			c := newH2Client(t, p.addr, tp)
-			got := make(chan clientResp, streams)
-			for i := 0; i < streams; i++ {
-				go func() {
-					r, _ := c.do(context.Background(), "POST", "/up", stallingBody(t, sent), nil, nil)
-					got <- r
-				}()
-			}
-			// What is held is looked at as soon as every sent byte has
-			// been read, before the stall is answered.
-			var held []int
-			var acct, mem, file int64
-			waitFor(t, "every stream's sent bytes to be read", func() bool {
-				var read int64
-				held, read = p.streamInputs()
-				acct = p.budgetHeld()
-				mem, file = heldBy(budget)
-				return read >= streams*sent
-			})
-			stalled := time.Now()
-			for i, h := range held {
-				if h > 2*h2.DefaultStreamWindow {
-					t.Errorf("stream %d: its input holds %d bytes, want about its window (%d) at most", i, h, h2.DefaultStreamWindow)
-				}
-			}
-			if acct > connCap || acct == 0 || mem+file != acct {
-				t.Errorf("got %d held by the connection's account, %d+%d by the process budget, want at most %d, and the same", acct, mem, file, connCap)
-			}
-			for i := 0; i < streams; i++ {
-				select {
-				case r := <-got:
-					if r.status != 408 {
-						t.Errorf("got %d, want 408 for a stalled body", r.status)
-					}
-				case <-time.After(testTimeout):
-					t.Fatal("a stalled stream got no answer")
-				}
-			}
-			if el := time.Since(stalled); el > cfg.opts.IdleTimeout+2*time.Second {
-				t.Errorf("answered %v after the bodies stalled, want the 2s wait for body bytes", el)
-			}
-			for i := 0; i < streams; i++ {
-				if rec := p.nextRec(t); rec.Status != 408 {
-					t.Errorf("record: got %d (%v), want 408", rec.Status, rec.Err)
-				}
-			}
-			waitFor(t, "the buffers to be given back", func() bool {
-				mem, file := heldBy(budget)
-				return mem == 0 && file == 0 && p.budgetHeld() == 0 && fdsUnder(t, dir) == 0
-			})
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
+		cfg := loopTo(be.addr)
+		budget := withBudget(&cfg, 1<<30, 1<<30, connCap)
+		// A body that stops arriving for this long gets 408, as
+		// over HTTP/1.1.
+		cfg.opts.IdleTimeout = 2 * time.Second
+		p, tp := startFrontTLS(t, m, cfg)
+		dir := t.TempDir()
+		bufferRoute(t, p, wire.BufferLimits{Memory: 64 << 10, File: 16 << 20, Dir: dir, Stream: true})
+		c := newH2Client(t, p.addr, tp)
+		got := make(chan clientResp, streams)
+		for i := 0; i < streams; i++ {
+			go func() {
+				r, _ := c.do(context.Background(), "POST", "/up", stallingBody(t, sent), nil, nil)
+				got <- r
+			}()
+		}
+		// What is held is looked at as soon as every sent byte has
+		// been read, before the stall is answered.
+		var held []int
+		var acct, mem, file int64
+		waitFor(t, "every stream's sent bytes to be read", func() bool {
+			var read int64
+			held, read = p.streamInputs()
+			acct = p.budgetHeld()
+			mem, file = heldBy(budget)
+			return read >= streams*sent
 		})
-	}
+		stalled := time.Now()
+		for i, h := range held {
+			if h > 2*h2.DefaultStreamWindow {
+				t.Errorf("stream %d: its input holds %d bytes, want about its window (%d) at most", i, h, h2.DefaultStreamWindow)
+			}
+		}
+		if acct > connCap || acct == 0 || mem+file != acct {
+			t.Errorf("got %d held by the connection's account, %d+%d by the process budget, want at most %d, and the same", acct, mem, file, connCap)
+		}
+		for i := 0; i < streams; i++ {
+			select {
+			case r := <-got:
+				if r.status != 408 {
+					t.Errorf("got %d, want 408 for a stalled body", r.status)
+				}
+			case <-time.After(testTimeout):
+				t.Fatal("a stalled stream got no answer")
+			}
+		}
+		if el := time.Since(stalled); el > cfg.opts.IdleTimeout+2*time.Second {
+			t.Errorf("answered %v after the bodies stalled, want the 2s wait for body bytes", el)
+		}
+		for i := 0; i < streams; i++ {
+			if rec := p.nextRec(t); rec.Status != 408 {
+				t.Errorf("record: got %d (%v), want 408", rec.Status, rec.Err)
+			}
+		}
+		waitFor(t, "the buffers to be given back", func() bool {
+			mem, file := heldBy(budget)
+			return mem == 0 && file == 0 && p.budgetHeld() == 0 && fdsUnder(t, dir) == 0
+		})
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
 // TestLoopBufferBudgets has request buffering run out of budget, the
@@ -255,71 +251,67 @@ func testLoopBufferBudgets(t *testing.T, k netpoll.Kind) {
 // the connection's request buffers, so no more of them are held than its
 // cap allows (the others go the way of larger bodies, within the same
 // cap); every stream gets 408; nothing is held afterwards.
-func TestLoopH2StalledSmallBodiesCharged(t *testing.T) { run(t, testLoopH2StalledSmallBodiesCharged) }
-
-func testLoopH2StalledSmallBodiesCharged(t *testing.T, k netpoll.Kind) {
+func TestLoopH2StalledSmallBodiesCharged(t *testing.T) {
 	be := silentBackend(t)
 	const (
 		streams = 8
 		length  = 60000
 		connCap = 256 << 10 // room for four bodies
 	)
-	for _, m := range h2Modes {
-		t.Run(m.name, func(t *testing.T) {
-			cfg := loopTo(be.addr)
-			budget := withBudget(&cfg, 1<<30, 1<<30, connCap)
-			cfg.opts.IdleTimeout = time.Second
-			p, tp := startH2Proxy(t, k, cfg, m.tls)
-			bufferRoute(t, p, wire.BufferLimits{Memory: 64 << 10, File: 16 << 20, Dir: t.TempDir(), Stream: true})
-			c := dialH2Raw(t, p.addr, tp, 0)
-			for i := 0; i < streams; i++ {
-				id := uint32(2*i + 1)
-				c.request(id, "POST", "/up", false, "content-length", fmt.Sprint(length))
-				for sent := 0; sent < length-1000; sent += 16384 {
-					c.fr.WriteData(id, false, make([]byte, min(16384, length-1000-sent)))
-				}
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
+		cfg := loopTo(be.addr)
+		budget := withBudget(&cfg, 1<<30, 1<<30, connCap)
+		cfg.opts.IdleTimeout = time.Second
+		p, tp := startFrontTLS(t, m, cfg)
+		bufferRoute(t, p, wire.BufferLimits{Memory: 64 << 10, File: 16 << 20, Dir: t.TempDir(), Stream: true})
+		c := dialH2Raw(t, p.addr, tp, 0)
+		for i := 0; i < streams; i++ {
+			id := uint32(2*i + 1)
+			c.request(id, "POST", "/up", false, "content-length", fmt.Sprint(length))
+			for sent := 0; sent < length-1000; sent += 16384 {
+				c.fr.WriteData(id, false, make([]byte, min(16384, length-1000-sent)))
 			}
-			var whole int
-			var acct int64
-			waitFor(t, "every stream's bytes to be read", func() bool {
-				whole = 0
-				var read int64
-				for _, l := range p.eng.loops {
-					l.do(func() {
-						for s := l.streams.head; s != nil; s = s.next {
-							if s.state == lsBody {
-								whole++ // waits to read its body whole
-								read += int64(len(s.rd.buffered()))
-							} else {
-								read += s.reqBody.read
-							}
+		}
+		var whole int
+		var acct int64
+		waitFor(t, "every stream's bytes to be read", func() bool {
+			whole = 0
+			var read int64
+			for _, l := range p.eng.loops {
+				l.do(func() {
+					for s := l.streams.head; s != nil; s = s.next {
+						if s.state == lsBody {
+							whole++ // waits to read its body whole
+							read += int64(len(s.rd.buffered()))
+						} else {
+							read += s.reqBody.read
 						}
-					})
-				}
-				acct = p.budgetHeld()
-				return read >= streams*(length-1000)
-			})
-			if whole > connCap/length || acct > connCap {
-				t.Errorf("got %d bodies held whole and %d bytes charged, want at most %d and %d", whole, acct, connCap/length, connCap)
-			}
-			status := map[uint32]string{}
-			for len(status) < streams {
-				ev := c.mustNext()
-				for _, f := range ev.fields {
-					if ev.typ == http2.FrameHeaders && f.Name == ":status" {
-						status[ev.stream] = f.Value
 					}
-				}
+				})
 			}
-			for id, st := range status {
-				if st != "408" {
-					t.Errorf("stream %d: got %s, want 408", id, st)
-				}
-			}
-			waitFor(t, "the buffers to be given back", func() bool {
-				mem, file := heldBy(budget)
-				return mem == 0 && file == 0 && p.budgetHeld() == 0
-			})
+			acct = p.budgetHeld()
+			return read >= streams*(length-1000)
 		})
-	}
+		if whole > connCap/length || acct > connCap {
+			t.Errorf("got %d bodies held whole and %d bytes charged, want at most %d and %d", whole, acct, connCap/length, connCap)
+		}
+		status := map[uint32]string{}
+		for len(status) < streams {
+			ev := c.mustNext()
+			for _, f := range ev.fields {
+				if ev.typ == http2.FrameHeaders && f.Name == ":status" {
+					status[ev.stream] = f.Value
+				}
+			}
+		}
+		for id, st := range status {
+			if st != "408" {
+				t.Errorf("stream %d: got %s, want 408", id, st)
+			}
+		}
+		waitFor(t, "the buffers to be given back", func() bool {
+			mem, file := heldBy(budget)
+			return mem == 0 && file == 0 && p.budgetHeld() == 0
+		})
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }

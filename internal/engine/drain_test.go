@@ -162,9 +162,7 @@ func blockLoops(t *testing.T, p *loopProxy) func() {
 // (Issue 26: over TLS during binary upgrades the connection was shut
 // after the first GOAWAY, without the final one and the answers, which
 // the access log counted as 200.)
-func TestLoopH2DrainAnswersHeldStreams(t *testing.T) { run(t, testLoopH2DrainAnswersHeldStreams) }
-
-func testLoopH2DrainAnswersHeldStreams(t *testing.T, k netpoll.Kind) {
+func TestLoopH2DrainAnswersHeldStreams(t *testing.T) {
 	const streams = 10
 	tests := []struct {
 		name string
@@ -176,12 +174,13 @@ func testLoopH2DrainAnswersHeldStreams(t *testing.T, k netpoll.Kind) {
 		{"PING answer", false, func(p *loopProxy, ctx context.Context) error { return p.ll.Shutdown(ctx) }},
 		{"tick", true, func(p *loopProxy, ctx context.Context) error { return p.eng.Shutdown(ctx) }},
 	}
-	for _, tt := range tests {
-		for _, m := range h2Modes {
-			t.Run(tt.name+"/"+m.name, func(t *testing.T) {
-				t.Parallel() // the ticks' cases wait a second each
+	// In parallel: the ticks' cases wait a second each.
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
 				be := startAnswerGate(t, streams)
-				p, tp := startH2Proxy(t, k, loopTo(be.addr), m.tls)
+				p, tp := startFrontTLS(t, m, loopTo(be.addr))
 				c := dialH2Raw(t, p.addr, tp, 0)
 				last := uint32(0)
 				for i := 0; i < streams; i++ {
@@ -255,7 +254,7 @@ func testLoopH2DrainAnswersHeldStreams(t *testing.T, k netpoll.Kind) {
 				drainReturned(t, shut)
 			})
 		}
-	}
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1), inParallel())
 }
 
 // TestLoopWebSocketDrainGoingAway drains with a WebSocket tunnel open

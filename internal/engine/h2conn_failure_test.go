@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/wire"
 	"golang.org/x/net/http2"
@@ -32,43 +31,39 @@ import (
 // not sent (a fixed answer reads none): the answer goes out whole, then
 // RST_STREAM NO_ERROR tells the client to stop sending (RFC 9113 §8.1),
 // and the connection goes on.
-func TestLoopH2AnswerBeforeBody(t *testing.T) { run(t, testLoopH2AnswerBeforeBody) }
-
-func testLoopH2AnswerBeforeBody(t *testing.T, k netpoll.Kind) {
-	for _, m := range h2Modes {
-		t.Run(m.name, func(t *testing.T) {
-			p, tp := startH2Proxy(t, k, loopConfig{}, m.tls)
-			c := dialH2Raw(t, p.addr, tp, 0)
-			c.request(1, "POST", "/fixed/post", false, "content-length", "100000")
-			c.fr.WriteData(1, false, []byte("only the start"))
-			var r h2RawResp
-			for done := false; !done; {
-				ev := c.mustNext()
-				if ev.stream != 1 {
-					t.Fatalf("got a %v frame on stream %d, want stream 1's", ev.typ, ev.stream)
+func TestLoopH2AnswerBeforeBody(t *testing.T) {
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
+		p, tp := startFrontTLS(t, m, loopConfig{})
+		c := dialH2Raw(t, p.addr, tp, 0)
+		c.request(1, "POST", "/fixed/post", false, "content-length", "100000")
+		c.fr.WriteData(1, false, []byte("only the start"))
+		var r h2RawResp
+		for done := false; !done; {
+			ev := c.mustNext()
+			if ev.stream != 1 {
+				t.Fatalf("got a %v frame on stream %d, want stream 1's", ev.typ, ev.stream)
+			}
+			switch ev.typ {
+			case http2.FrameHeaders:
+				r.fields = ev.fields
+			case http2.FrameData:
+				r.body = append(r.body, ev.data...)
+				if ev.end {
+					r.status = "ended"
 				}
-				switch ev.typ {
-				case http2.FrameHeaders:
-					r.fields = ev.fields
-				case http2.FrameData:
-					r.body = append(r.body, ev.data...)
-					if ev.end {
-						r.status = "ended"
-					}
-				case http2.FrameRSTStream:
-					r.reset, r.code = true, ev.code
-					done = true
-				}
+			case http2.FrameRSTStream:
+				r.reset, r.code = true, ev.code
+				done = true
 			}
-			if string(r.body) != "fixed" || r.status != "ended" || r.code != http2.ErrCodeNo {
-				t.Errorf("got (%q, end of stream %v, reset %v), want (fixed, the answer ended, then RST_STREAM NO_ERROR)", r.body, r.status == "ended", r.code)
-			}
-			c.request(3, "GET", "/fixed/next", true)
-			if r := c.response(3); r.status != "200" || string(r.body) != "fixed" {
-				t.Errorf("next stream: got (%q, %q), want (200, fixed)", r.status, r.body)
-			}
-		})
-	}
+		}
+		if string(r.body) != "fixed" || r.status != "ended" || r.code != http2.ErrCodeNo {
+			t.Errorf("got (%q, end of stream %v, reset %v), want (fixed, the answer ended, then RST_STREAM NO_ERROR)", r.body, r.status == "ended", r.code)
+		}
+		c.request(3, "GET", "/fixed/next", true)
+		if r := c.response(3); r.status != "200" || string(r.body) != "fixed" {
+			t.Errorf("next stream: got (%q, %q), want (200, fixed)", r.status, r.body)
+		}
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
 // TestLoopH2RequestFrames sends requests frame by frame, as x/net's
@@ -77,9 +72,7 @@ func testLoopH2AnswerBeforeBody(t *testing.T, k netpoll.Kind) {
 // frame, trailers with no DATA at all, cookies in several fields (one
 // field again, RFC 9113 §8.2.3), and Expect, which means nothing across
 // the hop.
-func TestLoopH2RequestFrames(t *testing.T) { run(t, testLoopH2RequestFrames) }
-
-func testLoopH2RequestFrames(t *testing.T, k netpoll.Kind) {
+func TestLoopH2RequestFrames(t *testing.T) {
 	tests := []struct {
 		name     string
 		method   string
@@ -107,63 +100,61 @@ func testLoopH2RequestFrames(t *testing.T, k netpoll.Kind) {
 		{name: "large head", method: "GET", fields: []string{"x-big", strings.Repeat("v", 40<<10), "x-after", "a"},
 			want: map[string][]string{"x-big": {strings.Repeat("v", 40<<10)}, "x-after": {"a"}}},
 	}
-	for _, m := range h2Modes {
-		t.Run(m.name, func(t *testing.T) {
-			got := make(chan h1Request, 1)
-			be := recordingBackend(t, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", got)
-			p, tp := startH2Proxy(t, k, loopTo(be.addr), m.tls)
-			c := dialH2Raw(t, p.addr, tp, 0)
-			for i, tt := range tests {
-				t.Run(tt.name, func(t *testing.T) {
-					c.t = t
-					id := uint32(2*i + 1)
-					c.request(id, tt.method, "/r", len(tt.data) == 0 && len(tt.trailers) == 0, tt.fields...)
-					for j, d := range tt.data {
-						c.fr.WriteData(id, j == len(tt.data)-1 && len(tt.trailers) == 0, []byte(d))
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
+		got := make(chan h1Request, 1)
+		be := recordingBackend(t, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", got)
+		p, tp := startFrontTLS(t, m, loopTo(be.addr))
+		c := dialH2Raw(t, p.addr, tp, 0)
+		for i, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				c.t = t
+				id := uint32(2*i + 1)
+				c.request(id, tt.method, "/r", len(tt.data) == 0 && len(tt.trailers) == 0, tt.fields...)
+				for j, d := range tt.data {
+					c.fr.WriteData(id, j == len(tt.data)-1 && len(tt.trailers) == 0, []byte(d))
+				}
+				if len(tt.trailers) > 0 {
+					c.hb.Reset()
+					for j := 0; j+1 < len(tt.trailers); j += 2 {
+						c.enc.WriteField(hpack.HeaderField{Name: tt.trailers[j], Value: tt.trailers[j+1]})
 					}
-					if len(tt.trailers) > 0 {
-						c.hb.Reset()
-						for j := 0; j+1 < len(tt.trailers); j += 2 {
-							c.enc.WriteField(hpack.HeaderField{Name: tt.trailers[j], Value: tt.trailers[j+1]})
-						}
-						c.writeBlock(id, true)
+					c.writeBlock(id, true)
+				}
+				if r := c.response(id); r.reset || r.status != "200" || string(r.body) != "ok" {
+					t.Fatalf("got (%q, %q, reset %v %v), want (200, ok)", r.status, r.body, r.reset, r.code)
+				}
+				br := nextRequest(t, got)
+				req, body := br.parsed(t)
+				if body != tt.wantBody {
+					t.Errorf("body: got %q, want %q", body, tt.wantBody)
+				}
+				if te := strings.Join(req.TransferEncoding, ","); te != tt.wantTE {
+					t.Errorf("transfer-encoding: got %q, want %q", te, tt.wantTE)
+				}
+				if cl := req.Header.Get("Content-Length"); cl != tt.wantCL {
+					t.Errorf("content-length: got %q, want %q", cl, tt.wantCL)
+				}
+				gotTr := map[string]string{}
+				for name, vs := range req.Trailer {
+					gotTr[name] = strings.Join(vs, ",")
+				}
+				if fmt.Sprint(gotTr) != fmt.Sprint(tt.wantTr) && len(gotTr)+len(tt.wantTr) > 0 {
+					t.Errorf("trailers: got %v, want %v", gotTr, tt.wantTr)
+				}
+				f := headFields(br.head)
+				for name, want := range tt.want {
+					if !equalStrings(f[name], want) {
+						t.Errorf("%s: got %q, want %q", name, f[name], want)
 					}
-					if r := c.response(id); r.reset || r.status != "200" || string(r.body) != "ok" {
-						t.Fatalf("got (%q, %q, reset %v %v), want (200, ok)", r.status, r.body, r.reset, r.code)
+				}
+				for _, name := range tt.absent {
+					if v, ok := f[name]; ok {
+						t.Errorf("%s: got %q, want it absent", name, v)
 					}
-					br := nextRequest(t, got)
-					req, body := br.parsed(t)
-					if body != tt.wantBody {
-						t.Errorf("body: got %q, want %q", body, tt.wantBody)
-					}
-					if te := strings.Join(req.TransferEncoding, ","); te != tt.wantTE {
-						t.Errorf("transfer-encoding: got %q, want %q", te, tt.wantTE)
-					}
-					if cl := req.Header.Get("Content-Length"); cl != tt.wantCL {
-						t.Errorf("content-length: got %q, want %q", cl, tt.wantCL)
-					}
-					gotTr := map[string]string{}
-					for name, vs := range req.Trailer {
-						gotTr[name] = strings.Join(vs, ",")
-					}
-					if fmt.Sprint(gotTr) != fmt.Sprint(tt.wantTr) && len(gotTr)+len(tt.wantTr) > 0 {
-						t.Errorf("trailers: got %v, want %v", gotTr, tt.wantTr)
-					}
-					f := headFields(br.head)
-					for name, want := range tt.want {
-						if !equalStrings(f[name], want) {
-							t.Errorf("%s: got %q, want %q", name, f[name], want)
-						}
-					}
-					for _, name := range tt.absent {
-						if v, ok := f[name]; ok {
-							t.Errorf("%s: got %q, want it absent", name, v)
-						}
-					}
-				})
-			}
-		})
-	}
+				}
+			})
+		}
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
 // TestLoopH2BackendFailureMidBodyIsInternalError has the backend close
@@ -172,36 +163,30 @@ func testLoopH2RequestFrames(t *testing.T, k netpoll.Kind) {
 // streamDone means to (a CANCEL would tell the client the server merely
 // lost interest, RFC 9113 §7).
 func TestLoopH2BackendFailureMidBodyIsInternalError(t *testing.T) {
-	run(t, func(t *testing.T, k netpoll.Kind) {
-		be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
-			if readReqHead(br) != "" {
-				io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b")
-			}
-		})
-		for _, m := range h2Modes {
-			t.Run(m.name, func(t *testing.T) {
-				p, tp := startH2Proxy(t, k, loopTo(be.addr), m.tls)
-				c := dialH2Raw(t, p.addr, tp, 0)
-				c.request(1, "GET", "/", true)
-				r := c.response(1)
-				if r.status != "200" || !r.reset || r.code != http2.ErrCodeInternal {
-					t.Errorf("got (%q, %q, reset %v with %v), want (200, the stream reset with INTERNAL_ERROR)", r.status, r.body, r.reset, r.code)
-				}
-				if rec := p.nextRec(t); !errors.Is(rec.Err, wire.ErrBackend) {
-					t.Errorf("record: got %v, want %v", rec.Err, wire.ErrBackend)
-				}
-			})
+	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
+		if readReqHead(br) != "" {
+			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b")
 		}
 	})
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
+		p, tp := startFrontTLS(t, m, loopTo(be.addr))
+		c := dialH2Raw(t, p.addr, tp, 0)
+		c.request(1, "GET", "/", true)
+		r := c.response(1)
+		if r.status != "200" || !r.reset || r.code != http2.ErrCodeInternal {
+			t.Errorf("got (%q, %q, reset %v with %v), want (200, the stream reset with INTERNAL_ERROR)", r.status, r.body, r.reset, r.code)
+		}
+		if rec := p.nextRec(t); !errors.Is(rec.Err, wire.ErrBackend) {
+			t.Errorf("record: got %v, want %v", rec.Err, wire.ErrBackend)
+		}
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
 // TestLoopH2StreamTimeouts has a stream's client stop sending its body:
 // the stream's own deadline (swept with the loop's streams) answers it
 // 408, whether the body was to be read whole first or streamed to a
 // backend, and the connection goes on serving its other streams.
-func TestLoopH2StreamTimeouts(t *testing.T) { run(t, testLoopH2StreamTimeouts) }
-
-func testLoopH2StreamTimeouts(t *testing.T, k netpoll.Kind) {
+func TestLoopH2StreamTimeouts(t *testing.T) {
 	closed := make(chan struct{}, 4)
 	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
 		if readReqHead(br) == "" {
@@ -218,13 +203,13 @@ func testLoopH2StreamTimeouts(t *testing.T, k netpoll.Kind) {
 		{"small body read first", "/fixed/post", "10", false},
 		{"body streamed to the backend", "/up", "1000000", true},
 	}
-	for _, m := range h2Modes {
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
 		for _, tt := range tests {
-			t.Run(m.name+"/"+tt.name, func(t *testing.T) {
+			t.Run(tt.name, func(t *testing.T) {
 				cfg := loopTo(be.addr)
 				cfg.opts.ReadTimeout = 200 * time.Millisecond
 				cfg.opts.IdleTimeout = 10 * time.Second
-				p, tp := startH2Proxy(t, k, cfg, m.tls)
+				p, tp := startFrontTLS(t, m, cfg)
 				c := dialH2Raw(t, p.addr, tp, 0)
 				start := time.Now()
 				c.request(1, "POST", tt.path, false, "content-length", tt.length)
@@ -265,7 +250,7 @@ func testLoopH2StreamTimeouts(t *testing.T, k netpoll.Kind) {
 				}
 			})
 		}
-	}
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
 // TestLoopH2StalledBodyResetCodes has a stream's client stop sending its
@@ -274,9 +259,7 @@ func testLoopH2StreamTimeouts(t *testing.T, k netpoll.Kind) {
 // was under way (the backend answered before the body was in) is cut and
 // reset with CANCEL: the client's stall ended it, not an error of the
 // proxy's (INTERNAL_ERROR), and the record says 408.
-func TestLoopH2StalledBodyResetCodes(t *testing.T) { run(t, testLoopH2StalledBodyResetCodes) }
-
-func testLoopH2StalledBodyResetCodes(t *testing.T, k netpoll.Kind) {
+func TestLoopH2StalledBodyResetCodes(t *testing.T) {
 	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
 		head := readReqHead(br)
 		if strings.HasPrefix(head, "POST /early") {
@@ -293,12 +276,12 @@ func testLoopH2StalledBodyResetCodes(t *testing.T, k netpoll.Kind) {
 		{"answered whole", "/late", "408", "", http2.ErrCodeNo},
 		{"answer under way", "/early", "200", "first", http2.ErrCodeCancel},
 	}
-	for _, m := range h2Modes {
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
 		for _, tt := range tests {
-			t.Run(m.name+"/"+tt.name, func(t *testing.T) {
+			t.Run(tt.name, func(t *testing.T) {
 				cfg := loopTo(be.addr)
 				cfg.opts.ReadTimeout = 200 * time.Millisecond
-				p, tp := startH2Proxy(t, k, cfg, m.tls)
+				p, tp := startFrontTLS(t, m, cfg)
 				c := dialH2Raw(t, p.addr, tp, 0)
 				c.request(1, "POST", tt.path, false, "content-length", "100000")
 				c.fr.WriteData(1, false, []byte("abc"))
@@ -319,15 +302,13 @@ func testLoopH2StalledBodyResetCodes(t *testing.T, k netpoll.Kind) {
 				}
 			})
 		}
-	}
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
 // TestLoopH2ClientCloses has the client close its connection, or reset
 // it, with streams at a slow backend: every stream's request ends as 499,
 // no backend connection is kept, and no stream is left on the loop.
-func TestLoopH2ClientCloses(t *testing.T) { run(t, testLoopH2ClientCloses) }
-
-func testLoopH2ClientCloses(t *testing.T, k netpoll.Kind) {
+func TestLoopH2ClientCloses(t *testing.T) {
 	tests := []struct {
 		name  string
 		leave func(nc net.Conn)
@@ -342,11 +323,11 @@ func testLoopH2ClientCloses(t *testing.T, k netpoll.Kind) {
 			nc.Close()
 		}},
 	}
-	for _, m := range h2Modes {
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
 		for _, tt := range tests {
-			t.Run(m.name+"/"+tt.name, func(t *testing.T) {
+			t.Run(tt.name, func(t *testing.T) {
 				be := startSlowBackend(t)
-				p, tp := startH2Proxy(t, k, loopTo(be.addr), m.tls)
+				p, tp := startFrontTLS(t, m, loopTo(be.addr))
 				c := dialH2Raw(t, p.addr, tp, 0)
 				const n = 3
 				for i := 0; i < n; i++ {
@@ -378,16 +359,14 @@ func testLoopH2ClientCloses(t *testing.T, k netpoll.Kind) {
 				}
 			})
 		}
-	}
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
 // TestLoopH2EarlyAnswer has the backend answer an upload, larger than the
 // stream's window, before it has read it: the answer reaches the client,
 // the upload is stopped, the backend connection is not reused, and the
 // client's connection goes on.
-func TestLoopH2EarlyAnswer(t *testing.T) { run(t, testLoopH2EarlyAnswer) }
-
-func testLoopH2EarlyAnswer(t *testing.T, k netpoll.Kind) {
+func TestLoopH2EarlyAnswer(t *testing.T) {
 	be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
 		for h := readReqHead(br); h != ""; h = readReqHead(br) {
 			if strings.HasPrefix(h, "POST") {
@@ -398,29 +377,27 @@ func testLoopH2EarlyAnswer(t *testing.T, k netpoll.Kind) {
 			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		}
 	})
-	for _, m := range h2Modes {
-		t.Run(m.name, func(t *testing.T) {
-			p, tp := startH2Proxy(t, k, loopTo(be.addr), m.tls)
-			c := newH2Client(t, p.addr, tp)
-			accepts := be.accepts.Load()
-			r, err := c.do(context.Background(), "POST", "/up", bytes.NewReader(make([]byte, 8<<20)), nil, nil)
-			if err != nil || r.status != 413 || r.body != "big" {
-				t.Errorf("got (%v, %d, %q), want (nil, 413, big)", err, r.status, r.body)
-			}
-			if rec := p.nextRec(t); rec.Status != 413 {
-				t.Errorf("record: got (%v, %v), want 413", rec.Status, rec.Err)
-			}
-			if r := c.get("/after"); r.status != 200 || r.body != "ok" {
-				t.Errorf("next stream: got (%d, %q), want (200, ok)", r.status, r.body)
-			}
-			if got := be.accepts.Load() - accepts; got != 2 {
-				t.Errorf("got %d backend connections, want 2 (the one whose upload was cut short not reused)", got)
-			}
-			if n := c.dials.Load(); n != 1 {
-				t.Errorf("got %d client connections, want 1", n)
-			}
-		})
-	}
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
+		p, tp := startFrontTLS(t, m, loopTo(be.addr))
+		c := newH2Client(t, p.addr, tp)
+		accepts := be.accepts.Load()
+		r, err := c.do(context.Background(), "POST", "/up", bytes.NewReader(make([]byte, 8<<20)), nil, nil)
+		if err != nil || r.status != 413 || r.body != "big" {
+			t.Errorf("got (%v, %d, %q), want (nil, 413, big)", err, r.status, r.body)
+		}
+		if rec := p.nextRec(t); rec.Status != 413 {
+			t.Errorf("record: got (%v, %v), want 413", rec.Status, rec.Err)
+		}
+		if r := c.get("/after"); r.status != 200 || r.body != "ok" {
+			t.Errorf("next stream: got (%d, %q), want (200, ok)", r.status, r.body)
+		}
+		if got := be.accepts.Load() - accepts; got != 2 {
+			t.Errorf("got %d backend connections, want 2 (the one whose upload was cut short not reused)", got)
+		}
+		if n := c.dials.Load(); n != 1 {
+			t.Errorf("got %d client connections, want 1", n)
+		}
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
 // TestLoopH2ResetWhileWindowShut has the client give no window back, so
@@ -428,14 +405,12 @@ func testLoopH2EarlyAnswer(t *testing.T, k netpoll.Kind) {
 // as 499, a file answer gives its file back (closed once the planner's
 // cache lets go too), a forwarded one its backend connection, and the
 // connection goes on.
-func TestLoopH2ResetWhileWindowShut(t *testing.T) { run(t, testLoopH2ResetWhileWindowShut) }
-
-func testLoopH2ResetWhileWindowShut(t *testing.T, k netpoll.Kind) {
+func TestLoopH2ResetWhileWindowShut(t *testing.T) {
 	hb, _ := newHTTPBackend(t, httpMux())
-	for _, m := range h2Modes {
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
 		for _, path := range []string{"/files/big.bin", "/size/3000000"} {
-			t.Run(m.name+path, func(t *testing.T) {
-				p, tp := startH2Proxy(t, k, loopTo(hb.Listener.Addr().String()), m.tls)
+			t.Run(path, func(t *testing.T) {
+				p, tp := startFrontTLS(t, m, loopTo(hb.Listener.Addr().String()))
 				h := addFileRoute(t, p, map[string][]byte{"big.bin": randomBody(3<<20, 5)})
 				c := dialH2Raw(t, p.addr, tp, 16384)
 				c.credit = false
@@ -484,7 +459,7 @@ func testLoopH2ResetWhileWindowShut(t *testing.T, k netpoll.Kind) {
 				}
 			})
 		}
-	}
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
 // fileOpen reports whether the process holds a descriptor of a file

@@ -30,9 +30,7 @@ import (
 // stream it opened before it answered the PING is still served, the
 // final GOAWAY names the last stream served, the streams in flight finish,
 // and the connection then closes and Shutdown returns.
-func TestLoopH2Shutdown(t *testing.T) { run(t, testLoopH2Shutdown) }
-
-func testLoopH2Shutdown(t *testing.T, k netpoll.Kind) {
+func TestLoopH2Shutdown(t *testing.T) {
 	tests := []struct {
 		name     string
 		shutdown func(p *loopProxy, ctx context.Context) error
@@ -40,11 +38,11 @@ func testLoopH2Shutdown(t *testing.T, k netpoll.Kind) {
 		{"listener", func(p *loopProxy, ctx context.Context) error { return p.ll.Shutdown(ctx) }},
 		{"engine", func(p *loopProxy, ctx context.Context) error { return p.eng.Shutdown(ctx) }},
 	}
-	for _, m := range h2Modes {
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
 		for _, tt := range tests {
-			t.Run(m.name+"/"+tt.name, func(t *testing.T) {
+			t.Run(tt.name, func(t *testing.T) {
 				be := startSlowBackend(t)
-				p, tp := startH2Proxy(t, k, loopTo(be.addr), m.tls)
+				p, tp := startFrontTLS(t, m, loopTo(be.addr))
 				c := dialH2Raw(t, p.addr, tp, 0)
 				c.request(1, "GET", "/slow", true)
 				be.waitReached(t)
@@ -77,39 +75,35 @@ func testLoopH2Shutdown(t *testing.T, k netpoll.Kind) {
 				}
 			})
 		}
-	}
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
 // TestLoopH2IdleTimeout closes an HTTP/2 connection that has had no
 // stream for the listener's idle timeout (HTTP2.IdleTimeout left zero
 // takes it): GOAWAY NO_ERROR naming the last stream, then the close.
-func TestLoopH2IdleTimeout(t *testing.T) { run(t, testLoopH2IdleTimeout) }
-
-func testLoopH2IdleTimeout(t *testing.T, k netpoll.Kind) {
-	for _, m := range h2Modes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel() // each waits for a tick of the connection's clock
-			cfg := loopConfig{}
-			cfg.opts.IdleTimeout = 200 * time.Millisecond
-			p, tp := startH2Proxy(t, k, cfg, m.tls)
-			c := dialH2Raw(t, p.addr, tp, 0)
-			c.request(1, "GET", "/fixed/x", true)
-			if r := c.response(1); r.status != "200" {
-				t.Fatalf("got %q, want 200", r.status)
-			}
-			start := time.Now()
-			ev := c.mustNext()
-			if ev.typ != http2.FrameGoAway || ev.code != http2.ErrCodeNo || ev.last != 1 {
-				t.Fatalf("got (%v, %v, last %d), want GOAWAY NO_ERROR naming stream 1", ev.typ, ev.code, ev.last)
-			}
-			if d := time.Since(start); d > 5*time.Second {
-				t.Errorf("idle connection told to go after %v, want about the 200ms timeout (ticks are 1s)", d)
-			}
-			c.expectEOF()
-			c.nc.Close()
-			waitFor(t, "the connection to close", func() bool { return p.eng.OpenConns() == 0 })
-		})
-	}
+func TestLoopH2IdleTimeout(t *testing.T) {
+	// In parallel: each cell waits for a tick of the connection's clock.
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
+		cfg := loopConfig{}
+		cfg.opts.IdleTimeout = 200 * time.Millisecond
+		p, tp := startFrontTLS(t, m, cfg)
+		c := dialH2Raw(t, p.addr, tp, 0)
+		c.request(1, "GET", "/fixed/x", true)
+		if r := c.response(1); r.status != "200" {
+			t.Fatalf("got %q, want 200", r.status)
+		}
+		start := time.Now()
+		ev := c.mustNext()
+		if ev.typ != http2.FrameGoAway || ev.code != http2.ErrCodeNo || ev.last != 1 {
+			t.Fatalf("got (%v, %v, last %d), want GOAWAY NO_ERROR naming stream 1", ev.typ, ev.code, ev.last)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("idle connection told to go after %v, want about the 200ms timeout (ticks are 1s)", d)
+		}
+		c.expectEOF()
+		c.nc.Close()
+		waitFor(t, "the connection to close", func() bool { return p.eng.OpenConns() == 0 })
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1), inParallel())
 }
 
 // TestLoopH2PanicCostsOneStream has the recorder panic for one stream's
@@ -117,11 +111,8 @@ func testLoopH2IdleTimeout(t *testing.T, k netpoll.Kind) {
 // for a slow backend: the panic is counted, and the other stream, the
 // connection and its next streams go on.
 func TestLoopH2PanicCostsOneStream(t *testing.T) {
-	run(t, func(t *testing.T, k netpoll.Kind) {
-		for _, m := range h2Modes {
-			t.Run(m.name, func(t *testing.T) { testH2Panic(t, k, m.tls, "/fixed/panic") })
-		}
-	})
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) { testH2Panic(t, m, "/fixed/panic") },
+		onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
 // TestLoopH2PanicInForwardedAnswer is TestLoopH2PanicCostsOneStream with
@@ -129,16 +120,13 @@ func TestLoopH2PanicCostsOneStream(t *testing.T) {
 // backend connection's event after that connection went back to the
 // pool.
 func TestLoopH2PanicInForwardedAnswer(t *testing.T) {
-	run(t, func(t *testing.T, k netpoll.Kind) {
-		for _, m := range h2Modes {
-			t.Run(m.name, func(t *testing.T) { testH2Panic(t, k, m.tls, "/panic") })
-		}
-	})
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) { testH2Panic(t, m, "/panic") },
+		onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
 // testH2Panic is the body of the panic tests: the recorder panics for
 // requests to path.
-func testH2Panic(t *testing.T, k netpoll.Kind, tlsOn bool, path string) {
+func testH2Panic(t *testing.T, m mode, path string) {
 	var slowSeen atomic.Bool
 	release := make(chan struct{})
 	be := headBackend(t, func(nc net.Conn, head string) {
@@ -157,7 +145,7 @@ func testH2Panic(t *testing.T, k netpoll.Kind, tlsOn bool, path string) {
 	})
 	cfg := loopTo(be.addr)
 	cfg.panicPath = path
-	p, tp := startH2Proxy(t, k, cfg, tlsOn)
+	p, tp := startFrontTLS(t, m, cfg)
 	c := newH2Client(t, p.addr, tp)
 	c.get("/fixed/warm")
 	<-p.recs

@@ -3,18 +3,15 @@ package engine
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/helios-lb/helios/internal/h2"
-	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/route"
 	"github.com/helios-lb/helios/internal/static"
@@ -22,85 +19,85 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
-// HTTP/2 clients proxied and answered: heads, bodies, trailers, flow
-// control, files, many streams, and streams that abuse the limits.
+// HTTP/2 clients proxied and answered: heads, flow control, files, many
+// streams, and streams that abuse the limits. Request bodies, answer
+// trailers and large answers, which every client protocol has:
+// TestMatrixBodies, TestMatrixTrailers.
 
-// backend's hop-by-hop fields.
-func TestLoopH2Proxy(t *testing.T) { run(t, testLoopH2Proxy) }
-
-func testLoopH2Proxy(t *testing.T, k netpoll.Kind) {
+// TestLoopH2Proxy proxies two streams of one connection to an HTTP/1.1
+// backend on one kept-alive connection: the request line and fields as
+// the backend reads them (no connection-specific field, no length for a
+// bodiless request), and the answer's fields, repeated ones too, without
+// the backend's hop-by-hop fields.
+func TestLoopH2Proxy(t *testing.T) {
 	const answer = "HTTP/1.1 201 Created\r\nX-Mixed-Case: Value\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n" +
 		"Connection: X-Hop, keep-alive\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\nContent-Length: 5\r\n\r\nhello"
-	for _, m := range h2Modes {
-		t.Run(m.name, func(t *testing.T) {
-			got := make(chan h1Request, 4)
-			be := recordingBackend(t, answer, got)
-			p, tp := startH2Proxy(t, k, loopTo(be.addr), m.tls)
-			c := newH2Client(t, p.addr, tp)
-			hdr := http.Header{"Cookie": {"a=1; b=2"}, "X-Custom": {"v1"}}
-			for i := 0; i < 2; i++ {
-				r, err := c.do(context.Background(), "GET", "/p/q?x=1", nil, hdr, nil)
-				if err != nil {
-					t.Fatalf("request %d: got %v, want an answer", i, err)
-				}
-				if r.status != 201 || r.body != "hello" || r.proto != "HTTP/2.0" {
-					t.Errorf("request %d: got (%d, %q, %s), want (201, hello, HTTP/2.0)", i, r.status, r.body, r.proto)
-				}
-				if v := r.header.Get("X-Mixed-Case"); v != "Value" {
-					t.Errorf("x-mixed-case: got %q, want Value", v)
-				}
-				if v := r.header.Values("Set-Cookie"); !equalStrings(v, []string{"a=1", "b=2"}) {
-					t.Errorf("set-cookie: got %q, want [a=1 b=2]", v)
-				}
-				for _, name := range []string{"Connection", "Keep-Alive", "X-Hop"} {
-					if v, ok := r.header[name]; ok {
-						t.Errorf("%s: got %q, want it absent", name, v)
-					}
-				}
-				req := nextRequest(t, got)
-				line, _, _ := strings.Cut(req.head, "\r\n")
-				if line != "GET /p/q?x=1 HTTP/1.1" {
-					t.Errorf("request line: got %q, want %q", line, "GET /p/q?x=1 HTTP/1.1")
-				}
-				proto := "http"
-				if m.tls {
-					proto = "https"
-				}
-				f := headFields(req.head)
-				for name, want := range map[string][]string{
-					"host": {p.addr}, "cookie": {"a=1; b=2"}, "x-custom": {"v1"},
-					"x-forwarded-proto": {proto}, "x-forwarded-for": {"127.0.0.1"},
-				} {
-					if !equalStrings(f[name], want) {
-						t.Errorf("backend's %s: got %q, want %q", name, f[name], want)
-					}
-				}
-				for _, name := range []string{"transfer-encoding", "content-length", "te", "connection"} {
-					if v, ok := f[name]; ok {
-						t.Errorf("backend's %s: got %q, want it absent", name, v)
-					}
-				}
-				if rec := p.nextRec(t); rec.Status != 201 || rec.Err != nil || rec.Attempts != 1 || rec.Bytes != 5 {
-					t.Errorf("record: got (%v, %v, %d attempts, %d bytes), want (201, nil, 1, 5)", rec.Status, rec.Err, rec.Attempts, rec.Bytes)
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
+		got := make(chan h1Request, 4)
+		be := recordingBackend(t, answer, got)
+		p, tp := startFrontTLS(t, m, loopTo(be.addr))
+		c := newH2Client(t, p.addr, tp)
+		hdr := http.Header{"Cookie": {"a=1; b=2"}, "X-Custom": {"v1"}}
+		for i := 0; i < 2; i++ {
+			r, err := c.do(context.Background(), "GET", "/p/q?x=1", nil, hdr, nil)
+			if err != nil {
+				t.Fatalf("request %d: got %v, want an answer", i, err)
+			}
+			if r.status != 201 || r.body != "hello" || r.proto != "HTTP/2.0" {
+				t.Errorf("request %d: got (%d, %q, %s), want (201, hello, HTTP/2.0)", i, r.status, r.body, r.proto)
+			}
+			if v := r.header.Get("X-Mixed-Case"); v != "Value" {
+				t.Errorf("x-mixed-case: got %q, want Value", v)
+			}
+			if v := r.header.Values("Set-Cookie"); !equalStrings(v, []string{"a=1", "b=2"}) {
+				t.Errorf("set-cookie: got %q, want [a=1 b=2]", v)
+			}
+			for _, name := range []string{"Connection", "Keep-Alive", "X-Hop"} {
+				if v, ok := r.header[name]; ok {
+					t.Errorf("%s: got %q, want it absent", name, v)
 				}
 			}
-			if n := c.dials.Load(); n != 1 {
-				t.Errorf("got %d client connections, want 1 (both requests on one)", n)
+			req := nextRequest(t, got)
+			line, _, _ := strings.Cut(req.head, "\r\n")
+			if line != "GET /p/q?x=1 HTTP/1.1" {
+				t.Errorf("request line: got %q, want %q", line, "GET /p/q?x=1 HTTP/1.1")
 			}
-			if n := be.accepts.Load(); n != 1 {
-				t.Errorf("got %d backend connections, want 1 (kept alive between streams)", n)
+			proto := "http"
+			if m.client.tls() {
+				proto = "https"
 			}
-		})
-	}
+			f := headFields(req.head)
+			for name, want := range map[string][]string{
+				"host": {p.addr}, "cookie": {"a=1; b=2"}, "x-custom": {"v1"},
+				"x-forwarded-proto": {proto}, "x-forwarded-for": {"127.0.0.1"},
+			} {
+				if !equalStrings(f[name], want) {
+					t.Errorf("backend's %s: got %q, want %q", name, f[name], want)
+				}
+			}
+			for _, name := range []string{"transfer-encoding", "content-length", "te", "connection"} {
+				if v, ok := f[name]; ok {
+					t.Errorf("backend's %s: got %q, want it absent", name, v)
+				}
+			}
+			if rec := p.nextRec(t); rec.Status != 201 || rec.Err != nil || rec.Attempts != 1 || rec.Bytes != 5 {
+				t.Errorf("record: got (%v, %v, %d attempts, %d bytes), want (201, nil, 1, 5)", rec.Status, rec.Err, rec.Attempts, rec.Bytes)
+			}
+		}
+		if n := c.dials.Load(); n != 1 {
+			t.Errorf("got %d client connections, want 1 (both requests on one)", n)
+		}
+		if n := be.accepts.Load(); n != 1 {
+			t.Errorf("got %d backend connections, want 1 (kept alive between streams)", n)
+		}
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
 // TestLoopH2WireFields reads answers frame by frame: field names in lower
 // case, no connection-specific field, the length of a chunked answer
 // left out, a HEAD answer and a 204 as HEADERS that end the stream, and
 // a CONNECT refused with 405 on its stream alone.
-func TestLoopH2WireFields(t *testing.T) { run(t, testLoopH2WireFields) }
-
-func testLoopH2WireFields(t *testing.T, k netpoll.Kind) {
+func TestLoopH2WireFields(t *testing.T) {
 	be := headBackend(t, func(nc net.Conn, head string) {
 		switch {
 		case strings.HasPrefix(head, "GET /chunked "):
@@ -115,205 +112,125 @@ func testLoopH2WireFields(t *testing.T, k netpoll.Kind) {
 			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		}
 	})
-	for _, m := range h2Modes {
-		t.Run(m.name, func(t *testing.T) {
-			p, tp := startH2Proxy(t, k, loopTo(be.addr), m.tls)
-			c := dialH2Raw(t, p.addr, tp, 0)
-			tests := []struct {
-				name, method, path string
-				status             string
-				body               string
-				fields             map[string][]string
-				absent             []string
-				trailers           map[string]string
-				// bodyless: the HEADERS end the stream; no DATA.
-				bodyless bool
-				// date: the proxy's own answer carries a Date (a
-				// backend's is relayed as it came, as over HTTP/1.1).
-				date bool
-			}{
-				{name: "chunked answer", method: "GET", path: "/chunked", status: "200", body: "hello",
-					fields: map[string][]string{"x-upper": {"1"}, "content-type": {"text/plain"}, "trailer": {"X-Sum"}},
-					absent: []string{"content-length"}, trailers: map[string]string{"x-sum": "42"}},
-				{name: "HEAD proxied", method: "HEAD", path: "/head", status: "200", bodyless: true,
-					fields: map[string][]string{"content-length": {"100"}}},
-				{name: "204 proxied", method: "GET", path: "/204", status: "204", bodyless: true,
-					fields: map[string][]string{"x-empty": {"yes"}}, absent: []string{"content-length"}},
-				{name: "fixed answer", method: "GET", path: "/fixed/x", status: "200", body: "fixed", date: true,
-					fields: map[string][]string{"x-test": {"1"}, "content-length": {"5"}}},
-				{name: "HEAD of a fixed answer", method: "HEAD", path: "/fixed/x", status: "200", bodyless: true, date: true,
-					fields: map[string][]string{"x-test": {"1"}, "content-length": {"5"}}},
-				{name: "CONNECT refused", method: "CONNECT", path: "", status: "405", body: "CONNECT is not supported\n", date: true},
-				{name: "after them all", method: "GET", path: "/", status: "200", body: "ok"},
-			}
-			for i, tt := range tests {
-				t.Run(tt.name, func(t *testing.T) {
-					c.t = t
-					id := uint32(2*i + 1)
-					c.request(id, tt.method, tt.path, true)
-					r := c.response(id)
-					if r.reset || r.status != tt.status || string(r.body) != tt.body {
-						t.Fatalf("got (%q, %q, reset %v %v), want (%q, %q, no reset)", r.status, r.body, r.reset, r.code, tt.status, tt.body)
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
+		p, tp := startFrontTLS(t, m, loopTo(be.addr))
+		c := dialH2Raw(t, p.addr, tp, 0)
+		tests := []struct {
+			name, method, path string
+			status             string
+			body               string
+			fields             map[string][]string
+			absent             []string
+			trailers           map[string]string
+			// bodyless: the HEADERS end the stream; no DATA.
+			bodyless bool
+			// date: the proxy's own answer carries a Date (a
+			// backend's is relayed as it came, as over HTTP/1.1).
+			date bool
+		}{
+			{name: "chunked answer", method: "GET", path: "/chunked", status: "200", body: "hello",
+				fields: map[string][]string{"x-upper": {"1"}, "content-type": {"text/plain"}, "trailer": {"X-Sum"}},
+				absent: []string{"content-length"}, trailers: map[string]string{"x-sum": "42"}},
+			{name: "HEAD proxied", method: "HEAD", path: "/head", status: "200", bodyless: true,
+				fields: map[string][]string{"content-length": {"100"}}},
+			{name: "204 proxied", method: "GET", path: "/204", status: "204", bodyless: true,
+				fields: map[string][]string{"x-empty": {"yes"}}, absent: []string{"content-length"}},
+			{name: "fixed answer", method: "GET", path: "/fixed/x", status: "200", body: "fixed", date: true,
+				fields: map[string][]string{"x-test": {"1"}, "content-length": {"5"}}},
+			{name: "HEAD of a fixed answer", method: "HEAD", path: "/fixed/x", status: "200", bodyless: true, date: true,
+				fields: map[string][]string{"x-test": {"1"}, "content-length": {"5"}}},
+			{name: "CONNECT refused", method: "CONNECT", path: "", status: "405", body: "CONNECT is not supported\n", date: true},
+			{name: "after them all", method: "GET", path: "/", status: "200", body: "ok"},
+		}
+		for i, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				c.t = t
+				id := uint32(2*i + 1)
+				c.request(id, tt.method, tt.path, true)
+				r := c.response(id)
+				if r.reset || r.status != tt.status || string(r.body) != tt.body {
+					t.Fatalf("got (%q, %q, reset %v %v), want (%q, %q, no reset)", r.status, r.body, r.reset, r.code, tt.status, tt.body)
+				}
+				checkWireFields(t, "head", r.fields)
+				checkWireFields(t, "trailers", r.trailers)
+				if got := len(r.field("date")) == 1; got != tt.date {
+					t.Errorf("date: got %q, want one: %v", r.field("date"), tt.date)
+				}
+				for name, want := range tt.fields {
+					if got := r.field(name); !equalStrings(got, want) {
+						t.Errorf("%s: got %q, want %q", name, got, want)
 					}
-					checkWireFields(t, "head", r.fields)
-					checkWireFields(t, "trailers", r.trailers)
-					if got := len(r.field("date")) == 1; got != tt.date {
-						t.Errorf("date: got %q, want one: %v", r.field("date"), tt.date)
+				}
+				for _, name := range tt.absent {
+					if got := r.field(name); got != nil {
+						t.Errorf("%s: got %q, want it absent", name, got)
 					}
-					for name, want := range tt.fields {
-						if got := r.field(name); !equalStrings(got, want) {
-							t.Errorf("%s: got %q, want %q", name, got, want)
-						}
+				}
+				gotTr := map[string]string{}
+				for _, f := range r.trailers {
+					gotTr[f.Name] = f.Value
+				}
+				if len(gotTr) != len(tt.trailers) {
+					t.Errorf("trailers: got %v, want %v", gotTr, tt.trailers)
+				}
+				for name, v := range tt.trailers {
+					if gotTr[name] != v {
+						t.Errorf("trailer %s: got %q, want %q", name, gotTr[name], v)
 					}
-					for _, name := range tt.absent {
-						if got := r.field(name); got != nil {
-							t.Errorf("%s: got %q, want it absent", name, got)
-						}
-					}
-					gotTr := map[string]string{}
-					for _, f := range r.trailers {
-						gotTr[f.Name] = f.Value
-					}
-					if len(gotTr) != len(tt.trailers) {
-						t.Errorf("trailers: got %v, want %v", gotTr, tt.trailers)
-					}
-					for name, v := range tt.trailers {
-						if gotTr[name] != v {
-							t.Errorf("trailer %s: got %q, want %q", name, gotTr[name], v)
-						}
-					}
-					if tt.bodyless && r.dataFrames != 0 {
-						t.Errorf("got %d DATA frames, want the HEADERS to end the stream", r.dataFrames)
-					}
-				})
-			}
-		})
-	}
+				}
+				if tt.bodyless && r.dataFrames != 0 {
+					t.Errorf("got %d DATA frames, want the HEADERS to end the stream", r.dataFrames)
+				}
+			})
+		}
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
 // TestLoopH2Respond serves fixed answers on HTTP/2 streams: GET and HEAD
 // (the length said, no body), and a 1 MiB answer, more than the client's
 // initial windows, whole.
-func TestLoopH2Respond(t *testing.T) { run(t, testLoopH2Respond) }
-
-func testLoopH2Respond(t *testing.T, k netpoll.Kind) {
-	for _, m := range h2Modes {
-		t.Run(m.name, func(t *testing.T) {
-			p, tp := startH2Proxy(t, k, loopConfig{}, m.tls)
-			c := newH2Client(t, p.addr, tp)
-			tests := []struct {
-				method, path string
-				status       int
-				body         string
-				length       int64
-				header       map[string]string
-			}{
-				{"GET", "/fixed/a", 200, "fixed", 5, map[string]string{"X-Test": "1", "Content-Length": "5"}},
-				{"HEAD", "/fixed/a", 200, "", 5, map[string]string{"X-Test": "1", "Content-Length": "5"}},
-				{"GET", "/big-fixed", 200, string(bigFixed.Body), int64(len(bigFixed.Body)), nil},
-				{"HEAD", "/big-fixed", 200, "", int64(len(bigFixed.Body)), nil},
-			}
-			for _, tt := range tests {
-				t.Run(tt.method+" "+tt.path, func(t *testing.T) {
-					r, err := c.do(context.Background(), tt.method, tt.path, nil, nil, nil)
-					if err != nil {
-						t.Fatal(err)
+func TestLoopH2Respond(t *testing.T) {
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
+		p, tp := startFrontTLS(t, m, loopConfig{})
+		c := newH2Client(t, p.addr, tp)
+		tests := []struct {
+			method, path string
+			status       int
+			body         string
+			length       int64
+			header       map[string]string
+		}{
+			{"GET", "/fixed/a", 200, "fixed", 5, map[string]string{"X-Test": "1", "Content-Length": "5"}},
+			{"HEAD", "/fixed/a", 200, "", 5, map[string]string{"X-Test": "1", "Content-Length": "5"}},
+			{"GET", "/big-fixed", 200, string(bigFixed.Body), int64(len(bigFixed.Body)), nil},
+			{"HEAD", "/big-fixed", 200, "", int64(len(bigFixed.Body)), nil},
+		}
+		for _, tt := range tests {
+			t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+				r, err := c.do(context.Background(), tt.method, tt.path, nil, nil, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.status != tt.status || r.body != tt.body || r.length != tt.length {
+					t.Errorf("got (%d, %d bytes, length %d), want (%d, %d bytes, length %d)", r.status, len(r.body), r.length, tt.status, len(tt.body), tt.length)
+				}
+				for name, v := range tt.header {
+					if got := r.header.Get(name); got != v {
+						t.Errorf("%s: got %q, want %q", name, got, v)
 					}
-					if r.status != tt.status || r.body != tt.body || r.length != tt.length {
-						t.Errorf("got (%d, %d bytes, length %d), want (%d, %d bytes, length %d)", r.status, len(r.body), r.length, tt.status, len(tt.body), tt.length)
-					}
-					for name, v := range tt.header {
-						if got := r.header.Get(name); got != v {
-							t.Errorf("%s: got %q, want %q", name, got, v)
-						}
-					}
-					if r.header.Get("Date") == "" {
-						t.Error("date: got none, want one")
-					}
-					if rec := p.nextRec(t); rec.Status != tt.status || rec.Err != nil {
-						t.Errorf("record: got (%v, %v), want (%v, nil)", rec.Status, rec.Err, tt.status)
-					}
-				})
-			}
-			if n := c.dials.Load(); n != 1 {
-				t.Errorf("got %d client connections, want 1", n)
-			}
-		})
-	}
-}
-
-// TestLoopH2RequestBodies sends request bodies on HTTP/2 streams: with a
-// declared length they reach the backend with it; without one they are
-// chunked, and the request's trailers arrive as the chunked body's
-// trailers; large ones (more than the stream's window) arrive whole.
-func TestLoopH2RequestBodies(t *testing.T) { run(t, testLoopH2RequestBodies) }
-
-func testLoopH2RequestBodies(t *testing.T, k netpoll.Kind) {
-	large := randomBody(3<<20+7, 1)
-	tests := []struct {
-		name    string
-		body    []byte
-		length  bool // the client declares the length
-		trailer http.Header
-		wantTE  string
-		wantCL  string
-		wantTr  http.Header // the trailers the backend reads
-	}{
-		{name: "declared length", body: []byte("hello"), length: true, wantCL: "5"},
-		{name: "no length: chunked", body: []byte("hello world"), wantTE: "chunked"},
-		{name: "no length, trailers", body: []byte("hello"), trailer: http.Header{"X-Sum": {"99"}, "X-Other": {"a"}},
-			wantTE: "chunked", wantTr: http.Header{"X-Sum": {"99"}, "X-Other": {"a"}}},
-		{name: "large, declared length", body: large, length: true, wantCL: strconv.Itoa(len(large))},
-		{name: "large, chunked", body: large, wantTE: "chunked"},
-		{name: "empty, chunked", body: []byte{}, wantTE: "chunked"},
-	}
-	for _, m := range h2Modes {
-		t.Run(m.name, func(t *testing.T) {
-			got := make(chan h1Request, 1)
-			be := recordingBackend(t, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", got)
-			p, tp := startH2Proxy(t, k, loopTo(be.addr), m.tls)
-			c := newH2Client(t, p.addr, tp)
-			for _, tt := range tests {
-				t.Run(tt.name, func(t *testing.T) {
-					var body io.Reader = bytes.NewReader(tt.body)
-					if !tt.length {
-						body = struct{ io.Reader }{body} // length unknown
-					}
-					var trailer http.Header
-					if tt.trailer != nil {
-						// Declared up front, sent after the body.
-						trailer = http.Header{}
-						for name := range tt.trailer {
-							trailer[name] = nil
-						}
-						body = &trailerFiller{r: body, dst: trailer, src: tt.trailer}
-					}
-					r, err := c.do(context.Background(), "POST", "/upload", body, nil, trailer)
-					if err != nil || r.status != 200 || r.body != "ok" {
-						t.Fatalf("got (%v, %d, %q), want (nil, 200, ok)", err, r.status, r.body)
-					}
-					req, data := nextRequest(t, got).parsed(t)
-					if data != string(tt.body) {
-						t.Errorf("body: got %d bytes (sum %x), want %d (sum %x)", len(data), sha256.Sum256([]byte(data)), len(tt.body), sha256.Sum256(tt.body))
-					}
-					if te := strings.Join(req.TransferEncoding, ","); te != tt.wantTE {
-						t.Errorf("transfer-encoding: got %q, want %q", te, tt.wantTE)
-					}
-					if cl := req.Header.Get("Content-Length"); cl != tt.wantCL {
-						t.Errorf("content-length: got %q, want %q", cl, tt.wantCL)
-					}
-					for name, vs := range tt.wantTr {
-						if got := req.Trailer[name]; !equalStrings(got, vs) {
-							t.Errorf("trailer %s: got %q, want %q", name, got, vs)
-						}
-					}
-					if rec := p.nextRec(t); rec.Status != 200 || rec.Err != nil {
-						t.Errorf("record: got (%v, %v), want (200, nil)", rec.Status, rec.Err)
-					}
-				})
-			}
-		})
-	}
+				}
+				if r.header.Get("Date") == "" {
+					t.Error("date: got none, want one")
+				}
+				if rec := p.nextRec(t); rec.Status != tt.status || rec.Err != nil {
+					t.Errorf("record: got (%v, %v), want (%v, nil)", rec.Status, rec.Err, tt.status)
+				}
+			})
+		}
+		if n := c.dials.Load(); n != 1 {
+			t.Errorf("got %d client connections, want 1", n)
+		}
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
 // trailerFiller reads r, and sets the trailers from src into dst at its
@@ -333,98 +250,34 @@ func (f *trailerFiller) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// TestLoopH2ResponseTrailers relays an HTTP/1.1 backend's chunked answer
-// with trailers: the trailers arrive as HTTP/2 trailers, after the body.
-func TestLoopH2ResponseTrailers(t *testing.T) { run(t, testLoopH2ResponseTrailers) }
-
-func testLoopH2ResponseTrailers(t *testing.T, k netpoll.Kind) {
-	hb, _ := newHTTPBackend(t, httpMux())
-	for _, m := range h2Modes {
-		t.Run(m.name, func(t *testing.T) {
-			p, tp := startH2Proxy(t, k, loopTo(hb.Listener.Addr().String()), m.tls)
-			c := newH2Client(t, p.addr, tp)
-			r := c.get("/chunked")
-			if r.status != 200 || r.body != "part1,part2" || r.trailer.Get("X-Sum") != "42" {
-				t.Errorf("got (%d, %q, trailers %v), want (200, part1,part2, X-Sum 42)", r.status, r.body, r.trailer)
-			}
-			if rec := p.nextRec(t); rec.Status != 200 || rec.Err != nil || rec.Bytes != int64(len("part1,part2")) {
-				t.Errorf("record: got (%v, %v, %d bytes), want (200, nil, 11)", rec.Status, rec.Err, rec.Bytes)
-			}
-		})
-	}
-}
-
-// TestLoopH2LargeResponse relays answers of several MiB, more than the
-// client's windows, over HTTP/2: whole and intact, with a declared length
-// and chunked.
-func TestLoopH2LargeResponse(t *testing.T) { run(t, testLoopH2LargeResponse) }
-
-func testLoopH2LargeResponse(t *testing.T, k netpoll.Kind) {
-	big := randomBody(6<<20+3, 2)
-	mux := http.NewServeMux()
-	mux.HandleFunc("/length", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", strconv.Itoa(len(big)))
-		w.Write(big)
-	})
-	mux.HandleFunc("/chunked", func(w http.ResponseWriter, r *http.Request) {
-		for b := big; len(b) > 0; {
-			n := min(len(b), 100_000)
-			w.Write(b[:n])
-			w.(http.Flusher).Flush()
-			b = b[n:]
-		}
-	})
-	hb, _ := newHTTPBackend(t, mux)
-	for _, m := range h2Modes {
-		t.Run(m.name, func(t *testing.T) {
-			p, tp := startH2Proxy(t, k, loopTo(hb.Listener.Addr().String()), m.tls)
-			c := newH2Client(t, p.addr, tp)
-			for _, path := range []string{"/length", "/chunked"} {
-				r := c.get(path)
-				if r.status != 200 || r.body != string(big) {
-					t.Errorf("%s: got (%d, %d bytes, sum %x), want (200, %d bytes, sum %x)", path, r.status, len(r.body),
-						sha256.Sum256([]byte(r.body)), len(big), sha256.Sum256(big))
-				}
-				if rec := p.nextRec(t); rec.Status != 200 || rec.Err != nil || rec.Bytes != int64(len(big)) {
-					t.Errorf("%s: record: got (%v, %v, %d bytes), want (200, nil, %d)", path, rec.Status, rec.Err, rec.Bytes, len(big))
-				}
-			}
-		})
-	}
-}
-
 // TestLoopH2FlowControl reads answers with small receive windows, given
 // back only as the data is read: no DATA frame passes the windows, and
 // every answer (forwarded, fixed, from a file) arrives whole.
-func TestLoopH2FlowControl(t *testing.T) { run(t, testLoopH2FlowControl) }
-
-func testLoopH2FlowControl(t *testing.T, k netpoll.Kind) {
+func TestLoopH2FlowControl(t *testing.T) {
 	hb, _ := newHTTPBackend(t, httpMux())
 	file := randomBody(1<<20+11, 3)
-	for _, m := range h2Modes {
-		t.Run(m.name, func(t *testing.T) {
-			p, tp := startH2Proxy(t, k, loopTo(hb.Listener.Addr().String()), m.tls)
-			addFileRoute(t, p, map[string][]byte{"f.bin": file})
-			c := dialH2Raw(t, p.addr, tp, 16384)
-			tests := []struct {
-				path string
-				want []byte
-			}{
-				{"/size/2000000", bytes.Repeat([]byte("s"), 2000000)},
-				{"/big-fixed", bigFixed.Body},
-				{"/files/f.bin", file},
-				{"/chunked", []byte("part1,part2")},
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
+		p, tp := startFrontTLS(t, m, loopTo(hb.Listener.Addr().String()))
+		addFileRoute(t, p, map[string][]byte{"f.bin": file})
+		c := dialH2Raw(t, p.addr, tp, 16384)
+		tests := []struct {
+			path string
+			want []byte
+		}{
+			{"/size/2000000", bytes.Repeat([]byte("s"), 2000000)},
+			{"/big-fixed", bigFixed.Body},
+			{"/files/f.bin", file},
+			{"/chunked", []byte("part1,part2")},
+		}
+		for i, tt := range tests {
+			id := uint32(2*i + 1)
+			c.request(id, "GET", tt.path, true)
+			r := c.response(id)
+			if r.reset || r.status != "200" || !bytes.Equal(r.body, tt.want) {
+				t.Errorf("%s: got (%q, %d bytes, reset %v %v), want (200, %d bytes)", tt.path, r.status, len(r.body), r.reset, r.code, len(tt.want))
 			}
-			for i, tt := range tests {
-				id := uint32(2*i + 1)
-				c.request(id, "GET", tt.path, true)
-				r := c.response(id)
-				if r.reset || r.status != "200" || !bytes.Equal(r.body, tt.want) {
-					t.Errorf("%s: got (%q, %d bytes, reset %v %v), want (200, %d bytes)", tt.path, r.status, len(r.body), r.reset, r.code, len(tt.want))
-				}
-			}
-		})
-	}
+		}
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
 // addFileRoute adds a route serving files (internal/static's planner,
@@ -447,113 +300,105 @@ func addFileRoute(t *testing.T, p *loopProxy, files map[string][]byte) *static.H
 
 // TestLoopH2Files serves static files on HTTP/2 streams: whole, a range,
 // HEAD, a conditional request, a missing file, and a 4 MiB file whole.
-func TestLoopH2Files(t *testing.T) { run(t, testLoopH2Files) }
-
-func testLoopH2Files(t *testing.T, k netpoll.Kind) {
+func TestLoopH2Files(t *testing.T) {
 	big := randomBody(4<<20, 4)
-	for _, m := range h2Modes {
-		t.Run(m.name, func(t *testing.T) {
-			p, tp := startH2Proxy(t, k, loopConfig{}, m.tls)
-			mid := randomBody(30<<10, 7) // held in memory by the planner
-			addFileRoute(t, p, map[string][]byte{"a.txt": []byte("hello, files\n"), "mid.bin": mid, "big.bin": big})
-			c := newH2Client(t, p.addr, tp)
-			r := c.get("/files/a.txt")
-			etag := r.header.Get("Etag")
-			if r.status != 200 || r.body != "hello, files\n" || etag == "" {
-				t.Fatalf("whole: got (%d, %q, etag %q), want (200, the file, an etag)", r.status, r.body, etag)
-			}
-			tests := []struct {
-				name, method string
-				hdr          http.Header
-				status       int
-				body         string
-				length       string
-			}{
-				{"range", "GET", http.Header{"Range": {"bytes=7-"}}, 206, "files\n", "6"},
-				{"head", "HEAD", nil, 200, "", "13"},
-				{"conditional", "GET", http.Header{"If-None-Match": {etag}}, 304, "", ""},
-				{"missing", "GET", nil, 404, "", ""},
-			}
-			for _, tt := range tests {
-				t.Run(tt.name, func(t *testing.T) {
-					path := "/files/a.txt"
-					if tt.status == 404 {
-						path = "/files/missing"
-					}
-					r, err := c.do(context.Background(), tt.method, path, nil, tt.hdr, nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if r.status != tt.status || (tt.status != 404 && r.body != tt.body) {
-						t.Errorf("got (%d, %q), want (%d, %q)", r.status, r.body, tt.status, tt.body)
-					}
-					if tt.length != "" && r.header.Get("Content-Length") != tt.length {
-						t.Errorf("content-length: got %q, want %q", r.header.Get("Content-Length"), tt.length)
-					}
-				})
-			}
-			if r := c.get("/files/mid.bin"); r.status != 200 || r.body != string(mid) {
-				t.Errorf("held in memory: got (%d, %d bytes), want (200, the %d bytes)", r.status, len(r.body), len(mid))
-			}
-			if r := c.get("/files/big.bin"); r.status != 200 || r.body != string(big) {
-				t.Errorf("big: got (%d, %d bytes), want (200, the %d bytes)", r.status, len(r.body), len(big))
-			}
-		})
-	}
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
+		p, tp := startFrontTLS(t, m, loopConfig{})
+		mid := randomBody(30<<10, 7) // held in memory by the planner
+		addFileRoute(t, p, map[string][]byte{"a.txt": []byte("hello, files\n"), "mid.bin": mid, "big.bin": big})
+		c := newH2Client(t, p.addr, tp)
+		r := c.get("/files/a.txt")
+		etag := r.header.Get("Etag")
+		if r.status != 200 || r.body != "hello, files\n" || etag == "" {
+			t.Fatalf("whole: got (%d, %q, etag %q), want (200, the file, an etag)", r.status, r.body, etag)
+		}
+		tests := []struct {
+			name, method string
+			hdr          http.Header
+			status       int
+			body         string
+			length       string
+		}{
+			{"range", "GET", http.Header{"Range": {"bytes=7-"}}, 206, "files\n", "6"},
+			{"head", "HEAD", nil, 200, "", "13"},
+			{"conditional", "GET", http.Header{"If-None-Match": {etag}}, 304, "", ""},
+			{"missing", "GET", nil, 404, "", ""},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				path := "/files/a.txt"
+				if tt.status == 404 {
+					path = "/files/missing"
+				}
+				r, err := c.do(context.Background(), tt.method, path, nil, tt.hdr, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.status != tt.status || (tt.status != 404 && r.body != tt.body) {
+					t.Errorf("got (%d, %q), want (%d, %q)", r.status, r.body, tt.status, tt.body)
+				}
+				if tt.length != "" && r.header.Get("Content-Length") != tt.length {
+					t.Errorf("content-length: got %q, want %q", r.header.Get("Content-Length"), tt.length)
+				}
+			})
+		}
+		if r := c.get("/files/mid.bin"); r.status != 200 || r.body != string(mid) {
+			t.Errorf("held in memory: got (%d, %d bytes), want (200, the %d bytes)", r.status, len(r.body), len(mid))
+		}
+		if r := c.get("/files/big.bin"); r.status != 200 || r.body != string(big) {
+			t.Errorf("big: got (%d, %d bytes), want (200, the %d bytes)", r.status, len(r.body), len(big))
+		}
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
 // TestLoopH2ManyStreams runs 50 streams at once on one connection, fixed
 // answers, downloads and uploads mixed: each gets its own answer.
-func TestLoopH2ManyStreams(t *testing.T) { run(t, testLoopH2ManyStreams) }
-
-func testLoopH2ManyStreams(t *testing.T, k netpoll.Kind) {
+func TestLoopH2ManyStreams(t *testing.T) {
 	hb, _ := newHTTPBackend(t, httpMux())
-	for _, m := range h2Modes {
-		t.Run(m.name, func(t *testing.T) {
-			p, tp := startH2Proxy(t, k, loopTo(hb.Listener.Addr().String()), m.tls)
-			c := newH2Client(t, p.addr, tp)
-			c.get("/fixed/warm") // the connection, before the streams race for it
-			const n = 50
-			errs := make(chan error, n)
-			for i := 0; i < n; i++ {
-				go func() {
-					var (
-						r    clientResp
-						err  error
-						want string
-					)
-					switch i % 3 {
-					case 0:
-						r, err = c.do(context.Background(), "GET", fmt.Sprintf("/fixed/%d", i), nil, nil, nil)
-						want = "fixed"
-					case 1:
-						r, err = c.do(context.Background(), "GET", fmt.Sprintf("/size/%d", 1000*i+1), nil, nil, nil)
-						want = strings.Repeat("s", 1000*i+1)
-					case 2:
-						body := randomBody(3000*i+5, uint64(i))
-						r, err = c.do(context.Background(), "POST", "/echo", bytes.NewReader(body), nil, nil)
-						want = string(body)
-					}
-					switch {
-					case err != nil:
-						errs <- fmt.Errorf("stream %d: %w", i, err)
-					case r.status != 200 || r.body != want:
-						errs <- fmt.Errorf("stream %d: got (%d, %d bytes), want (200, %d bytes)", i, r.status, len(r.body), len(want))
-					default:
-						errs <- nil
-					}
-				}()
-			}
-			for i := 0; i < n; i++ {
-				if err := <-errs; err != nil {
-					t.Error(err)
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
+		p, tp := startFrontTLS(t, m, loopTo(hb.Listener.Addr().String()))
+		c := newH2Client(t, p.addr, tp)
+		c.get("/fixed/warm") // the connection, before the streams race for it
+		const n = 50
+		errs := make(chan error, n)
+		for i := 0; i < n; i++ {
+			go func() {
+				var (
+					r    clientResp
+					err  error
+					want string
+				)
+				switch i % 3 {
+				case 0:
+					r, err = c.do(context.Background(), "GET", fmt.Sprintf("/fixed/%d", i), nil, nil, nil)
+					want = "fixed"
+				case 1:
+					r, err = c.do(context.Background(), "GET", fmt.Sprintf("/size/%d", 1000*i+1), nil, nil, nil)
+					want = strings.Repeat("s", 1000*i+1)
+				case 2:
+					body := randomBody(3000*i+5, uint64(i))
+					r, err = c.do(context.Background(), "POST", "/echo", bytes.NewReader(body), nil, nil)
+					want = string(body)
 				}
+				switch {
+				case err != nil:
+					errs <- fmt.Errorf("stream %d: %w", i, err)
+				case r.status != 200 || r.body != want:
+					errs <- fmt.Errorf("stream %d: got (%d, %d bytes), want (200, %d bytes)", i, r.status, len(r.body), len(want))
+				default:
+					errs <- nil
+				}
+			}()
+		}
+		for i := 0; i < n; i++ {
+			if err := <-errs; err != nil {
+				t.Error(err)
 			}
-			if got := c.dials.Load(); got != 1 {
-				t.Errorf("got %d client connections, want 1", got)
-			}
-		})
-	}
+		}
+		if got := c.dials.Load(); got != 1 {
+			t.Errorf("got %d client connections, want 1", got)
+		}
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
 // TestLoopH2StreamLimitAbuse has a client open more streams than
@@ -561,21 +406,19 @@ func testLoopH2ManyStreams(t *testing.T, k netpoll.Kind) {
 // bursts): the first answer to the abuse is GOAWAY ENHANCE_YOUR_CALM, not
 // a reset of each stream over the limit, whether the client had
 // acknowledged the server's SETTINGS or not.
-func TestLoopH2StreamLimitAbuse(t *testing.T) { run(t, testLoopH2StreamLimitAbuse) }
-
-func testLoopH2StreamLimitAbuse(t *testing.T, k netpoll.Kind) {
+func TestLoopH2StreamLimitAbuse(t *testing.T) {
 	be := silentBackend(t)
-	for _, m := range h2Modes {
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
 		for _, acked := range []bool{false, true} {
-			name := m.name + "/before the SETTINGS ack"
+			name := "before the SETTINGS ack"
 			if acked {
-				name = m.name + "/after the SETTINGS ack"
+				name = "after the SETTINGS ack"
 			}
 			t.Run(name, func(t *testing.T) {
 				stats := new(h2.Stats)
 				cfg := loopTo(be.addr)
 				cfg.opts.HTTP2.Stats = stats
-				p, tp := startH2Proxy(t, k, cfg, m.tls)
+				p, tp := startFrontTLS(t, m, cfg)
 				c := dialH2Raw(t, p.addr, tp, 0)
 				first := uint32(1)
 				if acked {
@@ -622,7 +465,7 @@ func testLoopH2StreamLimitAbuse(t *testing.T, k netpoll.Kind) {
 				}
 			})
 		}
-	}
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
 // TestLoopH2UnfinishedHeaderBlock has a client send a header block
@@ -631,9 +474,7 @@ func testLoopH2StreamLimitAbuse(t *testing.T, k netpoll.Kind) {
 // ENHANCE_YOUR_CALM) once read_header_timeout has passed, as an
 // unfinished HTTP/1.1 head gets 408 then; a block past the header list
 // size ends the connection at once.
-func TestLoopH2UnfinishedHeaderBlock(t *testing.T) { run(t, testLoopH2UnfinishedHeaderBlock) }
-
-func testLoopH2UnfinishedHeaderBlock(t *testing.T, k netpoll.Kind) {
+func TestLoopH2UnfinishedHeaderBlock(t *testing.T) {
 	tests := []struct {
 		name  string
 		size  int
@@ -642,15 +483,15 @@ func testLoopH2UnfinishedHeaderBlock(t *testing.T, k netpoll.Kind) {
 		{"stalled under the bound", 60 << 10, false},
 		{"past the bound", 120 << 10, true},
 	}
-	for _, m := range h2Modes {
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
 		for _, tt := range tests {
-			t.Run(m.name+"/"+tt.name, func(t *testing.T) {
+			t.Run(tt.name, func(t *testing.T) {
 				stats := new(h2.Stats)
 				cfg := loopTo("127.0.0.1:1")
 				cfg.opts.ReadHeaderTimeout = 300 * time.Millisecond
 				cfg.opts.IdleTimeout = time.Minute
 				cfg.opts.HTTP2.Stats = stats
-				p, tp := startH2Proxy(t, k, cfg, m.tls)
+				p, tp := startFrontTLS(t, m, cfg)
 				c := dialH2Raw(t, p.addr, tp, 0)
 				// A first request has the SETTINGS exchanged, so that the
 				// client writes nothing inside the block.
@@ -703,7 +544,7 @@ func testLoopH2UnfinishedHeaderBlock(t *testing.T, k netpoll.Kind) {
 				}
 			})
 		}
-	}
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
 // headerBlockBytes adds up what the loops' HTTP/2 connections hold for

@@ -24,17 +24,12 @@ import (
 	"github.com/helios-lb/helios/internal/netpoll"
 )
 
-// HTTP/2 clients on the loops (h2conn.go, h2send.go), on every driver
-// (run): h2c with prior knowledge and TLS with ALPN h2, each stream an
-// exchange of the one machine. golang.org/x/net/http2's client shows what
+// HTTP/2 clients on the loops (h2conn.go, h2send.go), in the matrix's
+// cells with an HTTP/2 client (modes with onlyClients(clientH2,
+// clientH2C), matrix_test.go): h2c with prior knowledge and TLS with ALPN
+// h2, each stream an exchange of the one machine. golang.org/x/net/http2's client shows what
 // a real client gets; h2Raw, which writes and reads frames itself, shows
 // what is on the wire (field names, flow-control windows, GOAWAY, resets).
-
-// h2Modes are the ways a client reaches HTTP/2 on a listener.
-var h2Modes = []struct {
-	name string
-	tls  bool
-}{{"h2c", false}, {"tls", true}}
 
 // h2TLS is a listener's TLS provider whose ALPN offers h2, then http/1.1.
 func h2TLS(t testing.TB) *testTLS {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"net/http"
@@ -63,11 +64,15 @@ func TestMatrixRoundTrip(t *testing.T) {
 }
 
 // TestMatrixBodies: request bodies of declared and undeclared length,
-// small and large, reach the backend whole; answers of declared and
-// undeclared length come back whole; HEAD, 204 and 304 answers have no
-// body.
+// small and large (more than an HTTP/2 stream's window, h2.
+// DefaultStreamWindow), reach the backend whole, an undeclared one
+// chunked to an HTTP/1.1 backend; answers of declared and undeclared
+// length, large ones more than Go's HTTP/2 client's stream window (4
+// MiB), come back whole and are recorded with their length; HEAD, 204
+// and 304 answers have no body.
 func TestMatrixBodies(t *testing.T) {
-	big := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
+	big := randomBody(3<<20+7, 1)
+	answer := randomBody(6<<20+3, 2)
 	matrix(t, func(t *testing.T, c *cell) {
 		c.be.handle(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
@@ -75,12 +80,17 @@ func TestMatrixBodies(t *testing.T) {
 				b, _ := io.ReadAll(r.Body)
 				w.Header().Set("X-Length", strconv.FormatInt(r.ContentLength, 10))
 				w.Write(b)
+			case "/length":
+				w.Header().Set("Content-Length", strconv.Itoa(len(answer)))
+				w.Write(answer)
 			case "/stream":
 				// No length: chunked to HTTP/1.1, DATA to the end of the
 				// stream over HTTP/2.
-				for i := 0; i < 64; i++ {
-					w.Write(big[:16<<10])
+				for b := answer; len(b) > 0; {
+					n := min(len(b), 100_000)
+					w.Write(b[:n])
 					w.(http.Flusher).Flush()
+					b = b[n:]
 				}
 			case "/nobody":
 				w.Header().Set("Content-Length", "100")
@@ -100,6 +110,7 @@ func TestMatrixBodies(t *testing.T) {
 			{"empty POST", nil, false},
 			{"small", []byte("hello"), false},
 			{"large", big, false},
+			{"empty undeclared", []byte{}, true},
 			{"small undeclared", []byte("hello"), true},
 			{"large undeclared", big, true},
 		} {
@@ -122,15 +133,31 @@ func TestMatrixBodies(t *testing.T) {
 			}
 			s := c.last()
 			if s.body != string(tt.body) {
-				t.Errorf("%s: backend got %d bytes, want %d", tt.name, len(s.body), len(tt.body))
+				t.Errorf("%s: backend got %d bytes (sum %x), want %d (sum %x)", tt.name, len(s.body), sha256.Sum256([]byte(s.body)), len(tt.body), sha256.Sum256(tt.body))
 			}
-			if !tt.undeclared && s.length != int64(len(tt.body)) {
-				t.Errorf("%s: backend got length %d, want %d", tt.name, s.length, len(tt.body))
+			if !tt.undeclared && (s.length != int64(len(tt.body)) || len(s.te) != 0) {
+				t.Errorf("%s: backend got length %d, transfer-encoding %q, want %d and none", tt.name, s.length, s.te, len(tt.body))
+			}
+			// Go's HTTP/1.1 client sends an empty body of unknown length
+			// as Content-Length: 0; an HTTP/2 client sends it as DATA
+			// without a length, which is chunked to an HTTP/1.1 backend.
+			sentUndeclared := tt.undeclared && (len(tt.body) > 0 || c.client.http2())
+			if sentUndeclared && !c.backend.http2() && (strings.Join(s.te, ",") != "chunked" || s.length != -1) {
+				t.Errorf("%s: backend got transfer-encoding %q, length %d, want chunked and no length", tt.name, s.te, s.length)
+			}
+			if rec := c.p.nextRec(t); rec.Status != 200 || rec.Err != nil {
+				t.Errorf("%s: record: got (%v, %v), want (200, nil)", tt.name, rec.Status, rec.Err)
 			}
 		}
-		resp, err := c.get("/stream", nil)
-		if err != nil || resp.status != 200 || len(resp.body) != 64*16<<10 {
-			t.Errorf("undeclared answer: got %d, %d bytes, %v; want 200, %d bytes", resp.status, len(resp.body), err, 64*16<<10)
+		for _, path := range []string{"/length", "/stream"} {
+			resp, err := c.get(path, nil)
+			if err != nil || resp.status != 200 || resp.body != string(answer) {
+				t.Errorf("%s: got (%d, %d bytes, sum %x, %v), want (200, %d bytes, sum %x)", path, resp.status, len(resp.body),
+					sha256.Sum256([]byte(resp.body)), err, len(answer), sha256.Sum256(answer))
+			}
+			if rec := c.p.nextRec(t); rec.Status != 200 || rec.Err != nil || rec.Bytes != int64(len(answer)) {
+				t.Errorf("%s: record: got (%v, %v, %d bytes), want (200, nil, %d)", path, rec.Status, rec.Err, rec.Bytes, len(answer))
+			}
 		}
 		for _, tt := range []struct {
 			method, path string
@@ -177,6 +204,9 @@ func TestMatrixTrailers(t *testing.T) {
 		}
 		if v := resp.trailer.Get("Set-Cookie"); v != "" {
 			t.Errorf("client got Set-Cookie %q in a trailer, want it dropped", v)
+		}
+		if rec := c.p.nextRec(t); rec.Status != 200 || rec.Err != nil || rec.Bytes != int64(len("body")) {
+			t.Errorf("record: got (%v, %v, %d bytes), want (200, nil, 4)", rec.Status, rec.Err, rec.Bytes)
 		}
 		s := c.last()
 		if s.body != "data" || s.trailer.Get("X-Req-Sum") != "7" {

@@ -230,6 +230,16 @@ func startFront(t testing.TB, m mode, cfg loopConfig) *cell {
 	return c
 }
 
+// startFrontTLS starts a cell's proxy as startFront does, for a test
+// that brings its own client (dialH2Raw's frames, newH2Client): it
+// returns the proxy and its listener's TLS (nil for a client protocol in
+// the clear), which that client trusts.
+func startFrontTLS(t testing.TB, m mode, cfg loopConfig) (*loopProxy, *testTLS) {
+	t.Helper()
+	c := startFront(t, m, cfg)
+	return c.p, c.front
+}
+
 // startH2UpProxyWith starts a proxy with the HTTP/2 bookkeeping checks
 // (startH2UpProxy) whose listener is configured by cfg as given.
 func startH2UpProxyWith(t testing.TB, k netpoll.Kind, cfg loopConfig) (*loopProxy, *testTLS) {
@@ -343,6 +353,7 @@ type seenRequest struct {
 	body                     string
 	trailer                  http.Header
 	length                   int64
+	te                       []string // the transfer codings (HTTP/1.1)
 }
 
 func startMatrixBackend(t testing.TB, proto backendProto) *matrixBackend {
@@ -351,7 +362,7 @@ func startMatrixBackend(t testing.TB, proto backendProto) *matrixBackend {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		s := seenRequest{method: r.Method, uri: r.RequestURI, host: r.Host, proto: r.Proto, tls: r.TLS != nil,
-			header: r.Header.Clone(), body: string(body), trailer: r.Trailer.Clone(), length: r.ContentLength}
+			header: r.Header.Clone(), body: string(body), trailer: r.Trailer.Clone(), length: r.ContentLength, te: r.TransferEncoding}
 		b.mu.Lock()
 		b.seen = append(b.seen, s)
 		hf := b.handler

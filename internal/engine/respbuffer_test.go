@@ -289,68 +289,64 @@ func testLoopResponseBufferingCaps(t *testing.T, k netpoll.Kind) {
 // backend nothing either: its streams' answers are buffered, the backend
 // connections go back to the pool, and the streams get their whole
 // answers once the client opens its windows.
-func TestLoopH2ResponseBuffering(t *testing.T) { run(t, testLoopH2ResponseBuffering) }
-
-func testLoopH2ResponseBuffering(t *testing.T, k netpoll.Kind) {
+func TestLoopH2ResponseBuffering(t *testing.T) {
 	const streams, size = 6, 512 << 10
-	for _, m := range h2Modes {
-		t.Run(m.name, func(t *testing.T) {
-			be := startSpoolBackend(t)
-			budget := bodybuf.NewBudget(64<<20, 64<<20)
-			p, tp := startH2Proxy(t, k, respBufConfig(be, &wire.ResponseBuffer{Memory: 64 << 10, File: 2 << 20, Budget: budget}), m.tls)
-			c := dialH2Raw(t, p.addr, tp, 16384)
-			c.credit = false
-			c.nc.SetDeadline(time.Now().Add(3 * testTimeout))
-			want := map[uint32][]byte{}
-			for i := range streams {
-				id := uint32(2*i + 1)
-				kind := "len"
-				if i%2 == 1 {
-					kind = "chunk"
-				}
-				c.request(id, "GET", fmt.Sprintf("/%s/%d/%d", kind, size, id), true)
-				want[id] = randomBody(size, uint64(id))
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
+		be := startSpoolBackend(t)
+		budget := bodybuf.NewBudget(64<<20, 64<<20)
+		p, tp := startFrontTLS(t, m, respBufConfig(be, &wire.ResponseBuffer{Memory: 64 << 10, File: 2 << 20, Budget: budget}))
+		c := dialH2Raw(t, p.addr, tp, 16384)
+		c.credit = false
+		c.nc.SetDeadline(time.Now().Add(3 * testTimeout))
+		want := map[uint32][]byte{}
+		for i := range streams {
+			id := uint32(2*i + 1)
+			kind := "len"
+			if i%2 == 1 {
+				kind = "chunk"
 			}
-			waitFor(t, "every request to reach the backend", func() bool { return be.reached.Load() == streams })
-			waitFor(t, "the backend connections to be let go while the client's windows are shut", func() bool { return be.held.Load() == 0 })
-			if st := budget.Stats(); st.Buffered != streams {
-				t.Errorf("got %d answers buffered, want %d", st.Buffered, streams)
-			}
-			// Open every window wide, then read the answers.
-			const wide = 1 << 30
-			c.fr.WriteWindowUpdate(0, wide)
-			c.connWin += wide
-			for id := range want {
-				c.fr.WriteWindowUpdate(id, wide)
-				c.streamWin[id] = c.initial + wide
-			}
-			got := map[uint32][]byte{}
-			status := map[uint32]string{}
-			ended := 0
-			for ended < streams {
-				ev := c.mustNext()
-				switch ev.typ {
-				case http2.FrameHeaders:
-					for _, f := range ev.fields {
-						if f.Name == ":status" {
-							status[ev.stream] = f.Value
-						}
+			c.request(id, "GET", fmt.Sprintf("/%s/%d/%d", kind, size, id), true)
+			want[id] = randomBody(size, uint64(id))
+		}
+		waitFor(t, "every request to reach the backend", func() bool { return be.reached.Load() == streams })
+		waitFor(t, "the backend connections to be let go while the client's windows are shut", func() bool { return be.held.Load() == 0 })
+		if st := budget.Stats(); st.Buffered != streams {
+			t.Errorf("got %d answers buffered, want %d", st.Buffered, streams)
+		}
+		// Open every window wide, then read the answers.
+		const wide = 1 << 30
+		c.fr.WriteWindowUpdate(0, wide)
+		c.connWin += wide
+		for id := range want {
+			c.fr.WriteWindowUpdate(id, wide)
+			c.streamWin[id] = c.initial + wide
+		}
+		got := map[uint32][]byte{}
+		status := map[uint32]string{}
+		ended := 0
+		for ended < streams {
+			ev := c.mustNext()
+			switch ev.typ {
+			case http2.FrameHeaders:
+				for _, f := range ev.fields {
+					if f.Name == ":status" {
+						status[ev.stream] = f.Value
 					}
-				case http2.FrameData:
-					got[ev.stream] = append(got[ev.stream], ev.data...)
-				case http2.FrameRSTStream, http2.FrameGoAway:
-					t.Fatalf("stream %d: got %v (%v), want its answer", ev.stream, ev.typ, ev.code)
 				}
-				if ev.end {
-					ended++
-				}
+			case http2.FrameData:
+				got[ev.stream] = append(got[ev.stream], ev.data...)
+			case http2.FrameRSTStream, http2.FrameGoAway:
+				t.Fatalf("stream %d: got %v (%v), want its answer", ev.stream, ev.typ, ev.code)
 			}
-			for id, w := range want {
-				if status[id] != "200" || !bytes.Equal(got[id], w) {
-					t.Errorf("stream %d: got (%q, %d bytes), want (200, the %d bytes sent)", id, status[id], len(got[id]), len(w))
-				}
+			if ev.end {
+				ended++
 			}
-			waitFor(t, "the buffers to be let go", func() bool { st := budget.Stats(); return st.Memory == 0 && st.File == 0 })
-		})
-	}
+		}
+		for id, w := range want {
+			if status[id] != "200" || !bytes.Equal(got[id], w) {
+				t.Errorf("stream %d: got (%q, %d bytes), want (200, the %d bytes sent)", id, status[id], len(got[id]), len(w))
+			}
+		}
+		waitFor(t, "the buffers to be let go", func() bool { st := budget.Stats(); return st.Memory == 0 && st.File == 0 })
+	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/helios-lb/helios/internal/netpoll"
 )
 
 // Trailers carry only what a trailer may (RFC 9110 §6.5.1): fields such
@@ -72,11 +70,9 @@ func h2TrailerFields() []string {
 	return fs
 }
 
+// TestLoopResponseTrailerFieldsDropped relays a backend's trailer, of
+// HTTP/1.1 (chunked) or h2c backends, to every client protocol.
 func TestLoopResponseTrailerFieldsDropped(t *testing.T) {
-	run(t, testLoopResponseTrailerFieldsDropped)
-}
-
-func testLoopResponseTrailerFieldsDropped(t *testing.T, k netpoll.Kind) {
 	h1be := startRawBackend(t, func(nc net.Conn, br *bufio.Reader) {
 		for readReqHead(br) != "" {
 			io.WriteString(nc, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n"+chunkedTrailerLines()+"\r\n")
@@ -95,49 +91,40 @@ func testLoopResponseTrailerFieldsDropped(t *testing.T, k netpoll.Kind) {
 			pc.headers(req.id, true, h2TrailerFields()...)
 		})
 	})
-	backends := []struct {
-		name string
-		cfg  loopConfig
-		path string
-	}{
-		{"http1 backend", loopTo(h1be.addr), "/chunked"},
-		{"h2c backend, length", h2upTo(h2be.addr), "/length"},
-		{"h2c backend, no length", h2upTo(h2be.addr), "/chunked"},
-	}
-	for _, be := range backends {
-		t.Run(be.name, func(t *testing.T) {
-			for _, m := range h2Modes {
-				t.Run(m.name, func(t *testing.T) {
-					p, tp := startH2Proxy(t, k, be.cfg, m.tls)
-					r := newH2Client(t, p.addr, tp).get(be.path)
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
+		cfg, paths := loopTo(h1be.addr), []string{"/chunked"}
+		if m.backend == backendH2C {
+			cfg, paths = h2upTo(h2be.addr), []string{"/length", "/chunked"}
+		}
+		c := startFront(t, m, cfg)
+		for _, path := range paths {
+			if path == "/length" && !m.client.http2() {
+				continue // an HTTP/1.1 answer of declared length has no trailer
+			}
+			t.Run(path[1:], func(t *testing.T) {
+				if m.client.http2() {
+					r := newH2Client(t, c.p.addr, c.front).get(path)
 					if r.status != 200 || r.body != "hello" {
 						t.Fatalf("got (%d, %q), want (200, hello)", r.status, r.body)
 					}
 					checkTrailer(t, r.trailer)
-				})
-			}
-			if be.path == "/length" {
-				return // an HTTP/1.1 answer of declared length has no trailer
-			}
-			t.Run("http1 client", func(t *testing.T) {
-				p := startLoopProxy(t, k, be.cfg)
-				c := dialRaw(t, p.addr)
-				c.send("GET " + be.path + " HTTP/1.1\r\nHost: a\r\nTE: trailers\r\n\r\n")
-				r := c.read("GET")
+					return
+				}
+				rc := c.raw(t)
+				rc.send("GET " + path + " HTTP/1.1\r\nHost: a\r\nTE: trailers\r\n\r\n")
+				r := rc.read("GET")
 				if r.status != 200 || r.body != "hello" {
 					t.Fatalf("got (%d, %q), want (200, hello)", r.status, r.body)
 				}
 				checkTrailer(t, r.trailer)
 			})
-		})
-	}
+		}
+	}, onlyBackends(backendH1, backendH2C))
 }
 
+// TestLoopRequestTrailerFieldsDropped relays a client's trailer, from
+// every client protocol, to HTTP/1.1 (chunked) and h2c backends.
 func TestLoopRequestTrailerFieldsDropped(t *testing.T) {
-	run(t, testLoopRequestTrailerFieldsDropped)
-}
-
-func testLoopRequestTrailerFieldsDropped(t *testing.T, k netpoll.Kind) {
 	got := make(chan h1Request, 1)
 	h1be := recordingBackend(t, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", got)
 	// The HTTP/2 backend hands on the trailers of each request.
@@ -177,39 +164,32 @@ func testLoopRequestTrailerFieldsDropped(t *testing.T, k netpoll.Kind) {
 		}
 		return h
 	}
-	backends := []struct {
-		name string
-		cfg  loopConfig
-		h2   bool
-	}{{"http1 backend", loopTo(h1be.addr), false}, {"h2c backend", h2upTo(h2be.addr), true}}
-	for _, be := range backends {
-		t.Run(be.name, func(t *testing.T) {
-			for _, m := range h2Modes {
-				t.Run(m.name, func(t *testing.T) {
-					p, tp := startH2Proxy(t, k, be.cfg, m.tls)
-					trailer := http.Header{}
-					src := http.Header{}
-					for _, f := range trailerSent {
-						trailer[f[0]] = nil
-						src.Add(f[0], f[1])
-					}
-					body := &trailerFiller{r: struct{ io.Reader }{bytes.NewReader([]byte("hello"))}, dst: trailer, src: src}
-					r, err := newH2Client(t, p.addr, tp).do(context.Background(), "POST", "/upload", body, nil, trailer)
-					if err != nil || r.status != 200 || r.body != "ok" {
-						t.Fatalf("got (%v, %d, %q), want (nil, 200, ok)", err, r.status, r.body)
-					}
-					checkTrailer(t, trailerOf(t, be.h2))
-				})
+	modes(t, func(t *testing.T, m mode, _ matrixOpts) {
+		cfg := loopTo(h1be.addr)
+		if m.backend == backendH2C {
+			cfg = h2upTo(h2be.addr)
+		}
+		c := startFront(t, m, cfg)
+		if !m.client.http2() {
+			rc := c.raw(t)
+			rc.send("POST /upload HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n" + chunkedTrailerLines() + "\r\n")
+			if r := rc.read("POST"); r.status != 200 || r.body != "ok" {
+				t.Fatalf("got (%d, %q), want (200, ok)", r.status, r.body)
 			}
-			t.Run("http1 client", func(t *testing.T) {
-				p := startLoopProxy(t, k, be.cfg)
-				c := dialRaw(t, p.addr)
-				c.send("POST /upload HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n" + chunkedTrailerLines() + "\r\n")
-				if r := c.read("POST"); r.status != 200 || r.body != "ok" {
-					t.Fatalf("got (%d, %q), want (200, ok)", r.status, r.body)
-				}
-				checkTrailer(t, trailerOf(t, be.h2))
-			})
-		})
-	}
+			checkTrailer(t, trailerOf(t, m.backend.http2()))
+			return
+		}
+		trailer := http.Header{}
+		src := http.Header{}
+		for _, f := range trailerSent {
+			trailer[f[0]] = nil
+			src.Add(f[0], f[1])
+		}
+		body := &trailerFiller{r: struct{ io.Reader }{bytes.NewReader([]byte("hello"))}, dst: trailer, src: src}
+		r, err := newH2Client(t, c.p.addr, c.front).do(context.Background(), "POST", "/upload", body, nil, trailer)
+		if err != nil || r.status != 200 || r.body != "ok" {
+			t.Fatalf("got (%v, %d, %q), want (nil, 200, ok)", err, r.status, r.body)
+		}
+		checkTrailer(t, trailerOf(t, m.backend.http2()))
+	}, onlyBackends(backendH1, backendH2C))
 }

@@ -322,8 +322,7 @@ func TestProxyCommand(t *testing.T) {
 	front := freePort(t)
 	p := start(t, "proxy", "--from", front, "--to", strings.Join(to, ","), "--health", "/healthz", "--admin", "off", "--access-log", "off")
 	waitListening(t, front)
-	seen := map[string]int{}
-	for i := 0; i < 10; i++ {
+	get := func(i int) string {
 		resp, err := http.Get("http://" + front + "/")
 		if err != nil {
 			t.Fatalf("request %d: %v\n%s", i, err, p.out)
@@ -333,7 +332,20 @@ func TestProxyCommand(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("request %d: got %d, want 200", i, resp.StatusCode)
 		}
-		seen[resp.Header.Get("X-Backend")]++
+		return resp.Header.Get("X-Backend")
+	}
+	// The health checks' first round may find one backend up before the
+	// other: until both have answered, requests go to those that are.
+	warm := map[string]bool{}
+	for i := 0; len(warm) < 2; i++ {
+		if i == 100 {
+			t.Fatalf("100 requests reached only %v, want both backends\n%s", warm, p.out)
+		}
+		warm[get(i)] = true
+	}
+	seen := map[string]int{}
+	for i := 0; i < 10; i++ {
+		seen[get(i)]++
 	}
 	if seen["b1"] != 5 || seen["b2"] != 5 {
 		t.Errorf("got backends %v, want 5 requests each (round_robin)", seen)

@@ -161,11 +161,13 @@ func (m *streamMem) number(v int64) []byte {
 // the memory.
 func (m *streamMem) join(fs []h2.Field, name, sep string) []byte {
 	i := len(m.b)
+	first := true
 	for k := range fs {
 		if f := &fs[k]; string(f.Name) == name {
-			if len(m.b) > i {
+			if !first {
 				m.b = append(m.b, sep...)
 			}
+			first = false
 			m.b = append(m.b, f.Value...)
 		}
 	}

@@ -117,8 +117,54 @@ func FuzzClientProtocols(f *testing.F) {
 		if !strings.HasPrefix(target, "/") || len(target) > 200 || len(value) > 200 || !isTokenString(method) || !isTokenString(name) {
 			t.Skip()
 		}
+		if value != strings.Trim(value, " \t") {
+			// HTTP/2 forbids white space at either end of a field value
+			// (RFC 9113 §8.2.1): Helios resets such a stream
+			// (PROTOCOL_ERROR), where HTTP/1.1 trims it as optional
+			// white space. Nothing to compare.
+			t.Skipf("value %q: malformed over HTTP/2", value)
+		}
+		if http.CanonicalHeaderKey(name) == "Cookie" {
+			if sent, ok := cookieOverH2(value); !ok || sent != value {
+				// Not Helios's doing: Go's HTTP/2 client sends a Cookie as
+				// its crumbs (RFC 9113 §8.2.3), dropping an empty last one,
+				// which Helios joins again with "; ": the backend would
+				// get another value over h2 because the client sent one.
+				t.Skipf("Cookie %q goes over Go's HTTP/2 client as %q", value, sent)
+			}
+		}
 		sendSame(t, cs, method, target, http.Header{http.CanonicalHeaderKey(name): {value}})
 	})
+}
+
+// cookieOverH2 is the Cookie value v as it reaches Helios from Go's HTTP/2
+// client, which splits it at each ';' (skipping the spaces after it) and
+// sends no empty last crumb, joined as Helios joins crumbs; ok is false
+// when no crumb is sent at all, or one has white space at an end (a
+// malformed field over HTTP/2, which Helios resets).
+func cookieOverH2(v string) (string, bool) {
+	var crumbs []string
+	for {
+		p := strings.IndexByte(v, ';')
+		if p < 0 {
+			break
+		}
+		crumbs = append(crumbs, v[:p])
+		p++
+		for p < len(v) && v[p] == ' ' {
+			p++
+		}
+		v = v[p:]
+	}
+	if len(v) > 0 {
+		crumbs = append(crumbs, v)
+	}
+	for _, c := range crumbs {
+		if c != strings.Trim(c, " \t") {
+			return "", false // a crumb malformed over HTTP/2, as a value is
+		}
+	}
+	return strings.Join(crumbs, "; "), len(crumbs) > 0
 }
 
 func isTokenString(s string) bool {

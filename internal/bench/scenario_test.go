@@ -13,7 +13,7 @@ func TestEmbeddedScenarioNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"proxy-ka", "proxy-close", "respond", "static", "https-ka", "tls-handshake", "h2", "h2-bulk", "grpc",
+	want := []string{"proxy-ka", "proxy-close", "respond", "static", "https-ka", "https-local", "tls-handshake", "h2", "h2-bulk", "grpc",
 		"idle-conns", "pipeline", "upload", "websocket", "c10k", "slow-backend", "hash", "backend-down", "features-on", "features-on-tracing", "policy", "latency-at-rate", "compress",
 		"discovery", "shared-limit"}
 	if got := scenarioNames(ss); !slices.Equal(got, want) {

@@ -166,6 +166,9 @@ type loop struct {
 	spillLater []spillJob
 	// scratchBuf is a piece of request body on its way to a buffer.
 	scratchBuf []byte
+	// tlsGather joins a head and the piece behind it into one TLS
+	// record (tlsSink.WritePair); made on first use.
+	tlsGather []byte
 	// fwd applies the forwarding rules to the loop's requests.
 	fwd httpmsg.Forwarder
 

@@ -345,6 +345,32 @@ type tlsSink struct{ c *lconn }
 
 func (s tlsSink) Write(p []byte) (int, error) { return s.c.tls.Write(p) }
 
+// tlsGatherSize bounds what WritePair gathers: one TLS record's plaintext.
+const tlsGatherSize = 16 << 10
+
+// WritePair writes a then b (a head and a piece behind it) as one
+// plaintext when they fit a record together, so that they leave in one
+// record and one system call, not two (writer.Write). The loop's gather
+// buffer is used only here, during the call.
+func (s tlsSink) WritePair(a, b []byte) (int, error) {
+	l := s.c.l
+	if len(a)+len(b) > tlsGatherSize {
+		if _, err := s.c.tls.Write(a); err != nil {
+			return 0, err
+		}
+		return s.c.tls.Write(b)
+	}
+	if l.tlsGather == nil {
+		l.tlsGather = make([]byte, tlsGatherSize)
+	}
+	n := copy(l.tlsGather, a)
+	n += copy(l.tlsGather[n:], b)
+	if _, err := s.c.tls.Write(l.tlsGather[:n]); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
 // src returns what the connection's plaintext is read from.
 func (c *lconn) src() io.Reader {
 	return c.client().src(c)

@@ -103,12 +103,38 @@ func CheckFree(cfg Config) error {
 	}
 	err = probeBind(ta)
 	if errors.Is(err, syscall.EADDRINUSE) {
+		lo, hi := ephemeralRange()
 		return fmt.Errorf("listener %s: %s is already in use by another process; Helios does not share a listening address "+
-			"(two processes would split its connections): stop the other process, or hand its sockets over with SIGUSR2 (helios upgrade)",
-			cfg.Name, cfg.Address)
+			"(two processes would split its connections): stop the other process, or hand its sockets over with SIGUSR2 (helios upgrade)%s",
+			cfg.Name, cfg.Address, ephemeralHint(ta.Port, lo, hi))
 	}
 	if err != nil {
 		return fmt.Errorf("listener %s: checking %s: %w", cfg.Name, cfg.Address, err)
 	}
 	return nil
+}
+
+// ephemeralHint says, for a port in the system's ephemeral range lo..hi,
+// that outgoing connections take ports there too: one that held it (or
+// still does, in TIME_WAIT) makes the address look taken with no
+// process listening. Empty for a port outside the range, or no range.
+func ephemeralHint(port, lo, hi int) string {
+	if lo <= 0 || port < lo || port > hi {
+		return ""
+	}
+	return fmt.Sprintf(". The port is in this system's ephemeral range (%d-%d), where outgoing connections take ports too: "+
+		"if no process listens on it, a connection holds it; choose a port below %d", lo, hi, lo)
+}
+
+// ephemeralRange is the system's range of ports for outgoing connections
+// (Linux: /proc/sys/net/ipv4/ip_local_port_range); 0, 0 when unknown.
+func ephemeralRange() (lo, hi int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0
+	}
+	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil || lo <= 0 || hi < lo {
+		return 0, 0
+	}
+	return lo, hi
 }

@@ -146,3 +146,16 @@ func TestAdoptRefusesWhatIsNotATCPListener(t *testing.T) {
 		t.Errorf("a UDP socket: got %v, want an adoption error", err)
 	}
 }
+
+// TestEphemeralHint: a port taken in the ephemeral range gets the hint
+// that a connection may hold it; one outside, or no range, gets none.
+func TestEphemeralHint(t *testing.T) {
+	if h := ephemeralHint(41990, 32768, 60999); !strings.Contains(h, "ephemeral range (32768-60999)") || !strings.Contains(h, "choose a port below 32768") {
+		t.Errorf("port 41990 in 32768-60999: got %q, want the hint with the range", h)
+	}
+	for _, tt := range []struct{ port, lo, hi int }{{8080, 32768, 60999}, {61000, 32768, 60999}, {41990, 0, 0}} {
+		if h := ephemeralHint(tt.port, tt.lo, tt.hi); h != "" {
+			t.Errorf("port %d, range %d-%d: got %q, want no hint", tt.port, tt.lo, tt.hi, h)
+		}
+	}
+}

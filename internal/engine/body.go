@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"io"
+	"math"
 
 	"github.com/helios-lb/helios/internal/http1"
 )
@@ -67,7 +68,10 @@ func (b *body) reset(src *reader, kind bodyKind, length int64) {
 // next returns the next piece of the decoded body as a view into the
 // reader's buffer, valid until the next call. It returns io.EOF after the
 // last piece (and after the trailer of a chunked body has been read).
-func (b *body) next() ([]byte, error) {
+func (b *body) next() ([]byte, error) { return b.nextMax(math.MaxInt) }
+
+// nextMax is next with pieces of at most max bytes (max > 0).
+func (b *body) nextMax(max int) ([]byte, error) {
 	if b.done {
 		return nil, io.EOF
 	}
@@ -78,7 +82,7 @@ func (b *body) next() ([]byte, error) {
 	}
 	switch b.kind {
 	case bodyFixed:
-		return b.nextData()
+		return b.nextData(max)
 	case bodyChunked:
 		if b.remaining == 0 {
 			if err := b.nextChunk(); err != nil {
@@ -88,7 +92,7 @@ func (b *body) next() ([]byte, error) {
 				return nil, io.EOF
 			}
 		}
-		p, err := b.nextData()
+		p, err := b.nextData(max)
 		if err == nil && b.remaining == 0 {
 			b.needCRLF = true
 		}
@@ -106,6 +110,9 @@ func (b *body) next() ([]byte, error) {
 			}
 		}
 		p := b.src.buffered()
+		if len(p) > max {
+			p = p[:max]
+		}
 		b.src.discard(len(p))
 		b.read += int64(len(p))
 		return p, nil
@@ -113,8 +120,9 @@ func (b *body) next() ([]byte, error) {
 	return nil, io.EOF
 }
 
-// nextData returns up to remaining bytes of data from the buffer.
-func (b *body) nextData() ([]byte, error) {
+// nextData returns up to remaining bytes of data from the buffer, and
+// at most max.
+func (b *body) nextData(max int) ([]byte, error) {
 	if len(b.src.buffered()) == 0 {
 		if b.touch != nil {
 			b.touch()
@@ -129,6 +137,9 @@ func (b *body) nextData() ([]byte, error) {
 	p := b.src.buffered()
 	if int64(len(p)) > b.remaining {
 		p = p[:b.remaining]
+	}
+	if len(p) > max {
+		p = p[:max]
 	}
 	b.src.discard(len(p))
 	b.remaining -= int64(len(p))

@@ -69,19 +69,47 @@ var bodyReaders = []struct {
 	{"read64k/onebyte/64", 64, iotest.OneByteReader, func(b *body) ([]byte, error) { return readAllRead(b, 64<<10) }},
 	{"piece32k/2k", 2048, func(r io.Reader) io.Reader { return r }, func(b *body) ([]byte, error) { return readAllPieces(b, 32<<10) }},
 	{"piece5k/halfreader/64", 64, iotest.HalfReader, func(b *body) ([]byte, error) { return readAllPieces(b, 5000) }},
+	{"lent/max5k/2k", 2048, func(r io.Reader) io.Reader { return r }, func(b *body) ([]byte, error) { return readAllLent(b, 5000) }},
+	{"lent/max100/halfreader/64", 64, iotest.HalfReader, func(b *body) ([]byte, error) { return readAllLent(b, 100) }},
+}
+
+// readAllLent drains b with nextMax(n) as the event loop forwards a
+// request body (lconn.reqPiece): the reader is lent a bodyBufSize buffer
+// before each call (when it has a smaller one) and gives it back after
+// any error (errWouldBlock, the end) as drainPieces goes on.
+func readAllLent(b *body, n int) ([]byte, error) {
+	return drainPieces(func() ([]byte, error) {
+		if !b.src.lent() && len(b.src.buf) < bodyBufSize && !b.src.lend(make([]byte, bodyBufSize)) {
+			return nil, errors.New("lend refused")
+		}
+		p, err := b.nextMax(n)
+		if len(p) > n {
+			return nil, errors.New("piece over max")
+		}
+		if err != nil {
+			b.src.reclaim()
+		}
+		return p, err
+	})
 }
 
 // readAllPieces drains b with nextPiece and an n-byte buffer of its own
-// (none: next alone), as the event loop forwards a body, calling again
-// after errWouldBlock.
+// (none: next alone), as the event loop forwards a body.
 func readAllPieces(b *body, n int) ([]byte, error) {
-	var out []byte
 	buf := make([]byte, n)
+	return drainPieces(func() ([]byte, error) { return nextPiece(b, buf) })
+}
+
+// drainPieces collects the pieces next returns until io.EOF, calling
+// again after errWouldBlock as the loop does when the connection is
+// readable again.
+func drainPieces(next func() ([]byte, error)) ([]byte, error) {
+	var out []byte
 	for i := 0; ; i++ {
 		if i > 1<<22 {
 			return out, errors.New("no progress")
 		}
-		p, err := nextPiece(b, buf)
+		p, err := next()
 		out = append(out, p...)
 		if err == io.EOF {
 			return out, nil
@@ -309,14 +337,17 @@ func TestBodyFirstRead(t *testing.T) {
 	}
 }
 
+// countingReader counts the bytes read from it (n) and the reads (reads).
 type countingReader struct {
-	r io.Reader
-	n int
+	r     io.Reader
+	n     int
+	reads int
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += n
+	c.reads++
 	return n, err
 }
 

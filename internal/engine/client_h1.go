@@ -79,16 +79,12 @@ func (h1client) close(c *lconn) {
 	c.l.conns.remove(c)
 	c.l.nconns.Add(-1)
 	c.releaseSlots()
-	if c.rd.buf != nil {
-		c.l.putClientBuf(c.rd.buf)
-		c.rd.buf = nil
-	}
+	c.putReadBufs()
 	c.dropFields()
 	if c.wr.buf != nil {
 		c.l.writeBufs.put(c.wr.buf)
 	}
 	c.wr.reset(nil, nil)
-	c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
 	c.nodelay = false
 	c.tls, c.sock = nil, nil
 	c.l.freeConn(c)
@@ -307,11 +303,7 @@ func (h1client) endOutput(c *lconn) {
 		c.readPending = false
 	}
 	if len(c.rd.buffered()) == 0 {
-		if c.rd.buf != nil {
-			c.l.putClientBuf(c.rd.buf)
-			c.rd.buf = nil
-			c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
-		}
+		c.putReadBufs()
 		c.dropFields()
 		c.setDeadline(dlIdle, c.opts.IdleTimeout)
 	}

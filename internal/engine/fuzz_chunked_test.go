@@ -45,7 +45,8 @@ var chunkedVectors = []string{
 // FuzzChunkedBody decodes a chunked body (body.go) from a reader over a
 // source that delivers it in the pieces the fuzzer chooses, blocking and
 // non-blocking (errWouldBlock between pieces, as on the event loop), with
-// next() and with Read() into a buffer of a fuzzed size, and with an
+// next(), with Read() into a buffer of a fuzzed size and with pieces of a
+// fuzzed size through a lent buffer (lconn.reqPiece), and with an
 // optional body limit. It checks that every way gives what decoding the
 // whole input at once gives (the same bytes and trailer, or the same
 // error), that decoding stops at the end of the body (what follows is left
@@ -81,6 +82,8 @@ func FuzzChunkedBody(f *testing.F) {
 			{"next, non-blocking pieces", &pieceSource{data: in, steps: steps, block: true}, readAllNext},
 			{"Read, non-blocking pieces", &pieceSource{data: in, steps: steps, block: true},
 				func(b *body) ([]byte, error) { return readAllRead(b, int(readSize)+1) }},
+			{"next through a lent buffer, non-blocking pieces", &pieceSource{data: in, steps: steps, block: true},
+				func(b *body) ([]byte, error) { return readAllLent(b, int(readSize)+1) }},
 		}
 		for _, w := range ways {
 			got := decodeChunked(w.src, 16+int(bufSize), int64(limit), w.read)

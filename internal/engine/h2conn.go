@@ -519,12 +519,8 @@ func (c *lconn) closeStream() {
 	c.state = lsClosed
 	c.dropExchange()
 	c.l.streams.remove(c)
-	if c.rd.buf != nil {
-		c.l.putClientBuf(c.rd.buf)
-		c.rd.buf = nil
-	}
+	c.putReadBufs()
 	c.dropFields()
-	c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
 	c.h2s = nil
 	c.l.freeStream(st)
 	c.l.freeConn(c)

@@ -280,7 +280,7 @@ func (c *lconn) pumpReqH2() {
 			st.s.WaitWritable()
 			return
 		}
-		p, err := c.l.bodyPiece(&c.reqBody, room)
+		p, err := c.reqPiece(room)
 		if len(p) > 0 {
 			c.bodySent = true
 			c.bodyDeadline = 0

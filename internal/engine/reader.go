@@ -22,12 +22,19 @@ type reader struct {
 	// beforeBlock, when set, runs before a read that may block; the client
 	// side uses it to flush buffered responses (pipelining batches them).
 	beforeBlock func()
+	// home is the connection's own buffer while a large one is lent
+	// (lend): it keeps the pinned head, homePin long, and buf holds only
+	// body bytes, so that a body streams through the large buffer in
+	// reads of tens of KiB, framing and data together.
+	home    []byte
+	homePin int
 }
 
 func (b *reader) reset(src io.Reader, buf []byte) {
 	b.src = src
 	b.buf = buf
 	b.r, b.w, b.pin = 0, 0, 0
+	b.home, b.homePin = nil, 0
 	b.err = nil
 }
 
@@ -39,10 +46,55 @@ func (b *reader) discard(n int) { b.r += n }
 
 // unpin releases the pinned prefix once the message it held is done.
 func (b *reader) unpin() {
+	b.homePin = 0
 	b.pin = 0
 	if b.r == b.w {
 		b.r, b.w = 0, 0
 	}
+}
+
+// lend moves the unread bytes into big, which the reader then reads
+// into, and keeps its own buffer (with the pinned head) aside until
+// reclaim. It reports false, and changes nothing, when a buffer is lent
+// already, or the unread bytes do not fit.
+func (b *reader) lend(big []byte) bool {
+	n := b.w - b.r
+	if b.home != nil || n > len(big) || len(big) <= len(b.buf) {
+		return false
+	}
+	copy(big, b.buf[b.r:b.w])
+	b.home, b.homePin = b.buf, b.pin
+	b.buf, b.r, b.w, b.pin = big, 0, n, 0
+	return true
+}
+
+// lent reports whether a buffer is lent (lend).
+func (b *reader) lent() bool { return b.home != nil }
+
+// reclaim ends a lend: the unread bytes go back behind the pinned head
+// in the reader's own buffer, and the lent one is returned. When they do
+// not fit there and a head is pinned, nothing changes and it returns nil
+// (the caller tries again once the head is unpinned); when nothing is
+// pinned the lent buffer stays the reader's and its own is returned.
+// It returns nil when nothing is lent.
+func (b *reader) reclaim() []byte {
+	if b.home == nil {
+		return nil
+	}
+	n := b.w - b.r
+	if n <= len(b.home)-b.homePin {
+		copy(b.home[b.homePin:], b.buf[b.r:b.w])
+		big := b.buf
+		b.buf, b.r, b.w, b.pin = b.home, b.homePin, b.homePin+n, b.homePin
+		b.home, b.homePin = nil, 0
+		return big
+	}
+	if b.homePin > 0 || b.pin > 0 {
+		return nil
+	}
+	own := b.home
+	b.home = nil
+	return own
 }
 
 // fill reads more bytes into the buffer, making room by compaction. It

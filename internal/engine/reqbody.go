@@ -131,7 +131,7 @@ func (c *lconn) pumpReq() {
 			c.prefixCRLF = false
 			http1.WriteChunkEnd(&u.w)
 		}
-		p, err := c.l.bodyPiece(&c.reqBody, c.opts.outputLimit()-len(u.fw.pending))
+		p, err := c.reqPiece(c.opts.outputLimit() - len(u.fw.pending))
 		if len(p) > 0 {
 			c.bodySent = true
 			if chunked {
@@ -188,6 +188,54 @@ func (c *lconn) pumpReq() {
 // it out at once.
 func (l *loop) bodyPiece(b *body, room int) ([]byte, error) {
 	return nextPiece(b, l.scratch()[:max(min(room, spillSize), 0)])
+}
+
+// reqPiece returns the next piece of a request body being forwarded, as
+// bodyPiece does. While the body streams, the client's reader reads into
+// one of the loop's body buffers (68 KiB) instead of its own small one:
+// a chunked body's size lines and data then arrive together, in reads of
+// tens of KiB, where the small buffer took a read for each size line and
+// another for the data behind it. The buffer goes back to the loop when
+// the reader runs dry (a body that stalls holds none) and when the body
+// ends; a piece is then at most room bytes (readBufSize at least).
+func (c *lconn) reqPiece(room int) ([]byte, error) {
+	if !c.rd.lent() && len(c.rd.buf) < bodyBufSize && !c.reqBody.done {
+		big := c.l.bodyBufs.get()
+		if !c.rd.lend(big) {
+			c.l.bodyBufs.put(big)
+		}
+	}
+	if !c.rd.lent() {
+		return c.l.bodyPiece(&c.reqBody, room)
+	}
+	p, err := c.reqBody.nextMax(max(room, readBufSize))
+	if err != nil {
+		c.reclaimBodyBuf()
+	}
+	return p, err
+}
+
+// reclaimBodyBuf gives back the buffer reqPiece lent the client's reader,
+// or the reader's own one when the lent one keeps bytes that do not fit
+// there (a pipelined request behind the body); it does nothing while the
+// bytes are held by a pinned head, and is tried again when the request
+// ends.
+func (c *lconn) reclaimBodyBuf() {
+	if b := c.rd.reclaim(); b != nil {
+		c.l.putClientBuf(b)
+	}
+}
+
+// putReadBufs gives the client's read buffers back to the loop: its own
+// and one lent for a body. What they held is dropped.
+func (c *lconn) putReadBufs() {
+	c.rd.unpin()
+	c.reclaimBodyBuf()
+	if c.rd.buf != nil {
+		c.l.putClientBuf(c.rd.buf)
+	}
+	c.rd.buf = nil
+	c.rd.r, c.rd.w, c.rd.pin = 0, 0, 0
 }
 
 // upWriteFailed handles a backend that stopped taking the request body.

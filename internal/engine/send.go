@@ -109,6 +109,7 @@ func (c *lconn) finish() {
 		}
 	}
 	c.rd.unpin()
+	c.reclaimBodyBuf()
 	c.endOutput()
 }
 

@@ -67,6 +67,7 @@ func (c *lconn) startTunnel() {
 	c.ensureNoDelay()
 	c.flushOut()
 	c.rd.unpin()
+	c.reclaimBodyBuf()
 	if b := c.rd.buffered(); len(b) > 0 {
 		// What the client sent right behind its request.
 		u.sink().Write(b)

@@ -233,23 +233,6 @@ func TestLoopH2Respond(t *testing.T) {
 	}, onlyClients(clientH2, clientH2C), onlyBackends(backendH1))
 }
 
-// trailerFiller reads r, and sets the trailers from src into dst at its
-// end, as a client that computes them while sending does.
-type trailerFiller struct {
-	r        io.Reader
-	dst, src http.Header
-}
-
-func (f *trailerFiller) Read(p []byte) (int, error) {
-	n, err := f.r.Read(p)
-	if err == io.EOF {
-		for k, v := range f.src {
-			f.dst[k] = v
-		}
-	}
-	return n, err
-}
-
 // TestLoopH2FlowControl reads answers with small receive windows, given
 // back only as the data is read: no DATA frame passes the windows, and
 // every answer (forwarded, fixed, from a file) arrives whole.

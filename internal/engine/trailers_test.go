@@ -185,7 +185,11 @@ func TestLoopRequestTrailerFieldsDropped(t *testing.T) {
 			trailer[f[0]] = nil
 			src.Add(f[0], f[1])
 		}
-		body := &trailerFiller{r: struct{ io.Reader }{bytes.NewReader([]byte("hello"))}, dst: trailer, src: src}
+		body := &trailerBody{r: struct{ io.Reader }{bytes.NewReader([]byte("hello"))}, set: func() {
+			for k, v := range src {
+				trailer[k] = v
+			}
+		}}
 		r, err := newH2Client(t, c.p.addr, c.front).do(context.Background(), "POST", "/upload", body, nil, trailer)
 		if err != nil || r.status != 200 || r.body != "ok" {
 			t.Fatalf("got (%v, %d, %q), want (nil, 200, ok)", err, r.status, r.body)

@@ -75,14 +75,17 @@ var bodyReaders = []struct {
 
 // readAllLent drains b with nextMax(n) as the event loop forwards a
 // request body (lconn.reqPiece): the reader is lent a bodyBufSize buffer
-// before each call (when it has a smaller one) and gives it back after
-// any error (errWouldBlock, the end) as drainPieces goes on.
+// before each call (when it has a smaller one), reads at most n bytes at
+// a time, and gives the buffer back after errWouldBlock and at the end,
+// as the loop's pump does when it returns.
 func readAllLent(b *body, n int) ([]byte, error) {
 	return drainPieces(func() ([]byte, error) {
 		if !b.src.lent() && len(b.src.buf) < bodyBufSize && !b.src.lend(make([]byte, bodyBufSize)) {
 			return nil, errors.New("lend refused")
 		}
+		b.src.max = n
 		p, err := b.nextMax(n)
+		b.src.max = 0
 		if len(p) > n {
 			return nil, errors.New("piece over max")
 		}

@@ -240,6 +240,7 @@ func (c *lconn) h2upData(p []byte, end bool) {
 // stream until one of them has to wait (pumpReq): the stream's window
 // (OnWritable resumes) or the client (its input resumes).
 func (c *lconn) pumpReqH2() {
+	defer c.reclaimBodyBuf()
 	u := c.up
 	st := u.h2
 	for {

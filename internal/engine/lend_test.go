@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/helios-lb/helios/internal/netpoll"
 )
 
 // TestLentBufferReadsChunkedBodyWhole checks what lending is for: a
@@ -41,8 +43,9 @@ func TestLentBufferReadsChunkedBodyWhole(t *testing.T) {
 
 // TestReaderLendReclaim checks the bytes a lend moves: unread bytes go
 // into the lent buffer, the pinned head stays where its slices point, and
-// reclaim brings the unread bytes back behind it, or, when they do not fit
-// there, waits for the head to be unpinned and then keeps the lent buffer.
+// reclaim brings the unread bytes back behind it; when they do not fit
+// there, into a grown buffer (the head's slices keep the old one) while a
+// head is pinned, or else the lent buffer stays the reader's.
 func TestReaderLendReclaim(t *testing.T) {
 	const head = "HEAD"
 	newPinned := func(rest string) *reader {
@@ -94,18 +97,37 @@ func TestReaderLendReclaim(t *testing.T) {
 		big := make([]byte, 16<<10)
 		rd.lend(big)
 		// More arrives than fits behind the head in the reader's
-		// own buffer.
+		// own buffer (a client stopped in a long line, say).
 		for rd.fill() == nil {
 		}
 		if len(rd.buffered()) <= len(own)-rd.homePin {
 			t.Fatalf("%d bytes unread fit the reader's own %d: the test shows nothing", len(rd.buffered()), len(own))
 		}
-		if rd.reclaim() != nil {
-			t.Fatal("reclaim gave a buffer back while the unread bytes could not move behind the pinned head")
+		if got := rd.reclaim(); len(got) == 0 || &got[0] != &big[0] {
+			t.Fatal("reclaim did not give back the lent buffer")
 		}
-		rd.unpin()
-		if got := rd.reclaim(); &got[0] != &own[0] {
-			t.Fatal("after unpin, reclaim did not give back the reader's own buffer")
+		if rd.lent() || &rd.buf[0] == &own[0] || &rd.buf[0] == &big[0] {
+			t.Fatal("the reader did not move to a grown buffer of its own")
+		}
+		if string(own[:len(head)]) != head || string(rd.buf[:rd.pin]) != head {
+			t.Fatalf("the pinned head: %q in the old array, %q in the new, want %q in both", own[:len(head)], rd.buf[:rd.pin], head)
+		}
+		if got := string(rd.buffered()); got != long {
+			t.Errorf("unread bytes: %d, want the %d sent", len(got), len(long))
+		}
+	})
+
+	t.Run("too many, nothing pinned", func(t *testing.T) {
+		long := strings.Repeat("abcdefghijkl", 500)
+		rd := newPinned(long)
+		own := rd.buf
+		big := make([]byte, 16<<10)
+		rd.lend(big)
+		rd.unpin() // the request ended; a pipelined one follows
+		for rd.fill() == nil {
+		}
+		if got := rd.reclaim(); len(got) == 0 || &got[0] != &own[0] {
+			t.Fatal("reclaim did not give back the reader's own buffer")
 		}
 		if rd.lent() || &rd.buf[0] != &big[0] {
 			t.Fatal("the lent buffer is not the reader's now")
@@ -114,4 +136,60 @@ func TestReaderLendReclaim(t *testing.T) {
 			t.Errorf("unread bytes: %d, want the %d sent", len(got), len(long))
 		}
 	})
+}
+
+// TestLoopStalledUploadHoldsNoBodyBuffer has a chunked upload's client
+// stop twice, inside a chunk's data and inside a long chunk-size line (an
+// extension of 3,000 bytes): while it waits, its connection holds no lent
+// body buffer, only a read buffer of a few KiB of its own, and once it
+// goes on the body reaches the backend whole.
+func TestLoopStalledUploadHoldsNoBodyBuffer(t *testing.T) {
+	run(t, testLoopStalledUploadHoldsNoBodyBuffer)
+}
+
+func testLoopStalledUploadHoldsNoBodyBuffer(t *testing.T, k netpoll.Kind) {
+	hb, _ := newHTTPBackend(t, httpMux())
+	p := startLoopProxy(t, k, loopTo(hb.Listener.Addr().String()))
+	// held reads, on the loops, what the upload's connection holds.
+	type held struct {
+		read           int64
+		buffered, size int
+		lent           bool
+	}
+	state := func() held {
+		var h held
+		for _, l := range p.eng.loops {
+			l.do(func() {
+				for c := l.conns.head; c != nil; c = c.next {
+					if c.reqBody.read > 0 || len(c.rd.buffered()) > 0 {
+						h = held{c.reqBody.read, len(c.rd.buffered()), len(c.rd.buf), c.rd.lent()}
+					}
+				}
+			})
+		}
+		return h
+	}
+	waitHeld := func(what string, read int64, buffered int) {
+		t.Helper()
+		var h held
+		waitFor(t, what, func() bool {
+			h = state()
+			return h.read == read && h.buffered == buffered
+		})
+		if h.lent || h.size > 8<<10 {
+			t.Errorf("%s: the connection holds a %d-byte read buffer (lent %v), want its own of a few KiB", what, h.size, h.lent)
+		}
+	}
+	data := bytes.Repeat([]byte("0123456789abcdef"), 2048)
+	line := "10;x=" + strings.Repeat("e", 3000)
+	c := dialRaw(t, p.addr)
+	c.send("POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n8000\r\n" + string(data[:20000]))
+	waitHeld("stopped in a chunk's data", 20000, 0)
+	c.send(string(data[20000:]) + "\r\n" + line)
+	waitHeld("stopped in a chunk-size line", int64(len(data)), len(line))
+	c.send("\r\n0123456789abcdef\r\n0\r\n\r\n")
+	r := c.read("POST")
+	if want := string(data) + "0123456789abcdef"; r.status != 200 || r.body != want {
+		t.Errorf("got %d with %d bytes, want 200 with the %d sent", r.status, len(r.body), len(want))
+	}
 }

@@ -324,6 +324,12 @@ func (l *loop) invariantErrors() []string {
 	// an HTTP/2 stream's.
 	exchange := func(c *lconn, who string) {
 		own(c.rd.buf, who+" read buffer")
+		own(c.rd.home, who+" read buffer set aside")
+		if c.rd.lent() {
+			// A pump lends a body buffer and takes it back before it
+			// returns (lconn.reqPiece).
+			errs = append(errs, who+": holds a lent body buffer between events")
+		}
 		own(c.wr.buf, who+" write buffer")
 		if c.rs != nil && c.state != lsSend {
 			errs = append(errs, fmt.Sprintf("%s: holds a buffered answer in state %d", who, c.state))
@@ -411,6 +417,9 @@ func (l *loop) invariantErrors() []string {
 	}
 	for i, b := range l.writeBufs.bufs {
 		own(b, fmt.Sprintf("write free list [%d]", i))
+	}
+	for i, b := range l.bodyBufs.bufs {
+		own(b, fmt.Sprintf("body free list [%d]", i))
 	}
 	for i, b := range l.h2ReadBufs.bufs {
 		own(b, fmt.Sprintf("HTTP/2 read free list [%d]", i))

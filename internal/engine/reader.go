@@ -28,13 +28,16 @@ type reader struct {
 	// reads of tens of KiB, framing and data together.
 	home    []byte
 	homePin int
+	// max, when positive, bounds what one fill reads: a lent buffer is
+	// filled with what the destination has room for, not all it holds.
+	max int
 }
 
 func (b *reader) reset(src io.Reader, buf []byte) {
 	b.src = src
 	b.buf = buf
 	b.r, b.w, b.pin = 0, 0, 0
-	b.home, b.homePin = nil, 0
+	b.home, b.homePin, b.max = nil, 0, 0
 	b.err = nil
 }
 
@@ -59,7 +62,7 @@ func (b *reader) unpin() {
 // already, or the unread bytes do not fit.
 func (b *reader) lend(big []byte) bool {
 	n := b.w - b.r
-	if b.home != nil || n > len(big) || len(big) <= len(b.buf) {
+	if b.home != nil || b.buf == nil || n > len(big) || len(big) <= len(b.buf) {
 		return false
 	}
 	copy(big, b.buf[b.r:b.w])
@@ -71,30 +74,36 @@ func (b *reader) lend(big []byte) bool {
 // lent reports whether a buffer is lent (lend).
 func (b *reader) lent() bool { return b.home != nil }
 
-// reclaim ends a lend: the unread bytes go back behind the pinned head
-// in the reader's own buffer, and the lent one is returned. When they do
-// not fit there and a head is pinned, nothing changes and it returns nil
-// (the caller tries again once the head is unpinned); when nothing is
-// pinned the lent buffer stays the reader's and its own is returned.
-// It returns nil when nothing is lent.
+// reclaim ends a lend and returns the buffer the reader no longer
+// uses (nil when nothing is lent). The unread bytes go back behind the
+// pinned head in the reader's own buffer, and the lent one is returned.
+// When they do not fit there and a head is pinned, the reader's buffer
+// grows as grow does (the head's slices keep the old array), so that
+// a client that stops in the middle of a chunk-size or trailer line
+// holds what the line needs, not the lent buffer. When nothing is
+// pinned, the lent buffer stays the reader's and its own is returned.
 func (b *reader) reclaim() []byte {
 	if b.home == nil {
 		return nil
 	}
 	n := b.w - b.r
-	if n <= len(b.home)-b.homePin {
+	big := b.buf
+	switch {
+	case n <= len(b.home)-b.homePin:
 		copy(b.home[b.homePin:], b.buf[b.r:b.w])
-		big := b.buf
-		b.buf, b.r, b.w, b.pin = b.home, b.homePin, b.homePin+n, b.homePin
-		b.home, b.homePin = nil, 0
-		return big
+	case b.homePin > 0:
+		nb := make([]byte, max(2*len(b.home), b.homePin+n))
+		copy(nb, b.home[:b.homePin])
+		copy(nb[b.homePin:], b.buf[b.r:b.w])
+		b.home = nb
+	default:
+		own := b.home
+		b.home = nil
+		return own
 	}
-	if b.homePin > 0 || b.pin > 0 {
-		return nil
-	}
-	own := b.home
-	b.home = nil
-	return own
+	b.buf, b.r, b.w, b.pin = b.home, b.homePin, b.homePin+n, b.homePin
+	b.home, b.homePin = nil, 0
+	return big
 }
 
 // fill reads more bytes into the buffer, making room by compaction. It
@@ -116,7 +125,11 @@ func (b *reader) fill() error {
 	if b.beforeBlock != nil {
 		b.beforeBlock()
 	}
-	n, err := b.src.Read(b.buf[b.w:])
+	end := len(b.buf)
+	if b.max > 0 && b.max < end-b.w {
+		end = b.w + b.max
+	}
+	n, err := b.src.Read(b.buf[b.w:end])
 	b.w += n
 	if err == errWouldBlock {
 		// A non-blocking source with nothing more yet (the event-loop

@@ -116,6 +116,7 @@ func (c *lconn) pumpReq() {
 		c.pumpReqH2()
 		return
 	}
+	defer c.reclaimBodyBuf()
 	u := c.up
 	if u == nil || !c.streaming {
 		return
@@ -190,15 +191,19 @@ func (l *loop) bodyPiece(b *body, room int) ([]byte, error) {
 	return nextPiece(b, l.scratch()[:max(min(room, spillSize), 0)])
 }
 
-// reqPiece returns the next piece of a request body being forwarded, as
-// bodyPiece does. While the body streams, the client's reader reads into
-// one of the loop's body buffers (68 KiB) instead of its own small one:
-// a chunked body's size lines and data then arrive together, in reads of
+// reqPiece returns the next piece of a request body being forwarded, at
+// most room bytes (1 at least), as bodyPiece does. While the body
+// streams, the client's reader reads into one of the loop's body buffers
+// (68 KiB) instead of its own small one, at most room bytes a read: a
+// chunked body's size lines and data then arrive together, in reads of
 // tens of KiB, where the small buffer took a read for each size line and
-// another for the data behind it. The buffer goes back to the loop when
-// the reader runs dry (a body that stalls holds none) and when the body
-// ends; a piece is then at most room bytes (readBufSize at least).
+// another for the data behind it. Reading no more than room keeps what
+// the client is let send (an HTTP/2 stream's window is credited as its
+// bytes are read) to what the backend takes. The pump that asks gives the
+// buffer back when it returns (reclaimBodyBuf): none is held across a
+// wait.
 func (c *lconn) reqPiece(room int) ([]byte, error) {
+	room = max(room, 1)
 	if !c.rd.lent() && len(c.rd.buf) < bodyBufSize && !c.reqBody.done {
 		big := c.l.bodyBufs.get()
 		if !c.rd.lend(big) {
@@ -208,18 +213,15 @@ func (c *lconn) reqPiece(room int) ([]byte, error) {
 	if !c.rd.lent() {
 		return c.l.bodyPiece(&c.reqBody, room)
 	}
-	p, err := c.reqBody.nextMax(max(room, readBufSize))
-	if err != nil {
-		c.reclaimBodyBuf()
-	}
+	c.rd.max = room
+	p, err := c.reqBody.nextMax(room)
+	c.rd.max = 0
 	return p, err
 }
 
-// reclaimBodyBuf gives back the buffer reqPiece lent the client's reader,
-// or the reader's own one when the lent one keeps bytes that do not fit
-// there (a pipelined request behind the body); it does nothing while the
-// bytes are held by a pinned head, and is tried again when the request
-// ends.
+// reclaimBodyBuf ends reqPiece's lend, giving the loop back the lent
+// buffer, or the reader's own one when the lent one keeps a pipelined
+// request that does not fit there (reader.reclaim).
 func (c *lconn) reclaimBodyBuf() {
 	if b := c.rd.reclaim(); b != nil {
 		c.l.putClientBuf(b)

@@ -90,16 +90,25 @@ func TestReaderLendReclaim(t *testing.T) {
 		}
 	})
 
-	t.Run("too many for the head's buffer", func(t *testing.T) {
-		long := strings.Repeat("abcdefghijkl", 500)
-		rd := newPinned(long)
-		own := rd.buf
-		big := make([]byte, 16<<10)
+	// lentFull lends a reader with a pinned head a buffer and fills it
+	// with more than fits behind the head in the reader's own (a client
+	// stopped in a long line, say); unpinned, the request has ended and
+	// a pipelined one follows.
+	lentFull := func(unpinned bool) (rd *reader, own, big []byte, long string) {
+		long = strings.Repeat("abcdefghijkl", 500)
+		rd = newPinned(long)
+		own, big = rd.buf, make([]byte, 16<<10)
 		rd.lend(big)
-		// More arrives than fits behind the head in the reader's
-		// own buffer (a client stopped in a long line, say).
+		if unpinned {
+			rd.unpin()
+		}
 		for rd.fill() == nil {
 		}
+		return rd, own, big, long
+	}
+
+	t.Run("too many for the head's buffer", func(t *testing.T) {
+		rd, own, big, long := lentFull(false)
 		if len(rd.buffered()) <= len(own)-rd.homePin {
 			t.Fatalf("%d bytes unread fit the reader's own %d: the test shows nothing", len(rd.buffered()), len(own))
 		}
@@ -118,14 +127,7 @@ func TestReaderLendReclaim(t *testing.T) {
 	})
 
 	t.Run("too many, nothing pinned", func(t *testing.T) {
-		long := strings.Repeat("abcdefghijkl", 500)
-		rd := newPinned(long)
-		own := rd.buf
-		big := make([]byte, 16<<10)
-		rd.lend(big)
-		rd.unpin() // the request ended; a pipelined one follows
-		for rd.fill() == nil {
-		}
+		rd, own, big, long := lentFull(true)
 		if got := rd.reclaim(); len(got) == 0 || &got[0] != &own[0] {
 			t.Fatal("reclaim did not give back the reader's own buffer")
 		}

@@ -31,6 +31,10 @@ const (
 	MetricPeakRSS    = "peak_rss_mib"
 	MetricIdleRSS    = "idle_rss_mib"
 	MetricRSSPerConn = "rss_per_conn_kib"
+	// MetricBytesPerAnswer is what the load generator read per answer,
+	// head included (wrk, compress cases only): how much a coding shrank
+	// the answers.
+	MetricBytesPerAnswer = "bytes_per_answer"
 
 	// The latency probe's figures (open-loop, from each request's intended
 	// send time, at about 1% of the load), measured beside a saturating
@@ -109,6 +113,7 @@ var Metrics = []MetricDef{
 	{Key: MetricPeakRSS, Label: "Proxy peak RSS", Unit: "MiB", Better: Lower, Decimals: 1},
 	{Key: MetricIdleRSS, Label: "Proxy idle RSS", Unit: "MiB", Better: Lower, Decimals: 1},
 	{Key: MetricRSSPerConn, Label: "Memory per connection", Unit: "KiB", Better: Lower, Decimals: 1},
+	{Key: MetricBytesPerAnswer, Label: "Bytes read per answer (head included)", Better: Neutral, Decimals: 0},
 	{Key: MetricRequests, Label: "Requests completed", Better: Neutral, Decimals: 0},
 	{Key: MetricResumedPct, Label: "Handshakes that resumed a session", Unit: "%", Better: Neutral, Decimals: 0},
 	{Key: MetricConnsHeld, Label: "Idle connections held", Better: Neutral, Decimals: 0},
@@ -147,6 +152,9 @@ func wrkMetrics(w *WrkResult) map[string]float64 {
 		MetricErrWrite:   float64(w.Write),
 		MetricErrTimeout: float64(w.Timeout),
 		MetricErrNon2xx:  float64(w.Non2xx),
+	}
+	if w.Requests > 0 && w.BytesRead > 0 {
+		m[MetricBytesPerAnswer] = w.BytesRead / float64(w.Requests)
 	}
 	if !(w.Percentiles["99%"] == 0 && w.LatencyAvg > 0) {
 		for pct, key := range map[string]string{"50%": MetricLatP50, "90%": MetricLatP90, "99%": MetricLatP99} {

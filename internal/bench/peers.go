@@ -117,15 +117,11 @@ type PeerData struct {
 	NginxHTTP2On bool
 	// Compress is the coding (gzip, zstd, br) the proxy compresses the
 	// backends' JSON answers with; "" for none. CompressLevel is gzip's
-	// level (zstd and brotli keep each proxy's default).
+	// level, the case's gzip_level (zstd and brotli keep each proxy's
+	// default; the templates need a level even then).
 	Compress      string
 	CompressLevel int
 }
-
-// compressGzipLevel is the gzip level every proxy compresses with: nginx
-// gzip_comp_level, Caddy's encode gzip, Helios's compress.level. (HAProxy's
-// libslz has no levels.)
-const compressGzipLevel = 5
 
 // nginxHasHTTP2Directive reads `nginx -v`'s "nginx version: nginx/1.22.1"
 // and says whether that nginx has `http2 on` (1.25.1 and later).
@@ -340,6 +336,9 @@ func variant(peer string, d PeerData) string {
 	}
 	if d.Compress != "" {
 		parts = append(parts, d.Compress)
+		if d.Compress == "gzip" && d.CompressLevel != defaultGzipLevel {
+			parts = append(parts, strconv.Itoa(d.CompressLevel))
+		}
 	}
 	return strings.Join(parts, "-")
 }

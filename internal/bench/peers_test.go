@@ -208,7 +208,7 @@ func TestHeliosConfigParses(t *testing.T) {
 			d := testPeerData(t, "helios")
 			d.Strategy, d.Features = tt.strategy, tt.features
 			if tt.name == "compress" {
-				d.Compress, d.CompressLevel = "gzip", compressGzipLevel
+				d.Compress, d.CompressLevel = "gzip", defaultGzipLevel
 			}
 			text := render(t, "helios", d)
 			cfg, err := config.Parse([]byte(text), "helios.yaml", func(string) (string, bool) { return "", false })
@@ -265,8 +265,16 @@ func TestCompressConfigs(t *testing.T) {
 				t.Errorf("%s: %q without compression:\n%s", peer, l, base)
 			}
 		}
-		d.Compress, d.CompressLevel = "gzip", compressGzipLevel
+		d.Compress, d.CompressLevel = "gzip", defaultGzipLevel
 		mustContain(t, peer+" gzip", render(t, peer, d), lines...)
+		// A case's own level reaches every proxy that has levels.
+		d.CompressLevel = 1
+		fast := render(t, peer, d)
+		for _, l := range lines {
+			if l1 := strings.ReplaceAll(l, "5", "1"); peer != "haproxy" && l1 != l && !strings.Contains(fast, l1) {
+				t.Errorf("%s at gzip level 1: no %q in\n%s", peer, l1, fast)
+			}
+		}
 	}
 	d := testPeerData(t, "caddy")
 	d.Compress = "zstd"
@@ -290,6 +298,9 @@ func TestCompressConfigs(t *testing.T) {
 	}
 	if got := variant("caddy", PeerData{Strategy: "round_robin", Compress: "zstd"}); got != "caddy-zstd" {
 		t.Errorf("variant: got %q, want caddy-zstd", got)
+	}
+	if got := variant("nginx", PeerData{Strategy: "round_robin", Compress: "gzip", CompressLevel: 1}); got != "nginx-gzip-1" {
+		t.Errorf("variant: got %q, want nginx-gzip-1", got)
 	}
 }
 
@@ -448,7 +459,7 @@ func TestPeerConfigsAcceptedByTools(t *testing.T) {
 				if v.strategy == "consistent_hash" {
 					d.HashHeader, d.HashBalance = "X-User", 125
 				}
-				d.Compress, d.CompressLevel = v.compress, compressGzipLevel
+				d.Compress, d.CompressLevel = v.compress, defaultGzipLevel
 				d.PairedConnections = 1000
 				if os.Geteuid() == 0 && name == "nginx" {
 					d.User, d.Group = "root", "root"

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -364,7 +365,7 @@ func (r *runner) peerData(p Peer, s Scenario, c Case, features, traced bool) Pee
 	}
 	d.NginxHTTP2On = nginxHasHTTP2Directive(r.res.Versions["nginx"])
 	if c.Compress != "" {
-		d.Compress, d.CompressLevel = c.Compress, compressGzipLevel
+		d.Compress, d.CompressLevel = c.Compress, cmp.Or(c.GzipLevel, defaultGzipLevel)
 	}
 	if p.Name == "nginx" && os.Geteuid() == 0 {
 		// As root, nginx's workers would switch to nobody, who cannot

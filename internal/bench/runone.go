@@ -212,6 +212,10 @@ func (r *runner) runOne(ctx context.Context, s *Selection, cr *CaseResult, ct *c
 		metrics[MetricCPUPerReq] = cpuSec * 1e6 / n
 	}
 	metrics[MetricPeakRSS] = float64(peak) / 1024
+	if c.Compress == "" {
+		// Only the compress cases compare answers' sizes.
+		delete(metrics, MetricBytesPerAnswer)
+	}
 	if c.BodyBytes > 0 && s.Tool == ToolWrk {
 		metrics[MetricMiBps] = metrics[MetricRPS] * float64(c.BodyBytes) / (1 << 20)
 	}

@@ -140,6 +140,11 @@ type Case struct {
 	// the backends' JSON answers with, and that the load generator asks
 	// for (Accept-Encoding); "" compresses nothing.
 	Compress string `yaml:"compress" json:"compress,omitempty"`
+	// GzipLevel is the gzip level every proxy that has levels compresses
+	// with (nginx gzip_comp_level, Caddy's encode gzip, Helios's
+	// compress.level; HAProxy's libslz has none), 1-9. Default 5 when
+	// Compress is gzip.
+	GzipLevel int `yaml:"gzip_level" json:"gzip_level,omitempty"`
 }
 
 // HashHeader is the header a hash case's requests carry their user in,
@@ -153,6 +158,10 @@ const hashBalance = 125
 
 // defaultZipfS is the default Case.ZipfS.
 const defaultZipfS = 1.1
+
+// defaultGzipLevel is the default Case.GzipLevel: nginx's
+// gzip_comp_level 5, a common production setting.
+const defaultGzipLevel = 5
 
 // The codings a case may compress with.
 var codings = []string{"gzip", "zstd", "br"}
@@ -237,6 +246,12 @@ func (c Case) merged(def Case) Case {
 	}
 	if c.Compress == "" {
 		c.Compress = def.Compress
+	}
+	if c.GzipLevel == 0 {
+		c.GzipLevel = def.GzipLevel
+	}
+	if c.GzipLevel == 0 && c.Compress == "gzip" {
+		c.GzipLevel = defaultGzipLevel
 	}
 	if c.Compress != "" {
 		// The load generator asks for the coding the proxies use.
@@ -354,6 +369,9 @@ func ParseScenarios(b []byte) ([]Scenario, error) {
 			}
 			if c.Compress != "" && (!slices.Contains(codings, c.Compress) || s.Tool != ToolWrk && s.Tool != ToolH2load) {
 				bad("case %s: compress is gzip, zstd or br, for wrk and h2load", c.Name)
+			}
+			if c.GzipLevel != 0 && (c.Compress != "gzip" || c.GzipLevel < 1 || c.GzipLevel > 9) {
+				bad("case %s: gzip_level is 1 to 9, for compress: gzip", c.Name)
 			}
 		}
 		for _, q := range s.Quick {

@@ -37,6 +37,9 @@ func TestEmbeddedScenarioNames(t *testing.T) {
 		if c.Path != "/json/20480" || c.Compress == "" || c.Headers["Accept-Encoding"] != c.Compress {
 			t.Errorf("compress %s: got path %s, compress %q, headers %v; want a 20 KiB JSON asked for with its coding", c.Name, c.Path, c.Compress, c.Headers)
 		}
+		if want := map[string]int{"gzip-c100": 5, "gzip1-c100": 1}[c.Name]; c.GzipLevel != want {
+			t.Errorf("compress %s: gzip level %d, want %d", c.Name, c.GzipLevel, want)
+		}
 	}
 	if got := conns("proxy-close"); !slices.Equal(got, []int{100, 1000}) {
 		t.Errorf("proxy-close connections: got %v, want [100 1000]", got)
@@ -178,6 +181,8 @@ func TestParseScenariosRejects(t *testing.T) {
 		{"zipf_s without users", "- {name: a, what: x, cases: [{name: c, zipf_s: 1.2}]}", "zipf_s"},
 		{"unknown coding", "- {name: a, what: x, cases: [{name: c, compress: deflate}]}", "compress"},
 		{"coding for another tool", "- {name: a, what: x, tool: websocket, cases: [{name: c, compress: gzip}]}", "compress"},
+		{"gzip level out of range", "- {name: a, what: x, cases: [{name: c, compress: gzip, gzip_level: 10}]}", "gzip_level"},
+		{"gzip level for zstd", "- {name: a, what: x, cases: [{name: c, compress: zstd, gzip_level: 1}]}", "gzip_level"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

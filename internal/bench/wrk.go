@@ -16,9 +16,11 @@ import (
 // latency of a stalled server (coordinated omission).
 type WrkResult struct {
 	Threads, Connections int
-	// Requests and Elapsed come from the "N requests in T, B read" line.
-	Requests int64
-	Elapsed  time.Duration
+	// Requests, Elapsed and BytesRead come from the "N requests in T,
+	// B read" line (B in wrk's units of 1024: 299.29MB).
+	Requests  int64
+	Elapsed   time.Duration
+	BytesRead float64
 	// RPS is the "Requests/sec:" line: Requests divided by Elapsed. The
 	// per-thread Req/Sec line is ThreadRPS (mean, stdev, max).
 	RPS       float64
@@ -91,6 +93,9 @@ func ParseWrk(r io.Reader) (*WrkResult, error) {
 			res.Requests, err = strconv.ParseInt(f[0], 10, 64)
 			if err == nil {
 				res.Elapsed, err = parseWrkDuration(strings.TrimSuffix(f[3], ","))
+			}
+			if err == nil && len(f) >= 6 && f[5] == "read" {
+				res.BytesRead, err = parseWrkBytes(f[4])
 			}
 			res.requestsSeen = true
 		case strings.HasPrefix(line, "Socket errors:"):
@@ -168,6 +173,33 @@ func parseWrkDuration(s string) (time.Duration, error) {
 		}
 	}
 	return 0, fmt.Errorf("duration %q: no unit", s)
+}
+
+// wrkByteUnits are the units wrk prints byte counts in (powers of 1024),
+// longest suffix first.
+var wrkByteUnits = []struct {
+	suffix string
+	unit   float64
+}{
+	{"KB", 1 << 10},
+	{"MB", 1 << 20},
+	{"GB", 1 << 30},
+	{"TB", 1 << 40},
+	{"B", 1},
+}
+
+// parseWrkBytes parses wrk's "512.00B", "1.50KB", "299.29MB".
+func parseWrkBytes(s string) (float64, error) {
+	for _, u := range wrkByteUnits {
+		if num, ok := strings.CutSuffix(s, u.suffix); ok {
+			v, err := strconv.ParseFloat(num, 64)
+			if err != nil {
+				return 0, fmt.Errorf("bytes %q: %w", s, err)
+			}
+			return v * u.unit, nil
+		}
+	}
+	return 0, fmt.Errorf("bytes %q: no unit", s)
 }
 
 // parseMetric parses a count with wrk's optional SI suffix: "812.34",

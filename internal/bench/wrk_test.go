@@ -28,23 +28,23 @@ func TestParseWrkSamples(t *testing.T) {
 		threads, conns                        int
 		requests                              int64
 		elapsed                               time.Duration
-		rps                                   float64
+		bytesRead, rps                        float64
 		threadRPS                             Spread
 		avg, max, p50, p99                    time.Duration
 		connect, read, write, timeout, non2xx int64
 	}{
 		{name: "keep-alive", file: "wrk_helios_ka_c100.txt", threads: 2, conns: 100,
-			requests: 181614, elapsed: 3 * time.Second, rps: 60438.42,
+			requests: 181614, elapsed: 3 * time.Second, bytesRead: 25.29 * (1 << 20), rps: 60438.42,
 			threadRPS: Spread{Mean: 30390, Stdev: 2170, Max: 33120},
 			avg:       1660 * time.Microsecond, max: 19010 * time.Microsecond,
 			p50: 1520 * time.Microsecond, p99: 4970 * time.Microsecond},
 		{name: "microseconds", file: "wrk_nginx_respond_us.txt", threads: 2, conns: 100,
-			requests: 590371, elapsed: 3010 * time.Millisecond, rps: 196215.81,
+			requests: 590371, elapsed: 3010 * time.Millisecond, bytesRead: 92.90 * (1 << 20), rps: 196215.81,
 			threadRPS: Spread{Mean: 98750, Stdev: 2890, Max: 108380},
 			avg:       829940 * time.Nanosecond, max: 9840 * time.Microsecond,
 			p50: 240 * time.Microsecond, p99: 5020 * time.Microsecond},
 		{name: "M suffix in thread stats vs Requests/sec", file: "wrk_pipeline_mega.txt", threads: 2, conns: 100,
-			requests: 7843100, elapsed: 3010 * time.Millisecond, rps: 2604666.89,
+			requests: 7843100, elapsed: 3010 * time.Millisecond, bytesRead: 0.87 * (1 << 30), rps: 2604666.89,
 			threadRPS: Spread{Mean: 1.31e6, Stdev: 94850, Max: 1.5e6},
 			avg:       1820 * time.Microsecond, max: 13800 * time.Microsecond,
 			p50: 1330 * time.Microsecond, p99: 7920 * time.Microsecond},
@@ -59,7 +59,7 @@ func TestParseWrkSamples(t *testing.T) {
 			avg:       21070 * time.Microsecond, max: 23390 * time.Microsecond,
 			p50: 21050 * time.Microsecond, p99: 22470 * time.Microsecond, read: 221, write: 171601},
 		{name: "every request timed out, -nan%", file: "wrk_all_timeouts.txt", threads: 2, conns: 200,
-			requests: 271, elapsed: 3010 * time.Millisecond, rps: 90.05,
+			requests: 271, elapsed: 3010 * time.Millisecond, bytesRead: 40.76 * (1 << 10), rps: 90.05,
 			threadRPS: Spread{Mean: 237.17, Stdev: 331.82, Max: 690}, timeout: 271},
 		{name: "seconds", file: "wrk_c10k.txt", threads: 2, conns: 10000,
 			requests: 67399, elapsed: 4090 * time.Millisecond, rps: 16465.88,
@@ -78,6 +78,9 @@ func TestParseWrkSamples(t *testing.T) {
 			}
 			if w.Requests != tt.requests || w.Elapsed != tt.elapsed {
 				t.Errorf("requests in: got %d in %v, want %d in %v", w.Requests, w.Elapsed, tt.requests, tt.elapsed)
+			}
+			if tt.bytesRead != 0 && !near(w.BytesRead, tt.bytesRead) {
+				t.Errorf("bytes read: got %v, want %v", w.BytesRead, tt.bytesRead)
 			}
 			if w.RPS != tt.rps {
 				t.Errorf("Requests/sec: got %v, want %v", w.RPS, tt.rps)
@@ -138,6 +141,9 @@ Transfer/sec:      0.90MB
 	}
 	if m[MetricRPS] != 5182 || m[MetricLatP99] != 313.64 {
 		t.Errorf("rps, p99: got %v, %v, want 5182, 313.64", m[MetricRPS], m[MetricLatP99])
+	}
+	if want := 9.0 * (1 << 20) / 51820; !near(m[MetricBytesPerAnswer], want) {
+		t.Errorf("bytes per answer: got %v, want %v", m[MetricBytesPerAnswer], want)
 	}
 }
 

@@ -168,6 +168,7 @@ func (h1client) pumpFile(c *lconn) {
 		return
 	}
 	buf := c.l.scratch()
+	ended := false
 	for c.file.off < c.file.end {
 		if len(c.fw.pending) > c.opts.outputLimit() {
 			c.flushOut()
@@ -186,7 +187,7 @@ func (h1client) pumpFile(c *lconn) {
 			return
 		}
 		if len(p) > 0 { // an empty chunk would end the body
-			c.writeChunk(p)
+			ended = c.writeChunk(p, c.file.off >= c.file.end)
 		}
 		if c.wr.err != nil {
 			c.fileDone(fmt.Errorf("%w: %w", wire.ErrClientGone, c.wr.err))
@@ -197,7 +198,7 @@ func (h1client) pumpFile(c *lconn) {
 			return
 		}
 	}
-	if c.chunkOut {
+	if c.chunkOut && !ended {
 		http1.WriteLastChunk(&c.wr, nil)
 	}
 	c.fileDone(nil)
@@ -238,15 +239,20 @@ func (h1client) pump(c *lconn) {
 			return // writable() resumes
 		}
 		p, ok, err := c.bodyOut(c.opts.outputLimit() - len(c.fw.pending))
-		if !ok || len(p) > 0 && !c.writePiece(p) {
+		if !ok {
+			return
+		}
+		if err == io.EOF {
+			if c.writeLastPiece(p, u.respTrailer()) {
+				c.sendDone(nil)
+			}
+			return
+		}
+		if len(p) > 0 && !c.writePiece(p) {
 			return
 		}
 		switch {
 		case err == nil:
-		case err == io.EOF:
-			c.endChunks(u.respTrailer())
-			c.sendDone(nil)
-			return
 		case err == errWouldBlock:
 			// Send what there is while the backend is quiet.
 			c.ensureNoDelay()

@@ -115,21 +115,25 @@ func (w *fdWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// WritePair writes a and then b, in one writev(2) when nothing is
-// pending; what the socket does not take is kept as Write keeps it. The
-// buffered writer uses it to send its buffered bytes and a large piece
-// together.
-func (w *fdWriter) WritePair(a, b []byte) (int, error) {
+// WriteGather writes a, b and then c (any may be empty), in one
+// writev(2) when nothing is pending; what the socket does not take is
+// kept as Write keeps it. The buffered writer uses it to send its
+// buffered bytes with a large piece, and the framing behind the piece,
+// together. It returns how many bytes it took: all of them, or none with
+// an error.
+func (w *fdWriter) WriteGather(a, b, c []byte) (int, error) {
+	total := len(a) + len(b) + len(c)
 	if len(w.pending) > 0 {
 		w.keep(a)
 		w.keep(b)
-		return len(a) + len(b), nil
+		w.keep(c)
+		return total, nil
 	}
 	w.more = false
 	var n int
 	for {
 		var err error
-		n, err = netpoll.Writev(w.fd, a, b)
+		n, err = netpoll.Writev(w.fd, a, b, c)
 		switch {
 		case err == syscall.EINTR:
 			continue
@@ -141,21 +145,23 @@ func (w *fdWriter) WritePair(a, b []byte) (int, error) {
 		break
 	}
 	w.sent += int64(n)
-	if n >= len(a)+len(b) {
-		return n, nil
+	if n >= total {
+		return total, nil
 	}
 	// A short write: go on as Write does, until the socket says EAGAIN
-	// (which is what arms the wake-up when there is room again).
-	if n < len(a) {
-		m, err := w.Write(a[n:])
-		if err != nil {
-			return n + m, err
+	// (which is what arms the wake-up when there is room again); once
+	// bytes are pending, Write keeps the rest behind them.
+	for _, p := range [3][]byte{a, b, c} {
+		if n >= len(p) {
+			n -= len(p)
+			continue
 		}
-		m, err = w.Write(b)
-		return n + len(a) - n + m, err
+		if _, err := w.Write(p[n:]); err != nil {
+			return 0, err
+		}
+		n = 0
 	}
-	m, err := w.Write(b[n-len(a):])
-	return n + m, err
+	return total, nil
 }
 
 // writeFDMore writes p with MSG_MORE, then as writeFD what is left.

@@ -10,19 +10,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestWritePair checks the buffered writer's one-call path for its
-// buffered bytes and a large piece: the bytes arrive whole and in order
-// when the socket takes everything at once, and when it takes part (a
-// small send buffer), with the rest kept pending and written when there
-// is room.
-func TestWritePair(t *testing.T) {
+// TestWriteGather checks the buffered writer's one-call path for its
+// buffered bytes and a large piece (Write), and for the framing behind
+// the piece too (WriteThen): nothing stays buffered, and the bytes
+// arrive whole and in order when the socket takes everything at once,
+// and when it takes part (a small send buffer), with the rest kept
+// pending and written when there is room.
+func TestWriteGather(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		sndbuf int // 0: the system's default
 		piece  int
+		then   string // WriteThen's framing; "" for Write
 	}{
-		{"fits", 0, 20 << 10},
-		{"partial", 4096, 512 << 10},
+		{"fits", 0, 20 << 10, ""},
+		{"partial", 4096, 512 << 10, ""},
+		{"fits then", 0, 20 << 10, "\r\n0\r\n\r\n"},
+		{"partial then", 4096, 512 << 10, "\r\n0\r\n\r\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
@@ -48,7 +52,12 @@ func TestWritePair(t *testing.T) {
 			head := []byte("4000\r\n")
 			piece := bytes.Repeat([]byte("0123456789abcdef"), tc.piece/16)
 			w.WriteString(string(head))
-			if n, err := w.Write(piece); n != len(piece) || err != nil {
+			if tc.then != "" {
+				w.WriteThen(piece, tc.then)
+				if w.err != nil {
+					t.Fatalf("WriteThen: %v", w.err)
+				}
+			} else if n, err := w.Write(piece); n != len(piece) || err != nil {
 				t.Fatalf("Write: %d, %v; want %d, nil", n, err, len(piece))
 			}
 			if w.buffered() != 0 {
@@ -58,7 +67,7 @@ func TestWritePair(t *testing.T) {
 				t.Errorf("a %d-byte send buffer took %d bytes at once: the partial case did not happen", tc.sndbuf, tc.piece)
 			}
 
-			want := append(append([]byte{}, head...), piece...)
+			want := append(append(append([]byte{}, head...), piece...), tc.then...)
 			var got []byte
 			buf := make([]byte, 64<<10)
 			for tries := 0; len(got) < len(want) && tries < 100000; tries++ {

@@ -167,7 +167,7 @@ type loop struct {
 	// scratchBuf is a piece of request body on its way to a buffer.
 	scratchBuf []byte
 	// tlsGather joins a head and the piece behind it into one TLS
-	// record (tlsSink.WritePair); made on first use.
+	// record (tlsSink.WriteGather); made on first use.
 	tlsGather []byte
 	// fwd applies the forwarding rules to the loop's requests.
 	fwd httpmsg.Forwarder

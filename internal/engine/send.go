@@ -39,7 +39,33 @@ func (c *lconn) pump() {
 // exchange has ended).
 func (c *lconn) writePiece(p []byte) bool {
 	c.respBytes += int64(len(p))
-	c.writeChunk(p)
+	c.writeChunk(p, false)
+	return c.wroteOK()
+}
+
+// writeLastPiece writes the last piece of an answer's body, p (perhaps
+// empty), and ends the body (endChunks, with tr's fields). A chunked
+// answer with no trailer fields has its end leave with its last piece,
+// in the same system call, not in a flush of its own (writeChunk). It
+// reports false when the client is gone: the answer has been ended.
+func (c *lconn) writeLastPiece(p []byte, tr *trailerSection) bool {
+	ended := false
+	if len(p) > 0 { // an empty chunk would end the body
+		c.respBytes += int64(len(p))
+		ended = c.writeChunk(p, tr.empty())
+		if !c.wroteOK() {
+			return false
+		}
+	}
+	if !ended {
+		c.endChunks(tr)
+	}
+	return true
+}
+
+// wroteOK reports whether the client's writer has not failed; when it
+// has, it ends the answer (the client is gone).
+func (c *lconn) wroteOK() bool {
 	if w := &c.wr; w.err != nil {
 		c.sendDone(fmt.Errorf("%w: %w", wire.ErrClientGone, w.err))
 		return false
@@ -48,13 +74,20 @@ func (c *lconn) writePiece(p []byte) bool {
 }
 
 // writeChunk writes a piece of an answer's body to an HTTP/1.1 client:
-// as a chunk when the answer goes out chunked (chunkOut).
-func (c *lconn) writeChunk(p []byte) {
-	if c.chunkOut {
-		http1.WriteChunk(&c.wr, p)
-	} else {
+// as a chunk when the answer goes out chunked (chunkOut), and when it is
+// the body's last piece (last) with the body's end behind it, no trailer
+// fields (http1.WriteFinalChunk). It reports whether it wrote that end.
+func (c *lconn) writeChunk(p []byte, last bool) (ended bool) {
+	switch {
+	case !c.chunkOut:
 		c.wr.Write(p)
+		return false
+	case last:
+		http1.WriteFinalChunk(&c.wr, p)
+		return true
 	}
+	http1.WriteChunk(&c.wr, p)
+	return false
 }
 
 // endChunks ends an answer that goes out chunked, with its trailer.

@@ -345,30 +345,39 @@ type tlsSink struct{ c *lconn }
 
 func (s tlsSink) Write(p []byte) (int, error) { return s.c.tls.Write(p) }
 
-// tlsGatherSize bounds what WritePair gathers: one TLS record's plaintext.
+// tlsGatherSize bounds what WriteGather gathers: one TLS record's
+// plaintext.
 const tlsGatherSize = 16 << 10
 
-// WritePair writes a then b (a head and a piece behind it) as one
-// plaintext when they fit a record together, so that they leave in one
-// record and one system call, not two (writer.Write). The loop's gather
+// WriteGather writes a, b and then c (a head, a piece behind it and the
+// framing that ends it) as one plaintext when they fit a record
+// together, so that they leave in one record and one system call, not
+// two or three (writer.Write, writer.WriteThen). The loop's gather
 // buffer is used only here, during the call.
-func (s tlsSink) WritePair(a, b []byte) (int, error) {
+func (s tlsSink) WriteGather(a, b, c []byte) (int, error) {
 	l := s.c.l
-	if len(a)+len(b) > tlsGatherSize {
-		if _, err := s.c.tls.Write(a); err != nil {
-			return 0, err
+	total := len(a) + len(b) + len(c)
+	if total > tlsGatherSize {
+		for _, p := range [3][]byte{a, b, c} {
+			if len(p) == 0 {
+				continue
+			}
+			if _, err := s.c.tls.Write(p); err != nil {
+				return 0, err
+			}
 		}
-		return s.c.tls.Write(b)
+		return total, nil
 	}
 	if l.tlsGather == nil {
 		l.tlsGather = make([]byte, tlsGatherSize)
 	}
 	n := copy(l.tlsGather, a)
 	n += copy(l.tlsGather[n:], b)
+	n += copy(l.tlsGather[n:], c)
 	if _, err := s.c.tls.Write(l.tlsGather[:n]); err != nil {
 		return 0, err
 	}
-	return len(b), nil
+	return total, nil
 }
 
 // src returns what the connection's plaintext is read from.

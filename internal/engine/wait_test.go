@@ -3,6 +3,7 @@ package engine
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -10,18 +11,29 @@ import (
 	"github.com/helios-lb/helios/internal/netpoll"
 	"github.com/helios-lb/helios/internal/proxy"
 	"github.com/helios-lb/helios/internal/wire"
+	"golang.org/x/sys/unix"
 )
 
-// deadAddr returns a loopback address nothing listens on.
+// deadAddr returns a loopback address nothing listens on, for the rest
+// of the test: a socket bound to it and never listening holds the port,
+// so that connecting is refused. (A port let go at once is in the
+// ephemeral range: under load an outgoing connection could take it as
+// its own and connect to itself, which is not refused.)
 func deadAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*unix.SockaddrInet4).Port)
 }
 
 // waitAtLeast is a backoff whose every draw is its ceiling, so that a

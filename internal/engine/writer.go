@@ -8,10 +8,10 @@ import (
 
 var indexByte = bytes.IndexByte
 
-// pairWriter is a destination that can write two slices in one call
-// (fdWriter, with writev(2)).
-type pairWriter interface {
-	WritePair(a, b []byte) (int, error)
+// gatherWriter is a destination that can write three slices in one call
+// (fdWriter, with writev(2); tlsSink, in one record).
+type gatherWriter interface {
+	WriteGather(a, b, c []byte) (int, error)
 }
 
 // writer is a buffered writer over one connection. Responses to pipelined
@@ -59,10 +59,10 @@ func (w *writer) Write(p []byte) (int, error) {
 		w.n += copy(w.buf[w.n:], p)
 		return len(p), nil
 	}
-	if pw, ok := w.dst.(pairWriter); ok && w.n > 0 && len(p) >= len(w.buf)/2 {
+	if gw, ok := w.dst.(gatherWriter); ok && w.n > 0 && len(p) >= len(w.buf)/2 {
 		// The buffered bytes (a head, a chunk's size line) and a large
 		// piece leave in one system call.
-		_, err := pw.WritePair(w.buf[:w.n], p)
+		_, err := gw.WriteGather(w.buf[:w.n], p, nil)
 		w.n = 0
 		if err != nil {
 			w.err = err
@@ -82,6 +82,27 @@ func (w *writer) Write(p []byte) (int, error) {
 	}
 	w.n = copy(w.buf, p)
 	return len(p), nil
+}
+
+// WriteThen writes p and then s, the short framing that ends what p
+// belongs to (a chunk's end and the last chunk, http1.WriteFinalChunk),
+// as Write and WriteString would; but where Write would send the
+// buffered bytes and a large p at once, s goes with them, in the same
+// system call, instead of waiting in the buffer for a flush of its own.
+func (w *writer) WriteThen(p []byte, s string) {
+	gw, ok := w.dst.(gatherWriter)
+	if !ok || w.err != nil || w.n == 0 || len(p) <= len(w.buf)-w.n || len(p) < len(w.buf)/2 || len(s) > len(w.buf)-w.n {
+		w.Write(p)
+		w.WriteString(s)
+		return
+	}
+	m := w.n
+	w.n += copy(w.buf[m:], s)
+	_, err := gw.WriteGather(w.buf[:m], p, w.buf[m:w.n])
+	w.n = 0
+	if err != nil {
+		w.err = err
+	}
 }
 
 // WriteString buffers s.

@@ -77,6 +77,31 @@ func WriteChunk(w Sink, p []byte) {
 	WriteChunkEnd(w)
 }
 
+// finalChunkEnd follows a chunked body's last piece of data when no
+// trailer fields do: the piece's CRLF, the last chunk and the empty line.
+const finalChunkEnd = "\r\n0\r\n\r\n"
+
+// thenWriter is a Sink that can write a piece and the short framing
+// behind it together (the engine's buffered writer: in one system call
+// where it would send a large piece at once).
+type thenWriter interface {
+	WriteThen(p []byte, s string)
+}
+
+// WriteFinalChunk writes p as the last chunk of data of a chunked body
+// (p not empty) and the body's end behind it, with no trailer fields:
+// the bytes of WriteChunk and WriteLastChunk(w, nil), given to a Sink
+// that has WriteThen as the piece and its framing together.
+func WriteFinalChunk(w Sink, p []byte) {
+	WriteChunkHead(w, int64(len(p)))
+	if tw, ok := w.(thenWriter); ok {
+		tw.WriteThen(p, finalChunkEnd)
+		return
+	}
+	w.Write(p)
+	w.WriteString(finalChunkEnd)
+}
+
 // WriteChunkHead writes the size line of a chunk of n bytes; its data and
 // closing CRLF follow.
 func WriteChunkHead(w Sink, n int64) {

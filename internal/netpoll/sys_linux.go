@@ -35,12 +35,12 @@ func Write(fd int, p []byte) (int, error) {
 	return int(r), nil
 }
 
-// Writev writes a and then b to a non-blocking socket in one system call
-// (see Read); either may be empty.
-func Writev(fd int, a, b []byte) (int, error) {
-	var iov [2]unix.Iovec
+// Writev writes a, b and then c to a non-blocking socket in one system
+// call (see Read); any may be empty.
+func Writev(fd int, a, b, c []byte) (int, error) {
+	var iov [3]unix.Iovec
 	n := 0
-	for _, p := range [2][]byte{a, b} {
+	for _, p := range [3][]byte{a, b, c} {
 		if len(p) > 0 {
 			iov[n].Base = &p[0]
 			iov[n].SetLen(len(p))

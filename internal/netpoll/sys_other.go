@@ -17,27 +17,28 @@ func Read(fd int, p []byte) (int, error) { return unix.Read(fd, p) }
 // Write writes a non-blocking socket.
 func Write(fd int, p []byte) (int, error) { return unix.Write(fd, p) }
 
-// Writev writes a and then b to a non-blocking socket (two calls here:
-// writev is not in x/sys/unix on every system).
-func Writev(fd int, a, b []byte) (int, error) {
+// Writev writes a, b and then c to a non-blocking socket (a call each
+// here: writev is not in x/sys/unix on every system); any may be empty.
+// It stops at the first short write.
+func Writev(fd int, a, b, c []byte) (int, error) {
 	n := 0
-	if len(a) > 0 {
-		var err error
-		if n, err = unix.Write(fd, a); err != nil || n < len(a) {
-			return max(n, 0), err
+	for _, p := range [3][]byte{a, b, c} {
+		if len(p) == 0 {
+			continue
+		}
+		m, err := unix.Write(fd, p)
+		if err != nil {
+			if n > 0 {
+				return n, nil // the error comes again on the next write
+			}
+			return 0, err
+		}
+		n += m
+		if m < len(p) {
+			return n, nil
 		}
 	}
-	if len(b) == 0 {
-		return n, nil
-	}
-	m, err := unix.Write(fd, b)
-	if err != nil {
-		if n > 0 {
-			return n, nil // the error comes again on the next write
-		}
-		return 0, err
-	}
-	return n + m, nil
+	return n, nil
 }
 
 // CloseFD closes a socket.

@@ -583,8 +583,14 @@ func (u *lupconn) release(reusable bool) {
 			// socket was never found empty: a poller that waits to be
 			// told so before watching again (the portable one) must be
 			// told now, or the next answer on this connection goes
-			// unseen.
+			// unseen. And the next answer is waited for, not read at
+			// once: a read right after the next request would find
+			// nothing (EAGAIN) and cost a system call. Its arrival is
+			// an edge; a close since the answer is one too (or was
+			// seen with it: rdhup, not reused); bytes sent unasked are
+			// read with the next answer, as they were before.
 			u.fr.p.Drained(u.fd)
+			u.fr.drained = true
 		}
 		c, keep := u.pool.dequeueFor(u)
 		if c != nil {

@@ -115,25 +115,28 @@ func (w *fdWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// WriteGather writes a, b and then c (any may be empty), in one
-// writev(2) when nothing is pending; what the socket does not take is
-// kept as Write keeps it. The buffered writer uses it to send its
-// buffered bytes with a large piece, and the framing behind the piece,
-// together. It returns how many bytes it took: all of them, or none with
-// an error.
-func (w *fdWriter) WriteGather(a, b, c []byte) (int, error) {
-	total := len(a) + len(b) + len(c)
+// WriteVec writes the slices of bufs in order (any may be empty), in one
+// writev(2) when nothing is pending (of up to netpoll.MaxWritev slices);
+// what the socket does not take is kept as Write keeps it. The buffered
+// writer uses it to send its buffered bytes with large pieces, and the
+// framing around them, together. It returns how many bytes it took: all
+// of them, or none with an error.
+func (w *fdWriter) WriteVec(bufs [][]byte) (int, error) {
+	total := 0
+	for _, p := range bufs {
+		total += len(p)
+	}
 	if len(w.pending) > 0 {
-		w.keep(a)
-		w.keep(b)
-		w.keep(c)
+		for _, p := range bufs {
+			w.keep(p)
+		}
 		return total, nil
 	}
 	w.more = false
 	var n int
 	for {
 		var err error
-		n, err = netpoll.Writev(w.fd, a, b, c)
+		n, err = netpoll.Writev(w.fd, bufs)
 		switch {
 		case err == syscall.EINTR:
 			continue
@@ -151,7 +154,7 @@ func (w *fdWriter) WriteGather(a, b, c []byte) (int, error) {
 	// A short write: go on as Write does, until the socket says EAGAIN
 	// (which is what arms the wake-up when there is room again); once
 	// bytes are pending, Write keeps the rest behind them.
-	for _, p := range [3][]byte{a, b, c} {
+	for _, p := range bufs {
 		if n >= len(p) {
 			n -= len(p)
 			continue

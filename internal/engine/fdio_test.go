@@ -10,13 +10,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestWriteGather checks the buffered writer's one-call path for its
+// TestWriteVec checks the buffered writer's one-call path for its
 // buffered bytes and a large piece (Write), and for the framing behind
 // the piece too (WriteThen): nothing stays buffered, and the bytes
 // arrive whole and in order when the socket takes everything at once,
 // and when it takes part (a small send buffer), with the rest kept
 // pending and written when there is room.
-func TestWriteGather(t *testing.T) {
+func TestWriteVec(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		sndbuf int // 0: the system's default
@@ -68,28 +68,36 @@ func TestWriteGather(t *testing.T) {
 			}
 
 			want := append(append(append([]byte{}, head...), piece...), tc.then...)
-			var got []byte
-			buf := make([]byte, 64<<10)
-			for tries := 0; len(got) < len(want) && tries < 100000; tries++ {
-				if len(fw.pending) > 0 {
-					if _, err := fw.flushPending(); err != nil {
-						t.Fatal(err)
-					}
-				}
-				n, err := unix.Read(fds[1], buf)
-				if n > 0 {
-					got = append(got, buf[:n]...)
-				} else if err != nil && err != unix.EAGAIN {
-					t.Fatal(err)
-				}
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("got %d bytes, want %d in order (first difference at %d)", len(got), len(want), firstDiff(got, want))
-			}
+			readPairInOrder(t, fw, fds[1], want)
 			if fw.sent != int64(len(want)) {
 				t.Errorf("sent: %d, want %d", fw.sent, len(want))
 			}
 		})
+	}
+}
+
+// readPairInOrder reads want's length from fd, the other end of fw's
+// socket pair, writing what fw holds pending as room appears, and fails
+// the test unless the bytes are want.
+func readPairInOrder(t *testing.T, fw *fdWriter, fd int, want []byte) {
+	t.Helper()
+	var got []byte
+	buf := make([]byte, 64<<10)
+	for tries := 0; len(got) < len(want) && tries < 100000; tries++ {
+		if len(fw.pending) > 0 {
+			if _, err := fw.flushPending(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n, err := unix.Read(fd, buf)
+		if n > 0 {
+			got = append(got, buf[:n]...)
+		} else if err != nil && err != unix.EAGAIN {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("got %d bytes, want %d in order (first difference at %d)", len(got), len(want), firstDiff(got, want))
 	}
 }
 

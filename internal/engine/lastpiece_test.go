@@ -7,7 +7,7 @@ import (
 	"github.com/helios-lb/helios/internal/http1"
 )
 
-// gatherSink is a destination with WriteGather that counts its calls.
+// gatherSink is a destination with WriteVec that counts its calls.
 type gatherSink struct {
 	b     []byte
 	calls int
@@ -19,10 +19,14 @@ func (s *gatherSink) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (s *gatherSink) WriteGather(a, b, c []byte) (int, error) {
+func (s *gatherSink) WriteVec(bufs [][]byte) (int, error) {
 	s.calls++
-	s.b = append(append(append(s.b, a...), b...), c...)
-	return len(a) + len(b) + len(c), nil
+	n := 0
+	for _, p := range bufs {
+		s.b = append(s.b, p...)
+		n += len(p)
+	}
+	return n, nil
 }
 
 // TestLastPieceLeavesWithChunkEnd checks that a chunked answer's last
@@ -40,7 +44,7 @@ func TestLastPieceLeavesWithChunkEnd(t *testing.T) {
 		name       string
 		piece      int
 		tr         *trailerSection
-		wantCalls  int // WriteGather or Write calls before the flush
+		wantCalls  int // WriteVec or Write calls before the flush
 		wantBuffer bool
 	}{
 		{"large, no trailer", 3 * writeBufSize / 2, &noTrailer, 1, false},

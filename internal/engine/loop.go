@@ -166,8 +166,13 @@ type loop struct {
 	spillLater []spillJob
 	// scratchBuf is a piece of request body on its way to a buffer.
 	scratchBuf []byte
+	// gather holds the chunks of the request body being pumped, to go
+	// to its backend in one write (chunkgather.go); gatherBeforeFill is
+	// beforeFill as the lent reader's hook.
+	gather           chunkGather
+	gatherBeforeFill func()
 	// tlsGather joins a head and the piece behind it into one TLS
-	// record (tlsSink.WriteGather); made on first use.
+	// record (tlsSink.WriteVec); made on first use.
 	tlsGather []byte
 	// fwd applies the forwarding rules to the loop's requests.
 	fwd httpmsg.Forwarder
@@ -267,11 +272,13 @@ func newLoop(e *Engine, id int) (*loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &loop{eng: e, id: id, poller: p, listeners: map[int]*LoopListener{},
+	l := &loop{eng: e, id: id, poller: p, listeners: map[int]*LoopListener{},
 		pools: map[poolKey]*lpool{}, events: make([]netpoll.Event, 256),
 		readBufs: bufList{size: readBufSize}, headBufs: bufList{size: headBufSize}, writeBufs: bufList{size: writeBufSize},
 		bodyBufs:   bufList{size: bodyBufSize, max: 64},
-		h2ReadBufs: bufList{size: h2ReadBufSize}, h2OutBufs: bufList{size: h2OutBufSize}}, nil
+		h2ReadBufs: bufList{size: h2ReadBufSize}, h2OutBufs: bufList{size: h2OutBufSize}}
+	l.gatherBeforeFill = l.beforeFill
+	return l, nil
 }
 
 // post queues f to run on the loop and wakes it. A nil f stops the loop

@@ -309,6 +309,11 @@ func (p *loopProxy) checkLoops(t testing.TB, check func(l *loop) []string) {
 
 func (l *loop) invariantErrors() []string {
 	var errs []string
+	if g := &l.gather; g.n > 0 || g.owner != nil {
+		// A pump writes or drops what it gathered before it returns
+		// (chunkgather.go).
+		errs = append(errs, fmt.Sprintf("the chunk gather holds %d chunks between events", g.n))
+	}
 	bufs := map[*byte]string{}
 	own := func(b []byte, who string) {
 		if cap(b) == 0 {

@@ -19,9 +19,11 @@ type reader struct {
 	r, w int
 	pin  int
 	err  error
-	// beforeBlock, when set, runs before a read that may block; the client
-	// side uses it to flush buffered responses (pipelining batches them).
-	beforeBlock func()
+	// beforeFill, when set, runs before the reader reads more or moves
+	// its unread bytes: a request body's pump that keeps views into the
+	// buffer (the chunk gather, set while a buffer is lent) writes them
+	// out first.
+	beforeFill func()
 	// home is the connection's own buffer while a large one is lent
 	// (lend): it keeps the pinned head, homePin long, and buf holds only
 	// body bytes, so that a body streams through the large buffer in
@@ -38,6 +40,7 @@ func (b *reader) reset(src io.Reader, buf []byte) {
 	b.buf = buf
 	b.r, b.w, b.pin = 0, 0, 0
 	b.home, b.homePin, b.max = nil, 0, 0
+	b.beforeFill = nil
 	b.err = nil
 }
 
@@ -83,6 +86,7 @@ func (b *reader) lent() bool { return b.home != nil }
 // holds what the line needs, not the lent buffer. When nothing is
 // pinned, the lent buffer stays the reader's and its own is returned.
 func (b *reader) reclaim() []byte {
+	b.beforeFill = nil
 	if b.home == nil {
 		return nil
 	}
@@ -109,6 +113,9 @@ func (b *reader) reclaim() []byte {
 // fill reads more bytes into the buffer, making room by compaction. It
 // returns errBufferFull when the unread bytes already fill the buffer.
 func (b *reader) fill() error {
+	if b.beforeFill != nil {
+		b.beforeFill()
+	}
 	if b.err != nil {
 		return b.err
 	}
@@ -121,9 +128,6 @@ func (b *reader) fill() error {
 		}
 		n := copy(b.buf[b.pin:], b.buf[b.r:b.w])
 		b.r, b.w = b.pin, b.pin+n
-	}
-	if b.beforeBlock != nil {
-		b.beforeBlock()
 	}
 	end := len(b.buf)
 	if b.max > 0 && b.max < end-b.w {
@@ -200,8 +204,8 @@ func (b *reader) Read(p []byte) (int, error) {
 			return 0, b.err
 		}
 		if len(p) >= len(b.buf)-b.pin {
-			if b.beforeBlock != nil {
-				b.beforeBlock()
+			if b.beforeFill != nil {
+				b.beforeFill()
 			}
 			n, err := b.src.Read(p)
 			if err != nil && err != errWouldBlock {

@@ -116,7 +116,7 @@ func (c *lconn) pumpReq() {
 		c.pumpReqH2()
 		return
 	}
-	defer c.reclaimBodyBuf()
+	defer c.endReqPump()
 	u := c.up
 	if u == nil || !c.streaming {
 		return
@@ -130,14 +130,21 @@ func (c *lconn) pumpReq() {
 			// The buffered start of a chunked body went out as one
 			// chunk; its end goes now that its file part has.
 			c.prefixCRLF = false
+			c.l.flushGather()
 			http1.WriteChunkEnd(&u.w)
 		}
 		p, err := c.reqPiece(c.opts.outputLimit() - len(u.fw.pending))
 		if len(p) > 0 {
 			c.bodySent = true
-			if chunked {
+			switch {
+			case chunked && c.rd.lent():
+				// A view into the lent buffer: gathered with the
+				// read's other chunks (chunkgather.go).
+				c.l.gatherChunk(c, p)
+			case chunked:
+				c.l.flushGather()
 				http1.WriteChunk(&u.w, p)
-			} else {
+			default:
 				u.w.Write(p)
 			}
 			c.bodyDeadline = 0
@@ -154,8 +161,12 @@ func (c *lconn) pumpReq() {
 		switch {
 		case err == nil:
 		case err == io.EOF:
-			if chunked {
-				http1.WriteLastChunk(&u.w, &c.reqTrailer().hdr)
+			switch tr := c.reqTrailer(); {
+			case chunked && tr.empty():
+				c.l.endChunks(c)
+			case chunked:
+				c.l.flushGather()
+				http1.WriteLastChunk(&u.w, &tr.hdr)
 			}
 			c.streaming = false
 			c.bodyDeadline = 0
@@ -167,6 +178,7 @@ func (c *lconn) pumpReq() {
 			return
 		case err == errWouldBlock:
 			// Send what there is while the client is quiet.
+			c.l.flushGather()
 			if u.w.flush() != nil {
 				c.upWriteFailed(u.w.err)
 				return
@@ -206,7 +218,9 @@ func (c *lconn) reqPiece(room int) ([]byte, error) {
 	room = max(room, 1)
 	if !c.rd.lent() && len(c.rd.buf) < bodyBufSize && !c.reqBody.done {
 		big := c.l.bodyBufs.get()
-		if !c.rd.lend(big) {
+		if c.rd.lend(big) {
+			c.rd.beforeFill = c.l.gatherBeforeFill
+		} else {
 			c.l.bodyBufs.put(big)
 		}
 	}
@@ -219,10 +233,19 @@ func (c *lconn) reqPiece(room int) ([]byte, error) {
 	return p, err
 }
 
+// endReqPump ends a pump of a request body to an HTTP/1.1 backend: the
+// chunks it gathered go to the backend, and the lent buffer back to the
+// loop.
+func (c *lconn) endReqPump() {
+	c.l.flushGather()
+	c.reclaimBodyBuf()
+}
+
 // reclaimBodyBuf ends reqPiece's lend, giving the loop back the lent
 // buffer, or the reader's own one when the lent one keeps a pipelined
 // request that does not fit there (reader.reclaim).
 func (c *lconn) reclaimBodyBuf() {
+	c.l.dropGather(c) // views into the lent buffer
 	if b := c.rd.reclaim(); b != nil {
 		c.l.putClientBuf(b)
 	}

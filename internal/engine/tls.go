@@ -345,36 +345,46 @@ type tlsSink struct{ c *lconn }
 
 func (s tlsSink) Write(p []byte) (int, error) { return s.c.tls.Write(p) }
 
-// tlsGatherSize bounds what WriteGather gathers: one TLS record's
+// tlsGatherSize bounds what WriteVec gathers: one TLS record's
 // plaintext.
 const tlsGatherSize = 16 << 10
 
-// WriteGather writes a, b and then c (a head, a piece behind it and the
-// framing that ends it) as one plaintext when they fit a record
+// WriteVec writes the slices of bufs in order (a head, a piece behind it
+// and the framing that ends it) as one plaintext when they fit a record
 // together, so that they leave in one record and one system call, not
 // two or three (writer.Write, writer.WriteThen). The loop's gather
 // buffer is used only here, during the call.
-func (s tlsSink) WriteGather(a, b, c []byte) (int, error) {
-	l := s.c.l
-	total := len(a) + len(b) + len(c)
+func (s tlsSink) WriteVec(bufs [][]byte) (int, error) {
+	return writeTLSVec(s.c.tls.Write, &s.c.l.tlsGather, bufs)
+}
+
+// writeTLSVec writes bufs through write (a tls.Conn's), gathered into
+// one plaintext in *gather (made on first use) when they fit a record.
+func writeTLSVec(write func([]byte) (int, error), gather *[]byte, bufs [][]byte) (int, error) {
+	total := 0
+	for _, p := range bufs {
+		total += len(p)
+	}
 	if total > tlsGatherSize {
-		for _, p := range [3][]byte{a, b, c} {
+		for _, p := range bufs {
 			if len(p) == 0 {
 				continue
 			}
-			if _, err := s.c.tls.Write(p); err != nil {
+			if _, err := write(p); err != nil {
 				return 0, err
 			}
 		}
 		return total, nil
 	}
-	if l.tlsGather == nil {
-		l.tlsGather = make([]byte, tlsGatherSize)
+	if *gather == nil {
+		*gather = make([]byte, tlsGatherSize)
 	}
-	n := copy(l.tlsGather, a)
-	n += copy(l.tlsGather[n:], b)
-	n += copy(l.tlsGather[n:], c)
-	if _, err := s.c.tls.Write(l.tlsGather[:n]); err != nil {
+	g := *gather
+	n := 0
+	for _, p := range bufs {
+		n += copy(g[n:], p)
+	}
+	if _, err := write(g[:n]); err != nil {
 		return 0, err
 	}
 	return total, nil

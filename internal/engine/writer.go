@@ -8,10 +8,10 @@ import (
 
 var indexByte = bytes.IndexByte
 
-// gatherWriter is a destination that can write three slices in one call
+// vecWriter is a destination that can write several slices in one call
 // (fdWriter, with writev(2); tlsSink, in one record).
-type gatherWriter interface {
-	WriteGather(a, b, c []byte) (int, error)
+type vecWriter interface {
+	WriteVec(bufs [][]byte) (int, error)
 }
 
 // writer is a buffered writer over one connection. Responses to pipelined
@@ -22,6 +22,9 @@ type writer struct {
 	buf []byte
 	n   int
 	err error
+	// vec holds the slices of one WriteVec call (a slice literal passed
+	// through the interface would be allocated each time).
+	vec [3][]byte
 }
 
 func (w *writer) reset(dst io.Writer, buf []byte) {
@@ -59,10 +62,12 @@ func (w *writer) Write(p []byte) (int, error) {
 		w.n += copy(w.buf[w.n:], p)
 		return len(p), nil
 	}
-	if gw, ok := w.dst.(gatherWriter); ok && w.n > 0 && len(p) >= len(w.buf)/2 {
+	if vw, ok := w.dst.(vecWriter); ok && w.n > 0 && len(p) >= len(w.buf)/2 {
 		// The buffered bytes (a head, a chunk's size line) and a large
 		// piece leave in one system call.
-		_, err := gw.WriteGather(w.buf[:w.n], p, nil)
+		w.vec[0], w.vec[1] = w.buf[:w.n], p
+		_, err := vw.WriteVec(w.vec[:2])
+		w.vec = [3][]byte{}
 		w.n = 0
 		if err != nil {
 			w.err = err
@@ -90,7 +95,7 @@ func (w *writer) Write(p []byte) (int, error) {
 // buffered bytes and a large p at once, s goes with them, in the same
 // system call, instead of waiting in the buffer for a flush of its own.
 func (w *writer) WriteThen(p []byte, s string) {
-	gw, ok := w.dst.(gatherWriter)
+	vw, ok := w.dst.(vecWriter)
 	if !ok || w.err != nil || w.n == 0 || len(p) <= len(w.buf)-w.n || len(p) < len(w.buf)/2 || len(s) > len(w.buf)-w.n {
 		w.Write(p)
 		w.WriteString(s)
@@ -98,7 +103,36 @@ func (w *writer) WriteThen(p []byte, s string) {
 	}
 	m := w.n
 	w.n += copy(w.buf[m:], s)
-	_, err := gw.WriteGather(w.buf[:m], p, w.buf[m:w.n])
+	w.vec = [3][]byte{w.buf[:m], p, w.buf[m:w.n]}
+	_, err := vw.WriteVec(w.vec[:])
+	w.vec = [3][]byte{}
+	w.n = 0
+	if err != nil {
+		w.err = err
+	}
+}
+
+// writeVecAfter writes the buffered bytes and then the slices of
+// bufs[1:] (bufs[0] is the writer's to fill), in one system call when
+// the destination gathers, else in order.
+func (w *writer) writeVecAfter(bufs [][]byte) {
+	if w.err != nil {
+		return
+	}
+	bufs[0] = w.buf[:w.n]
+	var err error
+	if vw, ok := w.dst.(vecWriter); ok {
+		_, err = vw.WriteVec(bufs)
+	} else {
+		for _, p := range bufs {
+			if len(p) > 0 {
+				if _, err = w.dst.Write(p); err != nil {
+					break
+				}
+			}
+		}
+	}
+	bufs[0] = nil
 	w.n = 0
 	if err != nil {
 		w.err = err

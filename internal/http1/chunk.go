@@ -3,6 +3,7 @@ package http1
 import (
 	"bytes"
 	"errors"
+	"strconv"
 
 	"github.com/helios-lb/helios/internal/httpmsg"
 )
@@ -79,7 +80,7 @@ func WriteChunk(w Sink, p []byte) {
 
 // finalChunkEnd follows a chunked body's last piece of data when no
 // trailer fields do: the piece's CRLF, the last chunk and the empty line.
-const finalChunkEnd = "\r\n0\r\n\r\n"
+const finalChunkEnd = ChunkEnd + LastChunk
 
 // thenWriter is a Sink that can write a piece and the short framing
 // behind it together (the engine's buffered writer: in one system call
@@ -109,6 +110,19 @@ func WriteChunkHead(w Sink, n int64) {
 	w.WriteString("\r\n")
 }
 
+// AppendChunkHead appends WriteChunkHead's size line to b.
+func AppendChunkHead(b []byte, n int64) []byte {
+	return append(strconv.AppendInt(b, n, 16), "\r\n"...)
+}
+
+// ChunkEnd is what ends a chunk's data (WriteChunkEnd), and LastChunk the
+// end of a chunked body with no trailer fields (WriteLastChunk), as
+// constants for writers that gather slices.
+const (
+	ChunkEnd  = "\r\n"
+	LastChunk = "0\r\n\r\n"
+)
+
 // WriteLastChunk ends a chunked body: the last chunk, the trailer section
 // (its fields that may travel in a trailer) and the empty line.
 func WriteLastChunk(w Sink, trailer *httpmsg.Header) {
@@ -123,4 +137,4 @@ func WriteLastChunk(w Sink, trailer *httpmsg.Header) {
 func WriteChunkedFraming(w Sink) { w.WriteString("Transfer-Encoding: chunked\r\n") }
 
 // WriteChunkEnd ends a chunk's data, written after WriteChunkHead.
-func WriteChunkEnd(w Sink) { w.WriteString("\r\n") }
+func WriteChunkEnd(w Sink) { w.WriteString(ChunkEnd) }

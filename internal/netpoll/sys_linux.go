@@ -35,13 +35,20 @@ func Write(fd int, p []byte) (int, error) {
 	return int(r), nil
 }
 
-// Writev writes a, b and then c to a non-blocking socket in one system
-// call (see Read); any may be empty.
-func Writev(fd int, a, b, c []byte) (int, error) {
-	var iov [3]unix.Iovec
+// MaxWritev is the most slices Writev writes in one call; it writes the
+// first MaxWritev of more (a short write).
+const MaxWritev = 64
+
+// Writev writes the slices of bufs in order to a non-blocking socket in
+// one system call (see Read); any may be empty.
+func Writev(fd int, bufs [][]byte) (int, error) {
+	var iov [MaxWritev]unix.Iovec
 	n := 0
-	for _, p := range [3][]byte{a, b, c} {
+	for _, p := range bufs {
 		if len(p) > 0 {
+			if n == MaxWritev {
+				break
+			}
 			iov[n].Base = &p[0]
 			iov[n].SetLen(len(p))
 			n++

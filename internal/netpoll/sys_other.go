@@ -17,12 +17,16 @@ func Read(fd int, p []byte) (int, error) { return unix.Read(fd, p) }
 // Write writes a non-blocking socket.
 func Write(fd int, p []byte) (int, error) { return unix.Write(fd, p) }
 
-// Writev writes a, b and then c to a non-blocking socket (a call each
-// here: writev is not in x/sys/unix on every system); any may be empty.
-// It stops at the first short write.
-func Writev(fd int, a, b, c []byte) (int, error) {
+// MaxWritev is the most slices Writev writes in one call (all of them
+// here: a call each).
+const MaxWritev = 64
+
+// Writev writes the slices of bufs in order to a non-blocking socket (a
+// call each here: writev is not in x/sys/unix on every system); any may
+// be empty. It stops at the first short write.
+func Writev(fd int, bufs [][]byte) (int, error) {
 	n := 0
-	for _, p := range [3][]byte{a, b, c} {
+	for _, p := range bufs {
 		if len(p) == 0 {
 			continue
 		}

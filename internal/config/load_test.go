@@ -419,6 +419,30 @@ logging: {level: loud, format: ${FORMAT}
 	}
 }
 
+// TestNameWithLineBreak: a name YAML folds over a blank line holds a line
+// break; it is refused at its own line with the name quoted, is not offered
+// as a defined upstream, and every problem stays on one line.
+func TestNameWithLineBreak(t *testing.T) {
+	src := `listeners: [{name: web, address: ":8080"}]
+routes:
+  - name: r
+    upstream: app
+upstreams:
+  - name: app
+
+      x
+    backends: [{address: "127.0.0.1:9000"}]
+`
+	_, ps := parseProblems(t, src, nil)
+	want := strings.Join([]string{
+		`t.yaml:4: routes[0].upstream: upstream "app" is not defined (no upstreams are defined)`,
+		`t.yaml:6: upstreams[0].name: "app\nx" has a control character such as a line break (a name is printable text on one line)`,
+	}, "\n")
+	if got := ps.Error(); got != want {
+		t.Errorf("got\n%v\nwant\n%v", got, want)
+	}
+}
+
 func TestLoad(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 )
 
 // The "what is allowed" parts of messages used in more than one place.
@@ -99,12 +100,17 @@ func (v *validator) warnf(path, format string, args ...any) {
 	v.warnings = append(v.warnings, w)
 }
 
-// name checks that name, at path, is set and not already in seen, which
-// maps names to the path of the item that used them first.
+// name checks that name, at path, is set, printable and not already in
+// seen, which maps names to the path of the item that used them first. A
+// name goes into log lines, metric labels and admin API paths, so a line
+// break or other control character in it is refused (YAML folds a plain
+// scalar over a blank line into one with a line break).
 func (v *validator) name(seen map[string]string, path, owner, name, kind string) {
 	switch first, dup := seen[name]; {
 	case name == "":
 		v.addf(path, "missing (a name, unique among %s)", kind)
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		v.addf(path, "%q has a control character such as a line break (a name is printable text on one line)", name)
 	case dup:
 		v.addf(path, "%q is already used by %s (names must be unique)", name, first)
 	default:

@@ -59,6 +59,8 @@ type Engine struct {
 	// fds is the descriptor budget backend connections draw on (nil:
 	// none; descriptors.go).
 	fds Descriptors
+	// wrapPoller is EngineOptions.wrapPoller.
+	wrapPoller func(netpoll.Poller) netpoll.Poller
 }
 
 // spillSize is the most a loop hands the spill goroutine in one write.
@@ -77,6 +79,9 @@ type EngineOptions struct {
 	// it waits for one to close (as at a backend's connection cap).
 	// Nil: no budget.
 	Descriptors Descriptors
+	// wrapPoller, when set, stands between each loop and its poller
+	// (tests withhold chosen events with it).
+	wrapPoller func(netpoll.Poller) netpoll.Poller
 }
 
 // Descriptors is a descriptor budget backend connections draw on
@@ -101,7 +106,7 @@ func NewEngine(s wire.Stepper, o EngineOptions) (*Engine, error) {
 	if o.Poller == "" {
 		o.Poller = netpoll.Native()
 	}
-	e := &Engine{stepper: s, status: http1.NewStatusLines(), lookup: lookupHost, resolveEvery: resolveEvery, resolveRetry: resolveRetry, kind: o.Poller, fds: o.Descriptors}
+	e := &Engine{stepper: s, status: http1.NewStatusLines(), lookup: lookupHost, resolveEvery: resolveEvery, resolveRetry: resolveRetry, kind: o.Poller, fds: o.Descriptors, wrapPoller: o.wrapPoller}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.spills = make(chan spillJob, 1024)
 	e.spillBufs.New = func() any { b := make([]byte, spillSize); return &b }

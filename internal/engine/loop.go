@@ -135,6 +135,11 @@ type loop struct {
 
 	mu    sync.Mutex
 	queue []func()
+	// posted: the queue has work the loop has not taken yet (post sets
+	// it, runQueue clears it); the loop looks at it after every batch,
+	// so posted work does not wait for the wake-up's own event behind
+	// every socket that was ready before it.
+	posted atomic.Bool
 	// stopping: the stop has been posted; nothing more is taken.
 	stopping bool
 
@@ -272,6 +277,9 @@ func newLoop(e *Engine, id int) (*loop, error) {
 	if err != nil {
 		return nil, err
 	}
+	if e.wrapPoller != nil {
+		p = e.wrapPoller(p)
+	}
 	l := &loop{eng: e, id: id, poller: p, listeners: map[int]*LoopListener{},
 		pools: map[poolKey]*lpool{}, events: make([]netpoll.Event, 256),
 		readBufs: bufList{size: readBufSize}, headBufs: bufList{size: headBufSize}, writeBufs: bufList{size: writeBufSize},
@@ -292,6 +300,7 @@ func (l *loop) post(f func()) bool {
 	}
 	l.stopping = f == nil
 	l.queue = append(l.queue, f)
+	l.posted.Store(true)
 	l.mu.Unlock()
 	l.poller.Wake()
 	return true
@@ -349,6 +358,17 @@ func (l *loop) run() {
 			l.handshakesWoken = false
 			runtime.Gosched()
 		}
+		if l.posted.Load() {
+			// Work posted meanwhile (a finished handshake, say) runs
+			// now: its wake-up event would come in a later batch, behind
+			// every socket ready before it, which under load is many.
+			if !l.runQueue() {
+				l.releaseHeld()
+				l.closeAll()
+				return
+			}
+			l.releaseHeld()
+		}
 	}
 }
 
@@ -380,6 +400,7 @@ func (l *loop) runQueue() bool {
 	l.mu.Lock()
 	q := l.queue
 	l.queue = nil
+	l.posted.Store(false)
 	l.mu.Unlock()
 	for _, f := range q {
 		if f == nil {
@@ -501,9 +522,16 @@ func (l *loop) accept(ll *LoopListener, lfd int) {
 		}
 		if c.opts.TLS != nil {
 			c.awaitHello(c.opts.TLS)
+			// Read the ClientHello now: a client sends it with its
+			// first bytes, and waiting for the socket's event would put
+			// the handshake behind every socket ready before it.
+			l.deliver(c, evIn)
 			continue
 		}
 		c.setDeadline(dlIdle, c.opts.IdleTimeout)
+		// Likewise the request: it usually came with the connection.
+		// Through deliver, so a panic costs this connection only.
+		l.deliver(c, evIn)
 	}
 }
 

@@ -77,6 +77,8 @@ type loopConfig struct {
 	// the route to the upstream (nil: none).
 	upPolicy *proxy.Policy
 	upCond   *route.Cond
+	// wrapPoller stands between each loop and its poller (nil: none).
+	wrapPoller func(netpoll.Poller) netpoll.Poller
 }
 
 // pollers are the drivers every engine test runs on.
@@ -169,7 +171,7 @@ func startLoopProxy(t testing.TB, k netpoll.Kind, cfg loopConfig) *loopProxy {
 	if !cfg.bare {
 		stepper = &checkedStepper{p: p, s: p.pipe}
 	}
-	p.eng, err = NewEngine(stepper, EngineOptions{Loops: max(cfg.loops, 1), Poller: cfg.poller})
+	p.eng, err = NewEngine(stepper, EngineOptions{Loops: max(cfg.loops, 1), Poller: cfg.poller, wrapPoller: cfg.wrapPoller})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,36 +139,6 @@ func connectWhileBlocked(t *testing.T, p *loopProxy, send func(nc net.Conn)) net
 	return nc
 }
 
-// TestLoopRequestAtAccept: a request that came with its connection is
-// read and answered at the accept, with no event of the connection.
-func TestLoopRequestAtAccept(t *testing.T) { run(t, testLoopRequestAtAccept) }
-
-func testLoopRequestAtAccept(t *testing.T, k netpoll.Kind) {
-	var clients clientFDs
-	p, h := startHolding(t, k, loopConfig{acceptControl: clients.accepted}, clients.pick)
-	nc := connectWhileBlocked(t, p, func(nc net.Conn) {
-		if _, err := nc.Write([]byte("GET /fixed/a HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
-			t.Fatal(err)
-		}
-	})
-	c := &rawClient{t: t, nc: nc, br: bufio.NewReader(nc)}
-	nc.SetReadDeadline(time.Now().Add(3 * time.Second))
-	r, err := c.tryRead("GET")
-	if err != nil {
-		t.Fatalf("with the connection's events held back: %v; want the answer read at the accept", err)
-	}
-	if r.status != 200 || r.body != "fixed" {
-		t.Fatalf("got (%d, %q), want (200, fixed)", r.status, r.body)
-	}
-	// With its events back, the connection goes on as any other.
-	h.release()
-	nc.SetDeadline(time.Now().Add(testTimeout))
-	c.send("GET /fixed/b HTTP/1.1\r\nHost: x\r\n\r\n")
-	if r := c.read("GET"); r.status != 200 {
-		t.Fatalf("second request: got %d, want 200", r.status)
-	}
-}
-
 // countingConn counts the bytes read from its connection.
 type countingConn struct {
 	net.Conn

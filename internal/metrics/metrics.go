@@ -100,7 +100,7 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "helios_request_duration_seconds",
 			Help:    "Time from a complete request head to the end of the response, by route and upstream.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+			Buckets: durationBuckets,
 		}, []string{"route", "upstream"}),
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "helios_health_checks_total",
@@ -169,7 +169,7 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 		policy: newPolicyDescs(),
 	}
 	m.mirror = newMirrorDescs()
-	m.noRoute.Duration = m.duration.WithLabelValues(noRouteLabel, "")
+	m.noRoute.Duration = newDurations(m.duration.WithLabelValues(noRouteLabel, ""))
 	for _, c := range []prometheus.Collector{
 		m.duration, m.checks, m.discovery, m,
 		prometheus.NewGoCollector(),
@@ -185,7 +185,7 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 // RouteStats returns counters for a route, with its duration histogram
 // wired. The server keeps them across reloads for routes that stay.
 func (m *Metrics) RouteStats(route, upstreamName string) *proxy.RouteStats {
-	return &proxy.RouteStats{Duration: m.duration.WithLabelValues(route, upstreamName)}
+	return &proxy.RouteStats{Duration: newDurations(m.duration.WithLabelValues(route, upstreamName))}
 }
 
 // HealthCheckResult counts one active check (an OnResult hook).

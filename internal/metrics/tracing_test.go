@@ -74,3 +74,58 @@ func TestExemplarsAndTracingCounters(t *testing.T) {
 		}
 	}
 }
+
+// TestExemplarsOnePerBucketASecond: a bucket takes a sampled request's
+// trace id as its exemplar at most once a second (by the requests' ends);
+// another bucket takes its own meanwhile, and every request is observed.
+func TestExemplarsOnePerBucketASecond(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, fakeSource{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &proxy.Route{Name: "app", Stats: m.RouteStats("app", "up")}
+	start := time.Unix(1_800_000_000, 0)
+	ids := make([]tracing.TraceID, 5)
+	sampled := func(i int, at time.Time, d time.Duration) {
+		ids[i] = tracing.NewTraceID()
+		count(rt.Stats, &proxy.Record{Route: rt, Status: 200, Start: at, Duration: d, Trace: tracing.Span{TraceID: ids[i], Sampled: true}})
+	}
+	sampled(0, start, 3*time.Millisecond)                             // le=0.005: taken
+	sampled(1, start.Add(500*time.Millisecond), 3*time.Millisecond)   // le=0.005, 0.5 s later: not
+	sampled(2, start.Add(600*time.Millisecond), 300*time.Millisecond) // le=0.5: its own
+	exemplars := func() (map[float64]string, uint64) {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[float64]string{}
+		var n uint64
+		for _, mf := range mfs {
+			if mf.GetName() != "helios_request_duration_seconds" {
+				continue
+			}
+			for _, mt := range mf.GetMetric() {
+				if mt.GetLabel()[0].GetValue() != "app" {
+					continue
+				}
+				n = mt.GetHistogram().GetSampleCount()
+				for _, b := range mt.GetHistogram().GetBucket() {
+					if e := b.GetExemplar(); e != nil {
+						got[b.GetUpperBound()] = e.GetLabel()[0].GetValue()
+					}
+				}
+			}
+		}
+		return got, n
+	}
+	got, n := exemplars()
+	want := map[float64]string{0.005: ids[0].String(), 0.5: ids[2].String()}
+	if n != 3 || len(got) != 2 || got[0.005] != want[0.005] || got[0.5] != want[0.5] {
+		t.Fatalf("got exemplars %v over %d observations, want %v over 3", got, n, want)
+	}
+	sampled(3, start.Add(1100*time.Millisecond), 3*time.Millisecond) // le=0.005, over a second after the first: taken
+	if got, _ := exemplars(); got[0.005] != ids[3].String() {
+		t.Errorf("a second on: got exemplar %s, want %s", got[0.005], ids[3])
+	}
+}

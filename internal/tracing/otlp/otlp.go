@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -97,6 +98,8 @@ type Exporter struct {
 
 	tp     *sdktrace.TracerProvider
 	tracer trace.Tracer
+	// attrs is the worker's scratch for a span's attributes.
+	attrs []attribute.KeyValue
 
 	dropped, failed, exported atomic.Uint64
 }

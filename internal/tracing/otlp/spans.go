@@ -38,21 +38,31 @@ type request struct {
 
 func copyRequest(ex wire.Exchange, r *proxy.Record) *request {
 	q := &request{
-		span:      r.Trace,
-		start:     r.Start,
-		duration:  r.Duration,
-		method:    string(ex.Method()),
-		host:      string(ex.Host()),
-		path:      string(ex.Path()),
-		proto:     string(ex.Proto()),
-		userAgent: string(ex.Header("User-Agent")),
-		tls:       string(ex.TLSVersion()),
-		requestID: string(r.RequestID.Bytes()),
-		client:    ex.ClientAddr(),
-		status:    r.Status,
-		bytes:     r.Bytes,
-		err:       r.Err,
+		span:     r.Trace,
+		start:    r.Start,
+		duration: r.Duration,
+		client:   ex.ClientAddr(),
+		status:   r.Status,
+		bytes:    r.Bytes,
+		err:      r.Err,
 	}
+	// The request's texts, in one string (one allocation, not seven):
+	// each field is a piece of it.
+	fields := [...][]byte{ex.Method(), ex.Host(), ex.Path(), ex.Proto(), ex.Header("User-Agent"), ex.TLSVersion(), r.RequestID.Bytes()}
+	var stack [512]byte
+	all := stack[:0]
+	for _, f := range fields {
+		all = append(all, f...)
+	}
+	text := string(all)
+	var at int
+	piece := func(i int) string {
+		p := text[at : at+len(fields[i])]
+		at += len(fields[i])
+		return p
+	}
+	q.method, q.host, q.path, q.proto = piece(0), piece(1), piece(2), piece(3)
+	q.userAgent, q.tls, q.requestID = piece(4), piece(5), piece(6)
 	if r.Route != nil {
 		q.route = r.Route.Name
 	}
@@ -94,9 +104,13 @@ func (e *Exporter) emit(q *request) {
 	if q.route != "" {
 		name += " " + q.route
 	}
+	// Attributes are set on the started span, not passed as a start
+	// option, and made in the worker's scratch slice: the span copies
+	// them (an option would be copied once more).
 	ctx, server := e.tracer.Start(withIDs(ctx, s.TraceID, s.SpanID), name,
-		trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(q.start),
-		trace.WithAttributes(q.serverAttributes()...))
+		trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(q.start))
+	e.attrs = q.serverAttributes(e.attrs[:0])
+	server.SetAttributes(e.attrs...)
 	if q.status >= 500 {
 		server.SetStatus(codes.Error, "")
 	}
@@ -117,8 +131,9 @@ func (e *Exporter) emit(q *request) {
 		start = clamp(start, q.start, end)
 		aend = clamp(aend, start, end)
 		_, client := e.tracer.Start(withIDs(ctx, s.TraceID, a.SpanID), q.method,
-			trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start),
-			trace.WithAttributes(q.attemptAttributes(i, a)...))
+			trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start))
+		e.attrs = q.attemptAttributes(e.attrs[:0], i, a)
+		client.SetAttributes(e.attrs...)
 		if a.Err != nil || a.Status >= 400 {
 			client.SetStatus(codes.Error, errorType(a.Err, a.Status))
 		}
@@ -137,13 +152,14 @@ func clamp(t, lo, hi time.Time) time.Time {
 	return t
 }
 
-// serverAttributes follow the HTTP server span conventions.
-func (q *request) serverAttributes() []attribute.KeyValue {
+// serverAttributes appends the attributes of the HTTP server span
+// conventions to kv.
+func (q *request) serverAttributes(kv []attribute.KeyValue) []attribute.KeyValue {
 	scheme := "http"
 	if q.tls != "" {
 		scheme = "https"
 	}
-	kv := []attribute.KeyValue{
+	kv = append(kv,
 		semconv.HTTPRequestMethodKey.String(q.method),
 		semconv.URLPathKey.String(q.path),
 		semconv.URLSchemeKey.String(scheme),
@@ -154,9 +170,10 @@ func (q *request) serverAttributes() []attribute.KeyValue {
 		semconv.HTTPResponseBodySizeKey.Int64(q.bytes),
 		attrRequestID.String(q.requestID),
 		attrAttempts.Int(len(q.span.Attempts)),
-	}
+	)
 	if q.client.IsValid() {
-		kv = append(kv, semconv.ClientAddressKey.String(q.client.String()), semconv.NetworkPeerAddressKey.String(q.client.String()))
+		client := q.client.String()
+		kv = append(kv, semconv.ClientAddressKey.String(client), semconv.NetworkPeerAddressKey.String(client))
 	}
 	if q.userAgent != "" {
 		kv = append(kv, semconv.UserAgentOriginalKey.String(q.userAgent))
@@ -176,17 +193,17 @@ func (q *request) serverAttributes() []attribute.KeyValue {
 	return kv
 }
 
-// attemptAttributes follow the HTTP client span conventions; the retry
-// number is http.request.resend_count.
-func (q *request) attemptAttributes(i int, a *tracing.Attempt) []attribute.KeyValue {
-	kv := []attribute.KeyValue{
+// attemptAttributes appends the attributes of the HTTP client span
+// conventions to kv; the retry number is http.request.resend_count.
+func (q *request) attemptAttributes(kv []attribute.KeyValue, i int, a *tracing.Attempt) []attribute.KeyValue {
+	kv = append(kv,
 		semconv.HTTPRequestMethodKey.String(q.method),
 		semconv.URLPathKey.String(q.path),
 		attrQueue.Float64(a.Timing.Queue.Seconds()),
 		attrConnect.Float64(a.Timing.Connect.Seconds()),
 		attrFirstByte.Float64(a.Timing.FirstByte.Seconds()),
 		attrOutcome.String(outcome(a)),
-	}
+	)
 	if host, port, err := net.SplitHostPort(a.Backend); err == nil {
 		kv = append(kv, semconv.ServerAddressKey.String(host), semconv.NetworkPeerAddressKey.String(host))
 		if p, err := strconv.Atoi(port); err == nil {

@@ -74,6 +74,39 @@ type fdWriter struct {
 	// more marks the next write as followed at once by more (a file),
 	// so the kernel holds it for one segment with what follows.
 	more bool
+	// gathering, while set (gather), collects what is written instead of
+	// writing it, for endGather to send in one system call.
+	gathering *[]byte
+}
+
+// gather makes the writes up to endGather collect in *buf (empty; the
+// loop's, reused) rather than leave one system call each: a tls.Conn
+// writes each record of a large plaintext on its own. With bytes
+// pending, writes are kept behind them as always.
+func (w *fdWriter) gather(buf *[]byte) {
+	w.gathering = buf
+}
+
+// endGather sends what gather collected, in one write; what the socket
+// does not take is kept in pending, as Write keeps it.
+func (w *fdWriter) endGather() error {
+	g := w.gathering
+	w.gathering = nil
+	b := *g
+	*g = b[:0]
+	if len(b) == 0 {
+		return nil
+	}
+	n, err := writeFD(w.fd, b)
+	w.sent += int64(n)
+	if err != nil {
+		return err
+	}
+	if n < len(b) {
+		w.keep(b[n:])
+		w.p.Blocked(w.fd)
+	}
+	return nil
 }
 
 // queueFile queues bytes [off, end) of the open file fd behind what is
@@ -92,6 +125,10 @@ func (w *fdWriter) busy() bool { return len(w.pending) > 0 || w.fileLeft() }
 func (w *fdWriter) Write(p []byte) (int, error) {
 	if len(w.pending) > 0 {
 		w.keep(p)
+		return len(p), nil
+	}
+	if w.gathering != nil {
+		*w.gathering = append(*w.gathering, p...)
 		return len(p), nil
 	}
 	var (

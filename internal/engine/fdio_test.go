@@ -111,3 +111,81 @@ func firstDiff(a, b []byte) int {
 	}
 	return n
 }
+
+// TestGatherOneWrite: what is written between gather and endGather (a
+// tls.Conn's records of one large plaintext) leaves in one system call
+// (a SOCK_SEQPACKET pair keeps each write a message of its own); with a
+// small send buffer the rest stays pending and goes out in order; with
+// bytes already pending, what is gathered stays behind them.
+func TestGatherOneWrite(t *testing.T) {
+	records := [][]byte{bytes.Repeat([]byte("a"), 16<<10), bytes.Repeat([]byte("b"), 16<<10), []byte("tail")}
+	var want []byte
+	for _, r := range records {
+		want = append(want, r...)
+	}
+	pair := func(t *testing.T, typ, sndbuf int) (*fdWriter, int) {
+		fds, err := unix.Socketpair(unix.AF_UNIX, typ|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
+		if sndbuf > 0 {
+			if err := unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_SNDBUF, sndbuf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, err := netpoll.New(netpoll.Native())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Shutdown() })
+		return &fdWriter{fd: fds[0], p: p, file: -1}, fds[1]
+	}
+	gather := func(t *testing.T, fw *fdWriter, buf *[]byte) {
+		fw.gather(buf)
+		for _, r := range records {
+			if n, err := fw.Write(r); n != len(r) || err != nil {
+				t.Fatalf("Write: %d, %v", n, err)
+			}
+		}
+		if err := fw.endGather(); err != nil {
+			t.Fatal(err)
+		}
+		if len(*buf) != 0 || fw.gathering != nil {
+			t.Errorf("after endGather: %d bytes left in the buffer, gathering %v; want none", len(*buf), fw.gathering != nil)
+		}
+	}
+
+	t.Run("one message", func(t *testing.T) {
+		fw, peer := pair(t, unix.SOCK_SEQPACKET, 0)
+		var buf []byte
+		gather(t, fw, &buf)
+		got := make([]byte, 128<<10)
+		n, err := unix.Read(peer, got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got[:n], want) {
+			t.Fatalf("first message: %d bytes, want all %d of the records in one", n, len(want))
+		}
+		if n, _ := unix.Read(peer, got); n > 0 {
+			t.Errorf("a second message of %d bytes, want none", n)
+		}
+	})
+	t.Run("partial", func(t *testing.T) {
+		fw, peer := pair(t, unix.SOCK_STREAM, 4096)
+		var buf []byte
+		gather(t, fw, &buf)
+		if len(fw.pending) == 0 {
+			t.Fatal("a 4 KiB send buffer took everything: the partial case did not happen")
+		}
+		readPairInOrder(t, fw, peer, want)
+	})
+	t.Run("behind pending", func(t *testing.T) {
+		fw, peer := pair(t, unix.SOCK_STREAM, 0)
+		fw.keep([]byte("first"))
+		var buf []byte
+		gather(t, fw, &buf)
+		readPairInOrder(t, fw, peer, append([]byte("first"), want...))
+	})
+}

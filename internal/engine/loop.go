@@ -179,6 +179,9 @@ type loop struct {
 	// tlsGather joins a head and the piece behind it into one TLS
 	// record (tlsSink.WriteVec); made on first use.
 	tlsGather []byte
+	// tlsRecords gathers the records of one large TLS write, to leave
+	// in one system call (tlsSink.endGather).
+	tlsRecords []byte
 	// fwd applies the forwarding rules to the loop's requests.
 	fwd httpmsg.Forwarder
 

@@ -280,7 +280,7 @@ func (o h2upOutput) Write(p []byte) (int, error) {
 	var n int
 	var err error
 	if tc := hu.tls.tc; tc != nil {
-		n, err = tc.Write(p)
+		n, err = hu.l.tlsWrite(tc, &hu.fw, p)
 	} else {
 		n, err = hu.fw.Write(p)
 	}

@@ -180,7 +180,7 @@ type loop struct {
 	// record (tlsSink.WriteVec); made on first use.
 	tlsGather []byte
 	// tlsRecords gathers the records of one large TLS write, to leave
-	// in one system call (tlsSink.endGather).
+	// in one system call (loop.tlsWrite).
 	tlsRecords []byte
 	// fwd applies the forwarding rules to the loop's requests.
 	fwd httpmsg.Forwarder

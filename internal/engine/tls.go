@@ -343,21 +343,26 @@ func (s tlsSource) Read(p []byte) (int, error) {
 // the connection's fdWriter, which keeps what the socket does not take.
 type tlsSink struct{ c *lconn }
 
-func (s tlsSink) Write(p []byte) (int, error) {
+func (s tlsSink) Write(p []byte) (int, error) { return s.c.l.tlsWrite(s.c.tls, &s.c.fw, p) }
+
+// tlsWrite writes p through tc, whose records go to fw. A plaintext of
+// more than one record leaves in one system call, not one a record
+// (crypto/tls writes each record to its conn on its own: a bulk
+// download's 64 KiB of HTTP/2 frames left in five writes, four full
+// records and a small one).
+func (l *loop) tlsWrite(tc *tls.Conn, fw *fdWriter, p []byte) (int, error) {
 	if len(p) <= tlsGatherSize {
-		return s.c.tls.Write(p)
+		return tc.Write(p)
 	}
-	s.c.fw.gather(&s.c.l.tlsRecords)
-	n, err := s.c.tls.Write(p)
-	return n, s.endGather(err)
+	fw.gather(&l.tlsRecords)
+	n, err := tc.Write(p)
+	return n, endGather(fw, err)
 }
 
-// endGather sends the records a write of more than one record made,
-// gathered since fw.gather, in one system call, not one each (a bulk
-// download's 64 KiB of HTTP/2 frames left in five writes: four full
-// records and a small one). It returns err, or the send's error.
-func (s tlsSink) endGather(err error) error {
-	if gerr := s.c.fw.endGather(); err == nil {
+// endGather sends what fw gathered since fw.gather; it returns err, or
+// the send's error.
+func endGather(fw *fdWriter, err error) error {
+	if gerr := fw.endGather(); err == nil {
 		return gerr
 	}
 	return err
@@ -382,7 +387,7 @@ func (s tlsSink) WriteVec(bufs [][]byte) (int, error) {
 	}
 	s.c.fw.gather(&s.c.l.tlsRecords)
 	n, err := writeTLSVec(s.c.tls.Write, &s.c.l.tlsGather, bufs)
-	return n, s.endGather(err)
+	return n, endGather(&s.c.fw, err)
 }
 
 // writeTLSVec writes bufs through write (a tls.Conn's), gathered into

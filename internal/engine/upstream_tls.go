@@ -92,9 +92,9 @@ func (s tlsUpSource) Read(p []byte) (int, error) {
 // tlsUpSink writes a backend's plaintext through its tls.Conn: the
 // records go to the connection's fdWriter, which keeps what the socket
 // does not take.
-type tlsUpSink struct{ tc *tls.Conn }
+type tlsUpSink struct{ u *lupconn }
 
-func (s tlsUpSink) Write(p []byte) (int, error) { return s.tc.Write(p) }
+func (s tlsUpSink) Write(p []byte) (int, error) { return s.u.l.tlsWrite(s.u.tls.tc, &s.u.fw, p) }
 
 // needsTLS reports whether the connection is still to be handshaken.
 func (u *lupconn) needsTLS() bool {
@@ -141,7 +141,7 @@ func (u *lupconn) src() io.Reader {
 // sink returns what the request is written to.
 func (u *lupconn) sink() io.Writer {
 	if u.tls.tc != nil {
-		return tlsUpSink{u.tls.tc}
+		return tlsUpSink{u}
 	}
 	return &u.fw
 }

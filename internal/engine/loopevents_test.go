@@ -171,13 +171,9 @@ func testLoopTLSHelloAtAccept(t *testing.T, k netpoll.Kind) {
 		tc = tls.Client(cc, &tls.Config{RootCAs: tp.pool, ServerName: "localhost"})
 		go func() { handshook <- tc.Handshake() }()
 	})
-	deadline := time.Now().Add(3 * time.Second)
-	for cc.n.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("with the connection's events held back, no ServerHello came; want the ClientHello read at the accept")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	// With the connection's events held back, only a ClientHello read at
+	// the accept brings the ServerHello.
+	waitFor(t, "the ServerHello with the connection's events held back", func() bool { return cc.n.Load() > 0 })
 	h.release()
 	if err := <-handshook; err != nil {
 		t.Fatalf("handshake: %v", err)

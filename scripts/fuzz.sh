@@ -21,12 +21,13 @@ read -r -a flags <<<"${FUZZFLAGS:-}"
 # deadline_only says whether a failed run's log in $1 is Go 1.26's fuzz
 # coordinator race and nothing else: when -fuzztime runs out while a worker is
 # between inputs, go test can fail the target with "context deadline exceeded"
-# and no input (fixed in Go 1.27). A real finding writes its input ("Failing
-# input written to"), panics or fails a check ("--- FAIL" with a message other
-# than the deadline), so any of those, or any other cause, is not this.
+# and no input (fixed in Go 1.27). A real finding panics, or fails with lines
+# of its own under "--- FAIL" (a check's message, "Failing input written to"),
+# so the deadline must be the only such line.
 deadline_only() {
-	grep -q '^    context deadline exceeded$' "$1" || return 1
-	! grep -qE 'Failing input written|panic:|_test\.go:[0-9]+:|^    [^c ]' "$1"
+	grep -qx '    context deadline exceeded' "$1" &&
+		[ "$(grep -c '^    ' "$1")" -eq 1 ] &&
+		! grep -q 'panic:' "$1"
 }
 
 out=$(mktemp)

@@ -20,7 +20,8 @@ func TestPoller(t *testing.T) {
 		{name: "old name, portable", keys: ", engine: portable", want: PollerPortable, warn: "engine is deprecated: write poller: portable"},
 		{name: "both, agreeing", keys: ", engine: portable, poller: portable", want: PollerPortable, warn: "engine is deprecated"},
 		{name: "both, disagreeing", keys: ", engine: loop, poller: portable", error: `listeners[0].engine: "loop" says another poller than poller "portable"`},
-		{name: "unknown poller", keys: ", poller: epoll", error: `listeners[0].poller: "epoll" is not a poller (native, portable)`},
+		{name: "epoll alone", keys: ", poller: epoll", want: PollerEpoll},
+		{name: "unknown poller", keys: ", poller: uring", error: `listeners[0].poller: "uring" is not a poller (native, epoll, portable)`},
 		{name: "unknown engine", keys: ", engine: fast", error: `listeners[0].engine: "fast" is not an engine`},
 	}
 	for _, tt := range tests {

@@ -136,10 +136,13 @@ type Listener struct {
 	// backend until the client catches up. Default 65536.
 	OutputBufferBytes int `yaml:"output_buffer_bytes"`
 	// Poller is how the event loops serving the listener learn which
-	// sockets are ready: "native" (the system's own poller: epoll on
-	// Linux) or "portable" (Go's netpoller, which every system has;
-	// slower, and what non-Linux systems get with either value). Default
-	// "native".
+	// sockets are ready and read them: "native" (the system's own
+	// poller: on Linux epoll, with the sockets a batch of events finds
+	// readable read in one io_uring call where the kernel allows
+	// io_uring, else one read each), "epoll" (Linux's epoll, one read a
+	// socket: for a kernel or sandbox whose io_uring should not be used)
+	// or "portable" (Go's netpoller, which every system has; slower, and
+	// what non-Linux systems get with any value). Default "native".
 	Poller string `yaml:"poller"`
 	// Engine is Poller's old name, read when Poller is not set ("loop"
 	// for "native"; "portable"); validate warns that it is deprecated.
@@ -204,6 +207,7 @@ const (
 // The Listener.Poller values.
 const (
 	PollerNative   = "native"
+	PollerEpoll    = "epoll"
 	PollerPortable = "portable"
 )
 

@@ -642,10 +642,10 @@ func (v *validator) poller(l *Listener, p string) {
 		v.addf(p+".engine", "%q is not an engine (engine is deprecated: write poller: %s or %s)", l.Engine, PollerNative, PollerPortable)
 	}
 	switch l.Poller {
-	case PollerNative, PollerPortable:
+	case PollerNative, PollerEpoll, PollerPortable:
 	case "":
 		// Left empty by an engine value that is wrong; said above.
 	default:
-		v.addf(p+".poller", "%q is not a poller (%s, %s)", l.Poller, PollerNative, PollerPortable)
+		v.addf(p+".poller", "%q is not a poller (%s, %s, %s)", l.Poller, PollerNative, PollerEpoll, PollerPortable)
 	}
 }

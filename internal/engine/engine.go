@@ -30,7 +30,11 @@ type Engine struct {
 	acceptErr func(err error)
 	// panics counts requests a panic on a loop ended (Panics).
 	panics atomic.Uint64
-	wg     sync.WaitGroup
+	// batchedReads counts sockets read in the loops' batched reads;
+	// batchErr is why a loop of the io_uring poller has none (BatchReads).
+	batchedReads atomic.Uint64
+	batchErr     error
+	wg           sync.WaitGroup
 	// dialControl, when set, is given each backend socket before it
 	// connects (tests shrink buffers with it).
 	dialControl func(fd int)
@@ -272,8 +276,21 @@ func (e *Engine) Close() {
 	for _, l := range e.loops {
 		if l != nil {
 			l.poller.Shutdown()
+			l.pre.close()
 		}
 	}
+}
+
+// BatchReads reports whether the loops read the sockets a batch of
+// events finds readable in one system call (the io_uring poller), how
+// many sockets they have read so, and, when the poller asked for it but
+// the kernel refused io_uring, why (the loops then read each socket with
+// read(2)).
+func (e *Engine) BatchReads() (on bool, reads uint64, err error) {
+	for _, l := range e.loops {
+		on = on || l.pre.on
+	}
+	return on, e.batchedReads.Load(), e.batchErr
 }
 
 // OpenConns returns the number of client connections the loops hold.

@@ -26,9 +26,18 @@ type fdReader struct {
 	// rdhup: the peer has shut down its side; a short read then does not
 	// prove there is nothing left (the EOF is), so drained is not trusted.
 	rdhup bool
+	// pre is what the loop's batched read took from the socket for this
+	// reader and it has not read yet (preload.go); Read hands it out
+	// first.
+	pre *preRead
 }
 
 func (r *fdReader) Read(p []byte) (int, error) {
+	if r.pre != nil {
+		if n, err := r.readPre(p); n > 0 || err != nil {
+			return n, err
+		}
+	}
 	if r.drained && !r.rdhup {
 		return 0, errWouldBlock
 	}

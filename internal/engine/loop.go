@@ -127,6 +127,9 @@ type loop struct {
 	eng    *Engine
 	id     int
 	poller netpoll.Poller
+	// pre reads the sockets of a batch of events in one system call, on
+	// the io_uring poller (preload.go).
+	pre preloader
 	// lastBusy is when the loop last found events after waiting.
 	lastBusy int64
 	// working is when the loop began handling its current batch of
@@ -289,6 +292,12 @@ func newLoop(e *Engine, id int) (*loop, error) {
 		bodyBufs:   bufList{size: bodyBufSize, max: 64},
 		h2ReadBufs: bufList{size: h2ReadBufSize}, h2OutBufs: bufList{size: h2OutBufSize}}
 	l.gatherBeforeFill = l.beforeFill
+	if e.kind == netpoll.KindURing {
+		var err error
+		if l.pre, err = newPreloader(); err != nil && e.batchErr == nil {
+			e.batchErr = err
+		}
+	}
 	return l, nil
 }
 
@@ -343,7 +352,12 @@ func (l *loop) run() {
 				continue
 			}
 		}
-		if !l.dispatch(l.events[:n]) {
+		if l.pre.on {
+			l.preload(l.events[:n])
+		}
+		ok := l.dispatch(l.events[:n])
+		l.unload()
+		if !ok {
 			l.releaseHeld()
 			l.closeAll()
 			return

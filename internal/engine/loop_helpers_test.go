@@ -81,8 +81,9 @@ type loopConfig struct {
 	wrapPoller func(netpoll.Poller) netpoll.Poller
 }
 
-// pollers are the drivers every engine test runs on.
-var pollers = []netpoll.Kind{netpoll.KindEpoll, netpoll.KindPortable}
+// pollers are the drivers every engine test runs on (epoll without
+// batched reads: TestEpollAlone).
+var pollers = []netpoll.Kind{netpoll.KindURing, netpoll.KindPortable}
 
 // run runs f once per poller, as subtests named after them (the way
 // net/http's tests run every test in every mode): one test body, every

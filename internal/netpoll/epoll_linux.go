@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const native = KindEpoll
+const native = KindURing
 
 // epoll is one loop's epoll instance, with an eventfd to wake it.
 type epoll struct {

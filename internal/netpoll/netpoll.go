@@ -77,18 +77,23 @@ type Kind string
 const (
 	// KindEpoll is Linux's epoll; elsewhere New falls back to Portable.
 	KindEpoll Kind = "epoll"
+	// KindURing is epoll for readiness, with the sockets a loop's batch
+	// of events finds readable read in one io_uring_enter (RecvBatch)
+	// where the kernel allows io_uring; the poller itself is KindEpoll's.
+	// Elsewhere it is Portable.
+	KindURing Kind = "io_uring"
 	// KindPortable watches sockets through Go's netpoller.
 	KindPortable Kind = "portable"
 )
 
-// Native returns the poller this system's loops use by default: epoll on
-// Linux, the portable one elsewhere.
+// Native returns the poller this system's loops use by default: epoll
+// with io_uring's batched reads on Linux, the portable one elsewhere.
 func Native() Kind { return native }
 
-// New returns a poller of the given kind; KindEpoll where epoll does not
-// exist gives the portable poller.
+// New returns a poller of the given kind; KindEpoll or KindURing where
+// epoll does not exist gives the portable poller.
 func New(k Kind) (Poller, error) {
-	if k == KindEpoll && native == KindEpoll {
+	if (k == KindEpoll || k == KindURing) && native != KindPortable {
 		return newEpoll()
 	}
 	return newPortable(), nil

@@ -571,6 +571,9 @@ func (s *Server) startListener(bl *boundListener) error {
 			return err
 		}
 		eng.SetErrorLog(func(msg string, err error) { s.log.Warn(msg, zap.Error(err)) })
+		if _, _, err := eng.BatchReads(); err != nil {
+			s.log.Warn("io_uring is not available: the event loops read each ready socket with its own read(2) (poller: native works as poller: epoll)", zap.Error(err))
+		}
 		eng.SetAcceptErrorHook(s.acceptErrs.Observe)
 		s.engMu.Lock()
 		if s.engines == nil {
@@ -605,8 +608,11 @@ func (s *Server) retireBackend(name, addr string) {
 
 // pollerOf returns the poller a listener's engine setting asks for.
 func pollerOf(lc config.Listener) netpoll.Kind {
-	if lc.Poller == config.PollerPortable {
+	switch lc.Poller {
+	case config.PollerPortable:
 		return netpoll.KindPortable
+	case config.PollerEpoll:
+		return netpoll.KindEpoll
 	}
 	return netpoll.Native()
 }

@@ -14,9 +14,9 @@ import (
 // entry and exit alone on the machines this project is measured on
 // (docs/performance.md, "Batched reads"). Only a connection that reads
 // its socket through its fdReader as soon as it has the event is read
-// ahead (preReader): an HTTP/1.1 client between requests, over TLS or
-// not, and an HTTP/1.1 backend connection whose answer is awaited or
-// coming. What it is given waits in its fdReader (pre), which hands it
+// ahead (preReader): an HTTP/1.1 client between requests and an HTTP/2
+// client, over TLS (after the handshake) or not, and an HTTP/1.1 backend
+// connection whose answer is awaited or coming. What it is given waits in its fdReader (pre), which hands it
 // out before it reads the socket again; what a connection has not taken
 // when the batch is done is copied out of the loop's buffer (unload).
 
@@ -77,12 +77,20 @@ func (p *preloader) close() {
 // is given an In event. Connections that read their socket another way
 // are not read ahead: a TLS client before and during its handshake (the
 // ClientHello and the handshake read the socket directly), a PROXY
-// header still to come, a tunnel, an HTTP/2 connection; and neither are
-// connections in the middle of an exchange, which may not read now.
+// header still to come, a tunnel, a connection to an HTTP/2 backend; and
+// neither are HTTP/1.1 connections in the middle of an exchange, which
+// may not read now.
 func preReader(t target) (*fdReader, bool) {
 	switch t := t.(type) {
 	case *lconn:
-		return &t.fr, t.state == lsIdle && t.h2 == nil && t.h2s == nil && (t.sock == nil || !t.sock.blocking)
+		switch t.state {
+		case lsIdle:
+			return &t.fr, t.h2s == nil && (t.sock == nil || !t.sock.blocking)
+		case lsH2:
+			// The session reads every frame through its source.
+			return &t.fr, true
+		}
+		return &t.fr, false
 	case *lupconn:
 		return &t.fr, (t.state == upWaitHead || t.state == upBody) && t.h2 == nil && !t.tls.handshaking()
 	}

@@ -322,6 +322,11 @@ func (c *lconn) clientClosed() bool {
 		err := c.rd.fill()
 		return err != nil && err != errWouldBlock && err != errBufferFull
 	}
+	if pr := c.fr.pre; pr != nil {
+		// A batched read took the socket's next bytes (preload.go):
+		// they, or the end it found, are what a peek would see.
+		return len(pr.b) == 0 && pr.err != nil
+	}
 	var b [1]byte
 	n, _, err := unix.Recvfrom(c.fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
 	return err == nil && n == 0 || err != nil && err != unix.EAGAIN

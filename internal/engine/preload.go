@@ -147,9 +147,9 @@ func (l *loop) preload(events []netpoll.Event) {
 			pr.short = int(n) < preSlot
 		case n == 0:
 			pr.err = io.EOF
-		case n == -int32(syscall.EAGAIN) || n == -int32(syscall.EINTR):
-			// Nothing now (a late event): the connection reads and
-			// finds that itself.
+		case n == -int32(syscall.EAGAIN) || n == -int32(syscall.EINTR) || n == -int32(syscall.EINVAL) || n == -int32(syscall.EOPNOTSUPP):
+			// Nothing read (a late event; or a receive the ring would
+			// not do): the connection reads and finds out itself.
 			continue
 		default:
 			pr.err = &opError{op: "read", err: syscall.Errno(-n)}

@@ -3,6 +3,7 @@
 package netpoll
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -134,7 +135,34 @@ func NewRecvBatch(entries int) (*RecvBatch, error) {
 	for i := range array {
 		array[i] = uint32(i)
 	}
+	if err := b.probe(); err != nil {
+		b.Close()
+		return nil, err
+	}
 	return b, nil
+}
+
+// probe receives from an empty socket through the ring: a kernel that
+// sets up rings but has no IORING_OP_RECV (before 5.6, or a sandbox's
+// partial io_uring) fails it with EINVAL where a working one says
+// EAGAIN.
+func (b *RecvBatch) probe() error {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return os.NewSyscallError("socketpair", err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	var buf [1]byte
+	res := []int32{0}
+	b.Add(fds[0], buf[:])
+	if err := b.Run(res); err != nil {
+		return err
+	}
+	if res[0] != -int32(unix.EAGAIN) {
+		return fmt.Errorf("io_uring: a receive from an empty socket gave %d, not EAGAIN (the kernel's io_uring has no IORING_OP_RECV)", res[0])
+	}
+	return nil
 }
 
 // mmap maps one of the ring's regions; on failure it closes the ring.
@@ -190,15 +218,23 @@ func (b *RecvBatch) Run(res []int32) error {
 	}
 	submit, wait := n, n
 	head := atomic.LoadUint32(b.cqHead)
-	for wait > 0 {
+	var failed error
+	for tries := 0; wait > 0; tries++ {
 		// The kernel may take fewer submissions than offered (the rest
 		// stay queued for the next call); interrupted, it took none.
 		took, _, e := unix.RawSyscall6(unix.SYS_IO_URING_ENTER, uintptr(b.ring), uintptr(submit), uintptr(wait), uringEnterGetEvent, 0, 0)
-		if e != 0 && e != unix.EINTR {
-			return os.NewSyscallError("io_uring_enter", e)
-		}
-		if e == 0 {
+		switch {
+		case e == 0:
 			submit -= min(int(took), submit)
+		case e == unix.EINTR:
+		case failed == nil && wait > submit && tries < 16:
+			// Receives already submitted have taken their sockets'
+			// bytes: reap them before giving up on the rest.
+			failed = os.NewSyscallError("io_uring_enter", e)
+			wait -= submit
+			submit = 0
+		default:
+			return cmp.Or(failed, os.NewSyscallError("io_uring_enter", e))
 		}
 		for tail := atomic.LoadUint32(b.cqTail); head != tail && wait > 0; head++ {
 			c := &b.cqes[head&b.cqMask]
@@ -207,7 +243,7 @@ func (b *RecvBatch) Run(res []int32) error {
 		}
 		atomic.StoreUint32(b.cqHead, head)
 	}
-	return nil
+	return failed
 }
 
 // Close releases the ring.

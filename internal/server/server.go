@@ -571,8 +571,12 @@ func (s *Server) startListener(bl *boundListener) error {
 			return err
 		}
 		eng.SetErrorLog(func(msg string, err error) { s.log.Warn(msg, zap.Error(err)) })
-		if _, _, err := eng.BatchReads(); err != nil {
-			s.log.Warn("io_uring is not available: the event loops read each ready socket with its own read(2) (poller: native works as poller: epoll)", zap.Error(err))
+		if on, _, err := eng.BatchReads(); err != nil {
+			msg := "io_uring is not available: the event loops read each ready socket with its own read(2) (poller: native works as poller: epoll)"
+			if on {
+				msg = "io_uring is available to some event loops only (the locked-memory limit?): the others read each ready socket with its own read(2)"
+			}
+			s.log.Warn(msg, zap.Error(err))
 		}
 		eng.SetAcceptErrorHook(s.acceptErrs.Observe)
 		s.engMu.Lock()

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -58,5 +59,21 @@ func TestEpollAlone(t *testing.T) {
 		"proxy": testLoopProxyHTTPBackend, "tls": testLoopTLS, "soak": testLoopSoak,
 	} {
 		t.Run(name, func(t *testing.T) { f(t, netpoll.KindEpoll) })
+	}
+}
+
+// TestClientClosedSeesBatchedRead: whether a client has gone is told by
+// what a batched read took from its socket, when it took something, not
+// by a peek at the socket behind it (which would find only the FIN that
+// follows a pipelined request).
+func TestClientClosedSeesBatchedRead(t *testing.T) {
+	c := &lconn{fd: -1}
+	c.fr.pre = &preRead{b: []byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), err: io.EOF}
+	if c.clientClosed() {
+		t.Fatal("a request a batched read took was taken for a close")
+	}
+	c.fr.pre = &preRead{err: io.EOF}
+	if !c.clientClosed() {
+		t.Fatal("the end a batched read found was not taken for a close")
 	}
 }

@@ -16,9 +16,10 @@ import (
 // its socket through its fdReader as soon as it has the event is read
 // ahead (preReader): an HTTP/1.1 client between requests and an HTTP/2
 // client, over TLS (after the handshake) or not, and an HTTP/1.1 backend
-// connection whose answer is awaited or coming. What it is given waits in its fdReader (pre), which hands it
-// out before it reads the socket again; what a connection has not taken
-// when the batch is done is copied out of the loop's buffer (unload).
+// connection whose answer is awaited or coming. What it is given waits
+// in its fdReader (pre), which hands it out before it reads the socket
+// again; what a connection has not taken when the batch is done is
+// copied out of the loop's buffer (unload).
 
 // preSlot is the most a batched read takes of one socket: a request
 // head or an answer's first piece; a connection that wants more reads
@@ -83,16 +84,13 @@ func (p *preloader) close() {
 func preReader(t target) (*fdReader, bool) {
 	switch t := t.(type) {
 	case *lconn:
-		switch t.state {
-		case lsIdle:
-			return &t.fr, t.h2s == nil && (t.sock == nil || !t.sock.blocking)
-		case lsH2:
-			// The session reads every frame through its source.
-			return &t.fr, true
-		}
-		return &t.fr, false
+		// lsIdle comes after a TLS handshake, never during it; lsH2's
+		// session reads every frame through its source. (An HTTP/2
+		// stream's lconn has no socket: its fdReader's fd is -1.)
+		return &t.fr, t.state == lsIdle || t.state == lsH2
 	case *lupconn:
-		return &t.fr, (t.state == upWaitHead || t.state == upBody) && t.h2 == nil && !t.tls.handshaking()
+		// The stream role has no socket either (fd -1).
+		return &t.fr, (t.state == upWaitHead || t.state == upBody) && !t.tls.handshaking()
 	}
 	return nil, false
 }

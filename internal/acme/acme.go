@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"slices"
@@ -308,16 +309,49 @@ func splitAddr(a string) (string, int) {
 	return h, n
 }
 
-// Start loads the certificates of Domains from storage and, in the
+// storedLoadTimeout bounds how long Start waits for storage while it
+// loads the stored certificates.
+const storedLoadTimeout = 15 * time.Second
+
+// Start loads the certificates of Domains from storage before it returns,
+// so that a restart serves them from its first handshake, and, in the
 // background, gets those that are missing and renews those due. A name
 // without a certificate fails its handshakes until it has one; the others
-// are served meanwhile.
+// are served meanwhile. (certmagic's ManageAsync alone loads the stored
+// ones in goroutines of its own: the first handshakes after a restart
+// were refused until they had run.)
 func (m *Manager) Start() error {
 	if len(m.opts.Domains) == 0 {
 		return nil
 	}
+	loaded := 0
+	if m.opts.OnDemand == nil { // on-demand names load at their first handshake
+		ctx, cancel := context.WithTimeout(m.ctx, storedLoadTimeout)
+		for _, d := range m.opts.Domains {
+			_, err := m.cfg.CacheManagedCertificate(ctx, d)
+			switch {
+			case err == nil:
+				loaded++
+			case !errors.Is(err, fs.ErrNotExist):
+				m.log.Warn("loading the stored certificate failed; it is obtained again in the background",
+					zap.String("name", d), zap.Error(err))
+			}
+		}
+		cancel()
+	}
+	// Names loaded above are managed already: ManageAsync leaves them to
+	// the renewal checks and gets the others.
 	if err := m.cfg.ManageAsync(m.ctx, m.opts.Domains); err != nil {
 		return fmt.Errorf("acme: listener %s: %w", m.opts.Listener, err)
+	}
+	if loaded > 0 {
+		// What ManageAsync did for a stored certificate it loaded: renew
+		// it now if it is due, not at the first periodic check.
+		go func() {
+			if err := m.cache.RenewManagedCertificates(m.ctx); err != nil && m.ctx.Err() == nil {
+				m.log.Error("renewing the stored certificates", zap.Error(err))
+			}
+		}()
 	}
 	return nil
 }

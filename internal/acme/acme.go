@@ -333,7 +333,7 @@ func (m *Manager) Start() error {
 			case err == nil:
 				loaded++
 			case !errors.Is(err, fs.ErrNotExist):
-				m.log.Warn("loading the stored certificate failed; it is obtained again in the background",
+				m.log.Warn("loading the stored certificate failed; it is tried again in the background",
 					zap.String("name", d), zap.Error(err))
 			}
 		}
